@@ -1,0 +1,188 @@
+"""``devkit e2e``: end-to-end latency estimate, dense vs SVD-compressed MLPs.
+
+The main CLI calls :func:`register` with its ``add_subparsers()`` object; the parser it adds stores the
+handler as ``args.func`` (``func(args) -> int`` exit code: 0 ok, 2 bad input).  :func:`main` runs the
+command stand-alone (``python -m devkit.commands.e2e --model Llama-3.2-1B``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from devkit import e2e, llm
+
+#: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
+ALL_RATIOS = (0.1, 0.2)
+#: Compression ratio when ``--model`` is given without ``--compression``.
+DEFAULT_RATIO = 0.2
+
+_EXAMPLES = f"""examples:
+  devkit e2e --model Llama-3.2-1B --compression 0.2
+  devkit e2e --model Qwen3-4B --compression 0.1 --context 128 --generate 128 --json
+  devkit e2e --all
+
+models: {", ".join(llm.MODELS)}
+defaults follow the paper's runs: batch {e2e.DEFAULT_BATCH}, {e2e.DEFAULT_CONTEXT} prompt tokens, \
+{e2e.DEFAULT_GENERATE} new tokens (64 in total), bf16, trn1.
+"""
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``e2e`` command to an argparse subparsers object."""
+    parser = subparsers.add_parser(
+        "e2e",
+        help="estimate end-to-end LLM latency, dense vs SVD-compressed MLPs",
+        description=(
+            "Estimate prefill + decode latency of one generation with dense MLPs and with SVD-compressed "
+            "MLPs (NeuronMM ranks) on one NeuronCore. The compression ratio is the fraction of MLP "
+            "parameters removed."
+        ),
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--model", help="model name (case-insensitive; HF repo ids accepted)")
+    which.add_argument(
+        "--all", action="store_true", help=f"table over all six models at compression {ALL_RATIOS}"
+    )
+    parser.add_argument(
+        "--compression",
+        type=float,
+        default=None,
+        help="fraction of MLP parameters removed, 0 <= R < 1 (default 0.2; --all: 0.1 and 0.2)",
+    )
+    parser.add_argument("--batch", type=int, default=e2e.DEFAULT_BATCH, help="sequences (default 1)")
+    parser.add_argument(
+        "--context", type=int, default=e2e.DEFAULT_CONTEXT, help="prompt tokens per sequence (default 32)"
+    )
+    parser.add_argument(
+        "--generate", type=int, default=e2e.DEFAULT_GENERATE, help="new tokens per sequence (default 32)"
+    )
+    parser.add_argument("--target", default="trn1", choices=sorted(e2e.TARGETS), help="default trn1")
+    parser.add_argument("--dtype", default="bfloat16", help="weight/activation dtype (default bfloat16)")
+    parser.add_argument(
+        "--provider", default="roofline", help=f"MLP cost provider ({', '.join(e2e.PROVIDERS)})"
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
+    parser.set_defaults(func=run)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    """Handler of ``devkit e2e``; returns the exit code."""
+    err = Console(stderr=True)
+    if not args.model and not args.all:
+        err.print("[red]error:[/] pass --model NAME or --all", highlight=False)
+        err.print(f"valid models: {', '.join(llm.MODELS)}", highlight=False)
+        return 2
+    if args.compression is not None:
+        ratios: tuple[float, ...] = (args.compression,)
+    else:
+        ratios = ALL_RATIOS if args.all else (DEFAULT_RATIO,)
+    models = list(llm.MODELS) if args.all else [args.model]
+    try:
+        provider = e2e.get_provider(args.provider)
+        cache = None if args.no_cache else e2e.DiskCache()
+        results = [
+            e2e.estimate(
+                m,
+                r,
+                batch=args.batch,
+                context=args.context,
+                generate=args.generate,
+                target=args.target,
+                dtype=args.dtype,
+                provider=provider,
+                cache=cache,
+            )
+            for m in models
+            for r in ratios
+        ]
+    except KeyError as exc:  # unknown model: the message lists the valid ones
+        err.print(f"[red]error:[/] {escape(str(exc.args[0]))}", highlight=False, soft_wrap=True)
+        return 2
+    except ValueError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    if args.json:
+        payload: Any = [r.to_dict() for r in results] if args.all else results[0].to_dict()
+        print(json.dumps(payload, indent=2))
+        return 0
+    out = Console()
+    if not out.is_terminal:  # piped output: do not squeeze the table into 80 columns
+        out = Console(width=max(out.width, 120))
+    if args.all:
+        out.print(results_table(results))
+    else:
+        out.print(detail_table(results[0]))
+    return 0
+
+
+def results_table(results: Sequence[e2e.E2EResult]) -> Table:
+    """One row per (model, compression)."""
+    first = results[0]
+    table = Table(
+        title=(
+            f"End-to-end estimate on {first.target} ({first.provider}): batch {first.batch}, "
+            f"{first.context} prompt + {first.generate} new tokens, {first.dtype}"
+        )
+    )
+    for col in ("model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s"):
+        table.add_column(col, justify="left" if col == "model" else "right")
+    for r in results:
+        table.add_row(
+            r.model,
+            f"{r.compression:g}",
+            str(r.ranks.gate),
+            f"{r.dense_ms:.2f}",
+            f"{r.svd_ms:.2f}",
+            f"{r.speedup:.3f}x",
+            f"{r.mlp_share:.1%}",
+            f"{r.decode_dense_ms_per_token:.2f}→{r.decode_svd_ms_per_token:.2f}",
+        )
+    return table
+
+
+def detail_table(r: e2e.E2EResult) -> Table:
+    """Prefill/decode/total rows for one estimate."""
+    table = Table(
+        title=(
+            f"{r.model} at compression {r.compression:g} (rank {r.ranks.gate}/{r.ranks.up}/{r.ranks.down}) "
+            f"on {r.target} ({r.provider}): batch {r.batch}, {r.context} prompt + {r.generate} new tokens"
+        )
+    )
+    for col in ("phase", "dense ms", "SVD ms", "speedup"):
+        table.add_column(col, justify="left" if col == "phase" else "right")
+    rows = (
+        ("prefill", r.prefill_dense_ms, r.prefill_svd_ms),
+        (f"decode ({r.decode_steps} steps)", r.decode_dense_ms, r.decode_svd_ms),
+        ("decode per token", r.decode_dense_ms_per_token, r.decode_svd_ms_per_token),
+        ("MLP (all)", r.mlp_dense_ms, r.mlp_svd_ms),
+        ("total", r.dense_ms, r.svd_ms),
+    )
+    for name, dense, svd in rows:
+        speedup = f"{dense / svd:.3f}x" if svd > 0 else "-"
+        table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
+    table.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``e2e ...`` stand-alone; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="devkit")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["e2e", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Cost of one DMA transfer: how many engines and descriptors it uses and how long each engine works.
+
+Mechanisms (reference/nki_api.md section 4.4):
+
+* A transfer touching ``P`` partitions is split over ``min(engines, ceil(P / partitions_per_engine))``
+  DMA engines (16 engines x 8 partitions for P = 128) [ARCH2, DMAOV], and never over more engines
+  than it has descriptors.
+* A descriptor moves one contiguous run: the shorter of the source and destination runs
+  (``Access.run_bytes``); on SBUF/PSUM a run never crosses a partition [ARCH2].  Each engine pays
+  ``dma_descriptor_ns`` per descriptor it handles plus its share of the bytes at the per-engine
+  bandwidth (``dma.engine_bw_bytes_per_ns``) [DMABW].
+* A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) builds
+  its descriptors along the contiguous side and moves bytes at ``dma_transpose_efficiency`` of the
+  engine bandwidth [PERF Opt #10, ARCH3].
+* The fixed per-transfer cost (``dma_fixed_latency_ns``, ``dma_queue_busy_ns``) and the HBM
+  bandwidth cap are applied by the scheduler, not here: they depend on what else is in flight.
+
+Units: bytes, ns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from devkit.cost.params import Params
+from devkit.cost.target import Target
+from devkit.trace import HBM, Access, Instr
+
+#: DMA opcodes with a specific rule (every DMA opcode goes through the same mechanism).
+DMA_OPCODES = frozenset({
+    "dma_copy", "load", "store", "load_transpose2d", "dma_transpose", "atomic_rmw",
+    "load_indirect", "store_indirect", "spill", "reload",
+})
+TRANSPOSE_OPCODES = frozenset({"load_transpose2d", "dma_transpose"})
+
+
+@dataclass(frozen=True, slots=True)
+class DmaTiming:
+    """What one transfer asks of the DMA engines (before contention)."""
+
+    engines: int
+    """DMA engines the transfer is split over."""
+    descriptors: int
+    """Descriptors (contiguous runs) in the whole transfer."""
+    engine_ns: float
+    """Busy time of each engine used, in ns."""
+    bytes_moved: int
+    """Bytes moved (the larger of source and destination when the DMA casts)."""
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    transpose: bool
+
+
+class DmaCostModel:
+    """Per-transfer DMA costs for one target and parameter set."""
+
+    def __init__(self, target: Target, params: Params) -> None:
+        dma = target.dma
+        self.engines = dma.engines
+        self.partitions_per_engine = dma.partitions_per_engine
+        self.bw = dma.engine_bw_bytes_per_ns
+        self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
+        self.descriptor_ns = params.dma_descriptor_ns
+
+    def timing(self, instr: Instr) -> DmaTiming:
+        """Engines, descriptors and per-engine busy time (ns) of one DMA instruction."""
+        return DmaTiming(*self.raw(instr))
+
+    def raw(self, instr: Instr) -> tuple[int, int, float, int, int, int, bool]:
+        """:meth:`timing` as a plain tuple in :class:`DmaTiming` field order (scheduler hot path)."""
+        ins, outs = instr.ins, instr.outs
+        hbm_read = hbm_write = 0
+        if len(ins) == 1 and len(outs) == 1:
+            src, dst = ins[0], outs[0]
+            moved = src.bytes if src.bytes >= dst.bytes else dst.bytes
+            partitions = src.partitions if src.partitions >= dst.partitions else dst.partitions
+            if src.buffer == HBM:
+                hbm_read = src.bytes
+                r_src = src.run_bytes
+            else:
+                r_src = _onchip_run(src)
+            if dst.buffer == HBM:
+                hbm_write = dst.bytes
+                r_dst = dst.run_bytes
+            else:
+                r_dst = _onchip_run(dst)
+            short_run, long_run = (r_src, r_dst) if r_src <= r_dst else (r_dst, r_src)
+        else:
+            moved, partitions, short_run, long_run = 0, 1, 0, 0
+            for group, is_out in ((ins, False), (outs, True)):
+                for acc in group:
+                    moved = max(moved, acc.bytes)
+                    partitions = max(partitions, acc.partitions)
+                    if acc.buffer == HBM:
+                        run = acc.run_bytes
+                        if is_out:
+                            hbm_write += acc.bytes
+                        else:
+                            hbm_read += acc.bytes
+                    else:
+                        run = _onchip_run(acc)
+                    short_run = run if short_run == 0 else min(short_run, run)
+                    long_run = max(long_run, run)
+        attrs = instr.attrs
+        transpose = bool(attrs and attrs.get("transpose")) or instr.opcode in TRANSPOSE_OPCODES
+        if moved <= 0:
+            return (1, 0, 0.0, 0, hbm_read, hbm_write, transpose)
+        run = long_run if transpose else short_run
+        if run < 1:
+            run = 1
+        descriptors = -(-moved // run)
+        engines = -(-partitions // self.partitions_per_engine)
+        if engines > self.engines:
+            engines = self.engines
+        if engines > descriptors:
+            engines = descriptors
+        per_engine_desc = -(-descriptors // engines)
+        bw = self.transpose_bw if transpose else self.bw
+        engine_ns = per_engine_desc * self.descriptor_ns + moved / engines / bw
+        return (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
+
+
+def _onchip_run(acc: Access) -> int:
+    """Contiguous run of an SBUF/PSUM operand: never longer than one partition's bytes."""
+    parts = acc.partitions
+    if parts > 0 and acc.bytes >= parts:
+        per_partition = acc.bytes // parts
+        return acc.run_bytes if acc.run_bytes < per_partition else per_partition
+    return acc.run_bytes

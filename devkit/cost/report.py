@@ -1,0 +1,182 @@
+"""The cost report of one kernel run: :class:`CostReport`, its JSON form and a rich table.
+
+``CostReport.to_dict()`` carries the contract keys of DESIGN.md section 3 (``target``,
+``latency_us``, ``hbm_read_bytes``, ``hbm_write_bytes``, ``instructions``, ``engine_busy_us`` with
+exactly ``tensor``/``vector``/``scalar``/``gpsimd``/``dma``, ``tensor_utilization``,
+``sbuf_peak_bytes``, ``psum_peak_bytes``) plus the derived figures below.
+
+Definitions:
+
+* ``engine_busy_us.dma`` is DMA engine time divided by the number of DMA engines (the time the
+  whole DMA pool would need at 100 % occupancy); compute engines report their own busy time.
+* ``tensor_utilization`` = TensorE time at peak for the FLOPs executed (per dtype, target
+  ``tensor.peak_tflops_*``) / latency: achieved FLOP rate over peak for the dtype mix.
+* ``mbu`` = (HBM read + write bytes) / latency / per-core HBM bandwidth.
+* ``resource_bounds_us``: a lower bound on latency per resource (busy time of each compute engine;
+  ``dma/hbm`` = the largest of DMA pool time, HBM bytes / bandwidth and the busiest DMA queue's
+  fixed costs).  ``roofline_us`` is their maximum and ``bound_by`` names it.
+* ``sbuf_peak_bytes`` / ``psum_peak_bytes`` = per-partition peak x partitions (per-partition
+  figures under ``*_per_partition``).
+* ``bytes_by_level``: HBM read/write by DMA; ``sbuf_to_psum`` = bytes written into PSUM by any
+  engine; ``psum_to_sbuf`` = bytes read out of PSUM by any engine; ``sbuf_to_sbuf`` = DMA SBUF->SBUF.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from devkit.cost.params import Params
+from devkit.cost.scheduler import ScheduleTotals
+from devkit.cost.target import Target
+from devkit.cost.timeline import Timeline
+from devkit.trace import DMA, ENGINES, MemoryStats
+
+BUSY_KEYS = ENGINES  # ("tensor", "vector", "scalar", "gpsimd", "dma")
+
+
+@dataclass(frozen=True)
+class Hotspot:
+    """Work attributed to one kernel source line."""
+
+    filename: str
+    lineno: int
+    instructions: int
+    busy_us: dict[str, float]
+
+    @property
+    def total_busy_us(self) -> float:
+        return sum(self.busy_us.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"file": self.filename, "line": self.lineno, "instructions": self.instructions,
+                "busy_us": dict(self.busy_us), "total_busy_us": self.total_busy_us}
+
+
+@dataclass(frozen=True)
+class CostReport:
+    """Modelled cost of one kernel run on one target (times in us, sizes in bytes)."""
+
+    target: str
+    kernel: str
+    latency_us: float
+    instructions: int
+    engine_busy_us: dict[str, float]
+    instructions_by_engine: dict[str, int]
+    flops: int
+    tensor_utilization: float
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    mbu: float
+    bytes_by_level: dict[str, int]
+    spill_bytes: int
+    sbuf_peak_bytes: int
+    sbuf_peak_bytes_per_partition: int
+    psum_peak_bytes: int
+    psum_peak_bytes_per_partition: int
+    roofline_us: float
+    bound_by: str
+    resource_bounds_us: dict[str, float]
+    dma_transfers: int
+    dma_descriptors: int
+    hotspots: tuple[Hotspot, ...]
+    unknown_opcodes: dict[str, int]
+    params: dict[str, float]
+    timeline: Timeline | None = field(default=None, compare=False, repr=False)
+
+    def to_dict(self, include_timeline: bool = False) -> dict[str, Any]:
+        """JSON-serialisable dict (the timeline only on request: it can be large)."""
+        out: dict[str, Any] = {
+            "target": self.target,
+            "kernel": self.kernel,
+            "modelled": True,
+            "latency_us": self.latency_us,
+            "instructions": self.instructions,
+            "engine_busy_us": dict(self.engine_busy_us),
+            "instructions_by_engine": dict(self.instructions_by_engine),
+            "flops": self.flops,
+            "tensor_utilization": self.tensor_utilization,
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "mbu": self.mbu,
+            "bytes_by_level": dict(self.bytes_by_level),
+            "spill_bytes": self.spill_bytes,
+            "sbuf_peak_bytes": self.sbuf_peak_bytes,
+            "sbuf_peak_bytes_per_partition": self.sbuf_peak_bytes_per_partition,
+            "psum_peak_bytes": self.psum_peak_bytes,
+            "psum_peak_bytes_per_partition": self.psum_peak_bytes_per_partition,
+            "roofline_us": self.roofline_us,
+            "bound_by": self.bound_by,
+            "resource_bounds_us": dict(self.resource_bounds_us),
+            "dma_transfers": self.dma_transfers,
+            "dma_descriptors": self.dma_descriptors,
+            "hotspots": [h.to_dict() for h in self.hotspots],
+            "unknown_opcodes": dict(self.unknown_opcodes),
+            "params": dict(self.params),
+        }
+        if include_timeline and self.timeline is not None:
+            out["timeline"] = self.timeline.to_dict()
+        return out
+
+
+def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: MemoryStats, *,
+                 kernel_name: str = "", timeline: Timeline | None = None, hotspot_limit: int = 20) -> CostReport:
+    """Derive the report figures from raw schedule totals."""
+    ns_to_us = 1e-3
+    makespan = totals.makespan_ns
+    busy_ns = dict(totals.busy_ns)
+    busy_ns[DMA] = totals.dma_engine_ns / target.dma.engines
+    engine_busy_us = {k: busy_ns.get(k, 0.0) * ns_to_us for k in BUSY_KEYS}
+    hbm_bytes = totals.hbm_read_bytes + totals.hbm_write_bytes
+    hbm_ns = hbm_bytes / target.hbm.bw_bytes_per_ns
+    bounds_ns = {k: busy_ns.get(k, 0.0) for k in BUSY_KEYS if k != DMA}
+    bounds_ns["dma/hbm"] = max(busy_ns[DMA], hbm_ns, totals.queue_busy_ns) + totals.spill_tail_ns
+    bound_by = max(bounds_ns, key=lambda k: bounds_ns[k])
+    parts = stats.partitions
+    hot = sorted(totals.hotspots.items(), key=lambda kv: -sum(kv[1][1:]))[:hotspot_limit]
+    hotspots = tuple(
+        Hotspot(filename=f, lineno=line, instructions=v[0],
+                busy_us={name: v[i + 1] * ns_to_us for i, name in enumerate(ENGINES)})
+        for (f, line), v in hot
+    )
+    return CostReport(
+        target=target.name,
+        kernel=kernel_name,
+        latency_us=makespan * ns_to_us,
+        instructions=totals.instructions,
+        engine_busy_us=engine_busy_us,
+        instructions_by_engine={k: totals.counts.get(k, 0) for k in BUSY_KEYS},
+        flops=totals.flops,
+        tensor_utilization=totals.tensor_time_at_peak_ns / makespan if makespan > 0 else 0.0,
+        hbm_read_bytes=totals.hbm_read_bytes,
+        hbm_write_bytes=totals.hbm_write_bytes,
+        mbu=hbm_ns / makespan if makespan > 0 else 0.0,
+        bytes_by_level={
+            "hbm_read": totals.hbm_read_bytes,
+            "hbm_write": totals.hbm_write_bytes,
+            "sbuf_to_psum": totals.sbuf_to_psum_bytes,
+            "psum_to_sbuf": totals.psum_to_sbuf_bytes,
+            "sbuf_to_sbuf": totals.sbuf_to_sbuf_bytes,
+        },
+        spill_bytes=totals.spill_bytes,
+        sbuf_peak_bytes=stats.sbuf_peak_bytes_per_partition * parts,
+        sbuf_peak_bytes_per_partition=stats.sbuf_peak_bytes_per_partition,
+        psum_peak_bytes=stats.psum_peak_bytes_per_partition * parts,
+        psum_peak_bytes_per_partition=stats.psum_peak_bytes_per_partition,
+        roofline_us=bounds_ns[bound_by] * ns_to_us,
+        bound_by=bound_by,
+        resource_bounds_us={k: v * ns_to_us for k, v in bounds_ns.items()},
+        dma_transfers=totals.dma_transfers,
+        dma_descriptors=totals.dma_descriptors,
+        hotspots=hotspots,
+        unknown_opcodes={f"{e}.{op}": c for (e, op), c in sorted(totals.unknown_opcodes.items())},
+        params=params.as_dict(),
+        timeline=timeline,
+    )
+
+
+def render_table(report: CostReport, hotspots: int = 10) -> Any:
+    """A rich renderable of ``report`` (see :func:`devkit.cost.render.render_table`)."""
+    from devkit.cost.render import render_table as _render
+
+    return _render(report, hotspots)

@@ -1,0 +1,69 @@
+"""A bounded sample of engine activity for plotting.
+
+Two views, both bounded in memory whatever the trace length:
+
+* ``events``: the first ``limit`` intervals verbatim, as ``(engine, start_ns, end_ns)`` with the
+  engine index of :data:`ENGINE_ORDER` (enough to draw a Gantt chart of a kernel's start);
+* ``histogram``: per engine, busy ns summed into ``bins`` equal time bins that cover the whole run.
+  The bin width starts at ``bin_ns`` and doubles (merging neighbouring bins) whenever an interval
+  lands beyond the last bin, so a 50 ms kernel ends with ~100 us bins.  An interval's busy time is
+  spread over the bins it overlaps.  For DMA the busy time is engine-ns summed over the engines a
+  transfer used (divide by the engine count for a 0..1 utilisation).
+"""
+
+from __future__ import annotations
+
+from devkit.trace import ENGINES
+
+#: Engine order of the indices used in ``events`` and ``histogram``.
+ENGINE_ORDER = ENGINES
+
+
+class Timeline:
+    """Bounded engine-activity sample (see module docstring)."""
+
+    __slots__ = ("bin_ns", "bins", "events", "histogram", "limit")
+
+    def __init__(self, limit: int = 20_000, bins: int = 512, bin_ns: float = 1000.0) -> None:
+        self.limit = limit
+        self.bins = bins
+        self.bin_ns = bin_ns
+        self.events: list[tuple[int, float, float]] = []
+        self.histogram: list[list[float]] = [[0.0] * bins for _ in ENGINE_ORDER]
+
+    def add(self, engine: int, start_ns: float, end_ns: float, busy_ns: float) -> None:
+        """Record ``busy_ns`` of work by ``engine`` between ``start_ns`` and ``end_ns``."""
+        if len(self.events) < self.limit:
+            self.events.append((engine, start_ns, end_ns))
+        width = self.bin_ns
+        last = int(end_ns // width)
+        while last >= self.bins:
+            self._coarsen()
+            width = self.bin_ns
+            last = int(end_ns // width)
+        first = int(start_ns // width)
+        row = self.histogram[engine]
+        if first == last or end_ns <= start_ns:
+            row[first] += busy_ns
+            return
+        rate = busy_ns / (end_ns - start_ns)
+        row[first] += ((first + 1) * width - start_ns) * rate
+        for b in range(first + 1, last):
+            row[b] += width * rate
+        row[last] += (end_ns - last * width) * rate
+
+    def _coarsen(self) -> None:
+        half = self.bins // 2
+        for e, row in enumerate(self.histogram):
+            merged = [row[2 * i] + row[2 * i + 1] for i in range(half)]
+            self.histogram[e] = merged + [0.0] * (self.bins - half)
+        self.bin_ns *= 2.0
+
+    def to_dict(self) -> dict:
+        """JSON-serialisable form."""
+        return {
+            "engines": list(ENGINE_ORDER),
+            "events": [list(ev) for ev in self.events],
+            "bin_ns": self.bin_ns,
+            "histogram": {name: list(self.histogram[i]) for i, name in enumerate(ENGINE_ORDER)},
+        }

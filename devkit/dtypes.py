@@ -1,0 +1,263 @@
+"""NKI data types, their storage in the simulator, rounding, and type promotion.
+
+Values of every floating-point NKI type are *stored* in the simulator as ``float32`` arrays whose
+values are always exactly representable in the declared type (bf16, fp16, fp8, tf32 values are all
+exactly representable in fp32).  That is numerically identical to holding them in the declared
+``ml_dtypes`` type, and it lets engine arithmetic (which the hardware does in fp32) run without a
+conversion on every read.  Integer and boolean types are stored natively (bool as uint8).
+Conversion to the declared type happens on every write (:func:`round_to`) and at the kernel
+boundary (:func:`to_external`).
+
+Type promotion follows the NKI documentation (nki.api.shared, "Type promotion"); see
+``reference/nki_api.md`` §2.6.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
+float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
+float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float16 = np.dtype(np.float16)
+float32 = np.dtype(np.float32)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+uint8 = np.dtype(np.uint8)
+uint16 = np.dtype(np.uint16)
+uint32 = np.dtype(np.uint32)
+bool_ = np.dtype(np.bool_)
+
+
+class _TF32:
+    """Marker type for NKI's ``tfloat32`` (1 sign, 8 exponent, 10 mantissa bits).
+
+    NumPy has no tf32; the simulator stores tf32 values as float32 rounded to 10 mantissa bits and
+    hands them to the host as float32.
+    """
+
+    name = "tfloat32"
+    itemsize = 4
+    kind = "f"
+
+    def __repr__(self) -> str:
+        return "tfloat32"
+
+
+tfloat32 = _TF32()
+
+#: Every dtype the simulator accepts, by name.
+BY_NAME: dict[str, object] = {
+    "bfloat16": bfloat16,
+    "float8_e4m3": float8_e4m3,
+    "float8_e5m2": float8_e5m2,
+    "float8_e4m3fn": float8_e4m3fn,
+    "float16": float16,
+    "float32": float32,
+    "tfloat32": tfloat32,
+    "int8": int8,
+    "int16": int16,
+    "int32": int32,
+    "uint8": uint8,
+    "uint16": uint16,
+    "uint32": uint32,
+    "bool": bool_,
+    "bool_": bool_,
+}
+_ALIASES = {
+    "bf16": "bfloat16",
+    "fp32": "float32",
+    "fp16": "float16",
+    "half": "float16",
+    "float": "float32",
+    "fp8": "float8_e4m3",
+    "float8": "float8_e4m3",
+    "tf32": "tfloat32",
+}
+
+_FLOAT_NAMES = {"bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float16", "float32", "tfloat32"}
+_KNOWN_NP = {d for d in BY_NAME.values() if isinstance(d, np.dtype)}
+
+
+class DtypeNotSupported(TypeError):
+    """Raised by :func:`as_dtype` for a type NKI does not have (the caller decides how to blame)."""
+
+
+def as_dtype(x: object) -> np.dtype | _TF32:
+    """Normalise a dtype given as a name, NumPy type, ``np.dtype`` or ml_dtypes type."""
+    if x is tfloat32 or isinstance(x, _TF32):
+        return tfloat32
+    if isinstance(x, str):
+        name = _ALIASES.get(x, x)
+        if name in BY_NAME:
+            return BY_NAME[name]  # type: ignore[return-value]
+        raise DtypeNotSupported(f"unknown dtype {x!r}; NKI dtypes are {', '.join(sorted(BY_NAME))}")
+    try:
+        d = np.dtype(x)  # type: ignore[arg-type]
+    except TypeError as e:
+        raise DtypeNotSupported(f"{x!r} is not a dtype") from e
+    if d in _KNOWN_NP:
+        return d
+    raise DtypeNotSupported(
+        f"dtype {d} is not supported by NKI (supported: {', '.join(sorted(BY_NAME))}); "
+        "cast the array first, e.g. to float32 or bfloat16"
+    )
+
+
+def name_of(dt: object) -> str:
+    """Canonical NKI name of a dtype (``"bfloat16"``, ``"float32"``...)."""
+    if isinstance(dt, _TF32):
+        return "tfloat32"
+    d = np.dtype(dt)  # type: ignore[arg-type]
+    return "bool" if d == bool_ else d.name
+
+
+def itemsize(dt: object) -> int:
+    """Bytes per element of the declared type."""
+    return 4 if isinstance(dt, _TF32) else np.dtype(dt).itemsize  # type: ignore[arg-type]
+
+
+def is_float(dt: object) -> bool:
+    return isinstance(dt, _TF32) or name_of(dt) in _FLOAT_NAMES
+
+
+def is_int(dt: object) -> bool:
+    return not is_float(dt) and name_of(dt) != "bool"
+
+
+def storage_dtype(dt: object) -> np.dtype:
+    """The NumPy dtype the simulator stores values of ``dt`` in."""
+    if is_float(dt):
+        return float32
+    if name_of(dt) == "bool":
+        return uint8
+    return np.dtype(dt)  # type: ignore[arg-type]
+
+
+def poison_value(dt: object) -> float | int:
+    """Value fresh (uninitialised) memory of type ``dt`` is filled with: NaN, or a sentinel for ints."""
+    if is_float(dt):
+        return float("nan")
+    d = np.dtype(dt)  # type: ignore[arg-type]
+    if d == uint8:
+        return 0xA5
+    info = np.iinfo(d)
+    # A recognisable sentinel near the top of the range (like NKI's simulator, not 0).
+    return int(info.max) - 0x5A if info.max > 0x5A else int(info.max)
+
+
+def _round_tf32(a: np.ndarray) -> np.ndarray:
+    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    rounded = (u + np.uint32(0xFFF) + ((u >> np.uint32(13)) & np.uint32(1))) & np.uint32(0xFFFFE000)
+    out = rounded.view(np.float32)
+    return np.where(np.isnan(a), a, out).astype(np.float32, copy=False)
+
+
+def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
+    """Convert engine results (fp32 or ints) to the storage representation of ``dt``.
+
+    Floats round to nearest-even into the declared format and come back as float32.  Integers
+    round to nearest-even and saturate (NaN becomes 0).  Booleans are 0/1 in uint8.
+    """
+    a = np.asarray(values)
+    if isinstance(dt, _TF32):
+        return _round_tf32(a.astype(np.float32, copy=False))
+    d = np.dtype(dt)  # type: ignore[arg-type]
+    if d == float32:
+        return a.astype(np.float32, copy=False)
+    if d.kind == "f" or d in (bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn):
+        with np.errstate(over="ignore", invalid="ignore"):
+            return a.astype(d).astype(np.float32)
+    if d == bool_:
+        return (a != 0).astype(np.uint8)
+    if a.dtype.kind in "iub":
+        if a.dtype == d:
+            return a
+        info = np.iinfo(d)
+        return np.clip(a, info.min, info.max).astype(d)
+    info = np.iinfo(d)
+    with np.errstate(invalid="ignore"):
+        r = np.rint(a.astype(np.float64))
+        r = np.nan_to_num(r, nan=0.0, posinf=info.max, neginf=info.min)
+    return np.clip(r, info.min, info.max).astype(d)
+
+
+def to_storage(arr: np.ndarray, dt: object) -> np.ndarray:
+    """Host array of declared type ``dt`` -> simulator storage array (a copy)."""
+    if is_float(dt):
+        return np.array(arr, dtype=np.float32, copy=True)
+    if name_of(dt) == "bool":
+        return np.array(arr, dtype=np.uint8, copy=True)
+    return np.array(arr, dtype=np.dtype(dt), copy=True)  # type: ignore[arg-type]
+
+
+def to_external(data: np.ndarray, dt: object) -> np.ndarray:
+    """Simulator storage array -> host array in the declared type (tf32 stays float32)."""
+    if isinstance(dt, _TF32):
+        return np.array(data, dtype=np.float32)
+    d = np.dtype(dt)  # type: ignore[arg-type]
+    if d == bool_:
+        return data.astype(np.bool_)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return data.astype(d)
+
+
+# ---- type promotion (nki.api.shared "Type promotion") ----------------------------------------
+
+_FLOAT_RANK = {
+    "float8_e4m3": 0,
+    "float8_e4m3fn": 0,
+    "float8_e5m2": 0,
+    "bfloat16": 1,
+    "float16": 1,
+    "tfloat32": 2,
+    "float32": 3,
+}
+
+
+def _promote_pair(a: object, b: object) -> object:
+    na, nb = name_of(a), name_of(b)
+    if na == nb:
+        return a
+    fa, fb = na in _FLOAT_NAMES, nb in _FLOAT_NAMES
+    if fa and not fb:
+        return a
+    if fb and not fa:
+        return b
+    if fa and fb:
+        pair = {na, nb}
+        if pair == {"float16", "bfloat16"}:
+            return float32
+        if pair <= {"float8_e4m3", "float8_e5m2", "float8_e4m3fn"}:
+            return bfloat16
+        if pair == {"float32", "tfloat32"}:
+            return float32
+        return a if _FLOAT_RANK[na] >= _FLOAT_RANK[nb] else b
+    # integers (bool behaves as uint8)
+    da = uint8 if na == "bool" else np.dtype(a)  # type: ignore[arg-type]
+    db = uint8 if nb == "bool" else np.dtype(b)  # type: ignore[arg-type]
+    if {da, db} == {int32, uint32}:
+        return float32
+    return np.promote_types(da, db)
+
+
+def promote(*dts: object) -> object:
+    """Result type of an arithmetic op on tensors of the given dtypes."""
+    out = dts[0]
+    for d in dts[1:]:
+        out = _promote_pair(out, d)
+    return out
+
+
+def scalar_dtype(value: object) -> object:
+    """The NKI type of a weak Python scalar: bool->uint8, int->int32, float->float32."""
+    if isinstance(value, (bool, np.bool_)):
+        return uint8
+    if isinstance(value, (int, np.integer)):
+        return int32 if not isinstance(value, np.integer) else value.dtype
+    if isinstance(value, np.floating) and value.dtype != np.float64:
+        return value.dtype
+    return float32

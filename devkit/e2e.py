@@ -1,0 +1,614 @@
+"""End-to-end LLM inference latency estimator: dense MLPs vs SVD-compressed MLPs.
+
+The estimate of one generation (``batch`` sequences, ``context`` prompt tokens, ``generate`` new tokens) is
+
+* **prefill**: one context-encoding forward pass over ``batch x context`` tokens (it also yields the first
+  new token), plus
+* **decode**: ``generate - 1`` token-generation steps, step ``k`` attending ``context + k`` cached
+  positions plus itself.
+
+Every forward pass is the operator list of :func:`devkit.llm.forward_ops`.  MLP time comes from a pluggable
+:class:`MlpCostProvider` (per layer, at the MLP's token count); everything else from a roofline with the
+named efficiencies of :class:`Efficiencies`.  The default provider, :class:`RooflineMlpCost`, applies the
+same roofline to the MLP, so with it the speedup isolates the effect of compression (fewer FLOPs and
+bytes); a provider that runs the project's kernels through the simulator's cost model adds the kernel
+effect.  Provider results are cached on disk (:class:`DiskCache`).
+
+Units: times in microseconds (``*_us``) or milliseconds (``*_ms``, the result), bandwidths in bytes/s,
+throughputs in FLOP/s or elements/s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from devkit import llm
+from devkit.llm import LlmConfig, MlpRanks, Op
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_CONTEXT",
+    "DEFAULT_GENERATE",
+    "PROVIDERS",
+    "TARGETS",
+    "CachedMlpCost",
+    "DiskCache",
+    "E2EResult",
+    "Efficiencies",
+    "MlpCostProvider",
+    "RooflineMlpCost",
+    "RooflineTarget",
+    "estimate",
+    "get_provider",
+    "op_time_us",
+    "register_provider",
+]
+
+#: Defaults follow the paper's end-to-end runs (NMM ``run.sh``: batch 1, ``--max-context-length 32``,
+#: ``--seq-len 64``, i.e. 32 prompt tokens and 32 new tokens), reference/neuronmm.md §4.1.
+DEFAULT_BATCH = 1
+DEFAULT_CONTEXT = 32
+DEFAULT_GENERATE = 32
+
+#: Bumped when the meaning of cached values changes.
+CACHE_SCHEMA = 1
+
+
+# ------------------------------------------------------------------------------------ hardware data
+
+
+@dataclass(frozen=True)
+class RooflineTarget:
+    """Per-NeuronCore peak rates of a target (sources in ``sources``).
+
+    ``tensor_flops_16`` is the TensorE peak for 16-bit (and fp8/tf32) operands, ``tensor_flops_32`` for
+    fp32, in FLOP/s; ``hbm_bytes_per_s`` the HBM bandwidth available to one core; ``vector_elems_per_s``
+    the VectorE element rate (16-bit data); ``min_moving`` the moving-free size below which a matmul
+    costs the same as at that size (TensorE initiation interval, cycles).
+    """
+
+    name: str
+    tensor_flops_16: float
+    tensor_flops_32: float
+    hbm_bytes_per_s: float
+    vector_elems_per_s: float
+    min_moving: int
+    sources: str
+
+
+_NKI = "reference/nki_api.md"
+TARGETS: dict[str, RooflineTarget] = {
+    "trn1": RooflineTarget(
+        "trn1",
+        tensor_flops_16=92e12,
+        tensor_flops_32=23e12,
+        hbm_bytes_per_s=410e9,
+        vector_elems_per_s=1.12e9 * 128,
+        min_moving=64,
+        sources=(
+            f"{_NKI} §4.1: TensorE 92 TFLOPS BF16 / 23 FP32 per core [ARCH2]; HBM 820 GB/s per 2-core "
+            "device -> ~410 GB/s per core (derived). §4.2: VectorE 1.12 GHz x 128 elem/cycle. §4.3: "
+            "matmul initiation interval max(N_moving, 64) cycles."
+        ),
+    ),
+    "inf2": RooflineTarget(
+        "inf2",
+        tensor_flops_16=92e12,
+        tensor_flops_32=23e12,
+        hbm_bytes_per_s=410e9,
+        vector_elems_per_s=1.12e9 * 128,
+        min_moving=64,
+        sources=f"{_NKI} §4.1-4.2: inf2 has the same NeuronCore-v2 and HBM figures as trn1.",
+    ),
+    "trn2": RooflineTarget(
+        "trn2",
+        tensor_flops_16=79e12,
+        tensor_flops_32=20e12,
+        hbm_bytes_per_s=2.9e12 / 8,
+        vector_elems_per_s=0.96e9 * 512,
+        min_moving=64,
+        sources=(
+            f"{_NKI} §4.1: TensorE 79 TFLOPS BF16 / 20 FP32 per core [ARCH3]; HBM 2.9 TB/s per 8-core "
+            "chip -> ~362 GB/s per core (derived). §4.2: VectorE 0.96 GHz x 512 BF16 elem/cycle. "
+            "Initiation interval assumed as on NC-v2."
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Efficiencies:
+    """Achieved fractions of peak and fixed costs of the roofline.  ALL ARE ASSUMPTIONS (uncalibrated).
+
+    Each field's ``metadata["note"]`` says where its value comes from; :meth:`describe` exports them.
+    """
+
+    tensor: float = field(
+        default=0.75,
+        metadata={"note": "assumption: fraction of TensorE peak a well-tiled matmul sustains"},
+    )
+    hbm: float = field(
+        default=0.70,
+        metadata={"note": "assumption: fraction of per-core HBM bandwidth a streaming operator achieves"},
+    )
+    vector: float = field(
+        default=0.50,
+        metadata={"note": "assumption: fraction of VectorE element rate for norms/elementwise operators"},
+    )
+    op_overhead_us: float = field(
+        default=2.0,
+        metadata={
+            "note": (
+                "assumption: fixed cost per operator/kernel launch in us, of the order of one DMA fixed "
+                "cost (~1.3 us, reference/nki_api.md §4.4) plus engine synchronisation"
+            )
+        },
+    )
+    mlp_kernel_calls: int = field(
+        default=2,
+        metadata={
+            "note": (
+                "assumption: an MLP runs as 2 kernels (gate/up + SwiGLU, then down), dense and SVD "
+                "alike, as in NeuronMM's fused MLP (reference/neuronmm.md §2.5)"
+            )
+        },
+    )
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """``{name: {"value": ..., "note": ...}}`` for reports."""
+        return {f.name: {"value": getattr(self, f.name), "note": f.metadata["note"]} for f in fields(self)}
+
+
+def get_target(name: str) -> RooflineTarget:
+    """The :class:`RooflineTarget` called ``name``; ``ValueError`` naming the valid ones otherwise."""
+    if name not in TARGETS:
+        raise ValueError(f"unknown target {name!r}; valid targets: {', '.join(TARGETS)}")
+    return TARGETS[name]
+
+
+# -------------------------------------------------------------------------------------------- roofline
+
+
+def _pad(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _compute_us(op: Op, target: RooflineTarget, eff: Efficiencies, dtype: str) -> float:
+    """TensorE or VectorE time of one instance of ``op`` (no memory, no overhead)."""
+    if op.kind == "matmul":
+        m, k, n = op.shape
+        # moving free size below min_moving costs like min_moving; contraction occupies 128 partitions
+        flops = 2.0 * op.batch * max(m, target.min_moving) * _pad(k, 128) * n
+        peak = target.tensor_flops_32 if llm.bytes_per_element(dtype) >= 4 else target.tensor_flops_16
+        return flops / (peak * eff.tensor) * 1e6
+    return op.elements / (target.vector_elems_per_s * eff.vector) * 1e6
+
+
+def op_time_us(
+    op: Op, target: str | RooflineTarget, eff: Efficiencies | None = None, dtype: str = "bfloat16"
+) -> float:
+    """Roofline time of all ``op.repeat`` instances of ``op``, microseconds.
+
+    Per instance: ``max(compute, hbm_bytes / (BW·η_hbm)) + op_overhead_us``, where compute is TensorE
+    FLOPs at ``peak·η_tensor`` (matmuls; padded to the TensorE tile granularity) or vector elements at
+    ``rate·η_vector`` (everything else).
+    """
+    tgt = get_target(target) if isinstance(target, str) else target
+    e = eff or Efficiencies()
+    memory = op.bytes / (tgt.hbm_bytes_per_s * e.hbm) * 1e6
+    return op.repeat * (max(_compute_us(op, tgt, e, dtype), memory) + e.op_overhead_us)
+
+
+# ---------------------------------------------------------------------------------------- providers
+
+
+@runtime_checkable
+class MlpCostProvider(Protocol):
+    """Latency of one transformer MLP (gate/up projections, SwiGLU, down projection) on one NeuronCore.
+
+    ``S`` tokens, hidden size ``H``, intermediate size ``I``, ``dtype`` an NKI dtype name, ``target`` a
+    target name (``trn1``/``inf2``/``trn2``); ``ranks`` are the factor ranks of the SVD variant.
+    Returns microseconds.  ``name`` identifies the provider/kernels and ``version`` changes whenever its
+    numbers would (both go into cache keys).
+    """
+
+    name: str
+    version: str
+
+    def dense_mlp_us(self, S: int, H: int, I: int, dtype: str, target: str) -> float:
+        """Dense MLP time, microseconds."""
+        ...
+
+    def svd_mlp_us(self, S: int, H: int, I: int, ranks: MlpRanks, dtype: str, target: str) -> float:
+        """SVD-factored MLP time, microseconds."""
+        ...
+
+
+class RooflineMlpCost:
+    """MLP cost from the roofline: all MLP operators overlapped inside ``mlp_kernel_calls`` fused kernels.
+
+    Time = ``max(Σ compute, Σ bytes / (BW·η_hbm)) + mlp_kernel_calls·op_overhead_us`` over the operators of
+    :func:`devkit.llm.mlp_ops` (fused: intermediates stay on chip).  Dense and SVD get identical
+    assumptions, so their ratio is the effect of compression alone.
+    """
+
+    name = "roofline"
+
+    def __init__(self, efficiencies: Efficiencies | None = None) -> None:
+        self.efficiencies = efficiencies or Efficiencies()
+        blob = json.dumps(self.efficiencies.describe(), sort_keys=True)
+        self.version = hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def _time(self, ops: list[Op], dtype: str, target: str) -> float:
+        tgt, e = get_target(target), self.efficiencies
+        compute = sum(_compute_us(op, tgt, e, dtype) * op.repeat for op in ops)
+        memory = sum(op.total_bytes for op in ops) / (tgt.hbm_bytes_per_s * e.hbm) * 1e6
+        return max(compute, memory) + e.mlp_kernel_calls * e.op_overhead_us
+
+    def dense_mlp_us(self, S: int, H: int, I: int, dtype: str, target: str) -> float:
+        """Dense MLP roofline time, microseconds."""
+        return self._time(llm.mlp_ops(S, H, I, dtype=dtype), dtype, target)
+
+    def svd_mlp_us(self, S: int, H: int, I: int, ranks: MlpRanks, dtype: str, target: str) -> float:
+        """SVD MLP roofline time (fused X·U·V, intermediates on chip), microseconds."""
+        return self._time(llm.mlp_ops(S, H, I, ranks=MlpRanks(*ranks), dtype=dtype), dtype, target)
+
+
+#: Provider factories by name (``devkit e2e --provider NAME``).
+PROVIDERS: dict[str, Callable[[], MlpCostProvider]] = {"roofline": RooflineMlpCost}
+
+
+def register_provider(name: str, factory: Callable[[], MlpCostProvider]) -> None:
+    """Make a provider available as ``devkit e2e --provider NAME`` (e.g. the kernel-based one)."""
+    PROVIDERS[name] = factory
+
+
+def get_provider(name: str) -> MlpCostProvider:
+    """Instantiate the provider registered as ``name``; ``ValueError`` listing valid names otherwise."""
+    if name not in PROVIDERS:
+        raise ValueError(f"unknown MLP cost provider {name!r}; valid providers: {', '.join(PROVIDERS)}")
+    return PROVIDERS[name]()
+
+
+# -------------------------------------------------------------------------------------------- cache
+
+
+def _code_version() -> str:
+    digest = hashlib.sha256()
+    for source in (llm.__file__, __file__):
+        if source and os.path.exists(source):
+            digest.update(Path(source).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+#: Hash of this module's and devkit.llm's source; part of every cache key.
+CODE_VERSION = _code_version()
+
+
+class DiskCache:
+    """JSON-file cache under ``root`` (default ``$DEVKIT_CACHE_DIR`` or ``./.devkit-cache``), sub-dir ``e2e``.
+
+    One file per key (the SHA-256 of the canonical JSON of the key), written atomically (temporary file +
+    ``os.replace``) so concurrent writers never leave a torn entry; unreadable entries count as misses.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
+        base = (
+            root if root is not None else os.environ.get("DEVKIT_CACHE_DIR") or Path.cwd() / ".devkit-cache"
+        )
+        self.dir = Path(base) / "e2e"
+
+    @staticmethod
+    def _digest(key: Mapping[str, Any]) -> str:
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+    def get(self, key: Mapping[str, Any]) -> Any | None:
+        """The cached value for ``key`` or None."""
+        path = self.dir / f"{self._digest(key)}.json"
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if entry.get("key") != json.loads(json.dumps(key, sort_keys=True)):
+            return None
+        return entry.get("value")
+
+    def put(self, key: Mapping[str, Any], value: Any) -> None:
+        """Store ``value`` (JSON-serialisable) under ``key`` atomically."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        path = self.dir / f"{self._digest(key)}.json"
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.dir)
+        try:
+            with os.fdopen(fd, "w") as fh:
+                json.dump({"key": key, "value": value}, fh, sort_keys=True)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+class CachedMlpCost:
+    """Wraps a provider with an in-memory memo and a :class:`DiskCache`.
+
+    Keys: (provider name, provider version, method, S, H, I, ranks, dtype, target, :data:`CODE_VERSION`).
+    ``calls`` counts calls that reached the wrapped provider.
+    """
+
+    def __init__(self, provider: MlpCostProvider, cache: DiskCache | None = None) -> None:
+        self.provider, self.cache = provider, cache
+        self.name, self.version = provider.name, provider.version
+        self.calls = 0
+        self._memo: dict[str, float] = {}
+
+    def _lookup(self, key: dict[str, Any], compute: Callable[[], float]) -> float:
+        key = {
+            "schema": CACHE_SCHEMA,
+            "code_version": CODE_VERSION,
+            "provider": self.name,
+            "provider_version": self.version,
+            **key,
+        }
+        memo_key = json.dumps(key, sort_keys=True)
+        if memo_key in self._memo:
+            return self._memo[memo_key]
+        value = self.cache.get(key) if self.cache is not None else None
+        if not isinstance(value, (int, float)):
+            self.calls += 1
+            value = float(compute())
+            if not value > 0:
+                raise ValueError(f"MLP cost provider {self.name!r} returned {value} us for {key}")
+            if self.cache is not None:
+                self.cache.put(key, value)
+        self._memo[memo_key] = float(value)
+        return float(value)
+
+    def dense_mlp_us(self, S: int, H: int, I: int, dtype: str, target: str) -> float:
+        """Cached :meth:`MlpCostProvider.dense_mlp_us`."""
+        key = {"method": "dense_mlp", "S": S, "H": H, "I": I, "dtype": dtype, "target": target}
+        return self._lookup(key, lambda: self.provider.dense_mlp_us(S, H, I, dtype, target))
+
+    def svd_mlp_us(self, S: int, H: int, I: int, ranks: MlpRanks, dtype: str, target: str) -> float:
+        """Cached :meth:`MlpCostProvider.svd_mlp_us`."""
+        key = {
+            "method": "svd_mlp",
+            "S": S,
+            "H": H,
+            "I": I,
+            "ranks": list(ranks),
+            "dtype": dtype,
+            "target": target,
+        }
+        return self._lookup(key, lambda: self.provider.svd_mlp_us(S, H, I, MlpRanks(*ranks), dtype, target))
+
+
+# ------------------------------------------------------------------------------------------ estimate
+
+
+@dataclass(frozen=True)
+class E2EResult:
+    """One end-to-end estimate, times in milliseconds; :meth:`to_dict` is the ``devkit e2e --json`` object."""
+
+    model: str
+    compression: float
+    target: str
+    dtype: str
+    batch: int
+    context: int
+    generate: int
+    provider: str
+    ranks: MlpRanks
+    prefill_dense_ms: float
+    prefill_svd_ms: float
+    prefill_mlp_dense_ms: float
+    prefill_mlp_svd_ms: float
+    decode_steps: int
+    decode_dense_ms: float
+    decode_svd_ms: float
+    decode_dense_ms_per_token: float
+    decode_svd_ms_per_token: float
+    mlp_dense_ms: float
+    mlp_svd_ms: float
+    breakdown_dense_ms: dict[str, float]
+    breakdown_svd_ms: dict[str, float]
+    params_dense: int
+    params_svd: int
+    assumptions: dict[str, Any]
+
+    @property
+    def dense_ms(self) -> float:
+        """Dense end-to-end time (prefill + decode), ms."""
+        return self.prefill_dense_ms + self.decode_dense_ms
+
+    @property
+    def svd_ms(self) -> float:
+        """SVD end-to-end time (prefill + decode), ms."""
+        return self.prefill_svd_ms + self.decode_svd_ms
+
+    @property
+    def speedup(self) -> float:
+        """``dense_ms / svd_ms``."""
+        return self.dense_ms / self.svd_ms
+
+    @property
+    def mlp_share(self) -> float:
+        """Fraction of the dense end-to-end time spent in the MLPs."""
+        return self.mlp_dense_ms / self.dense_ms
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict with the contract keys (``model``, ``compression``, ``rank``, ``dense_ms``...)."""
+        return {
+            "model": self.model,
+            "compression": self.compression,
+            "target": self.target,
+            "dtype": self.dtype,
+            "batch": self.batch,
+            "context": self.context,
+            "generate": self.generate,
+            "provider": self.provider,
+            "rank": {"gate_proj": self.ranks.gate, "up_proj": self.ranks.up, "down_proj": self.ranks.down},
+            "dense_ms": self.dense_ms,
+            "svd_ms": self.svd_ms,
+            "speedup": self.speedup,
+            "prefill": {
+                "tokens": self.batch * self.context,
+                "dense_ms": self.prefill_dense_ms,
+                "svd_ms": self.prefill_svd_ms,
+                "mlp_dense_ms": self.prefill_mlp_dense_ms,
+                "mlp_svd_ms": self.prefill_mlp_svd_ms,
+            },
+            "decode": {
+                "steps": self.decode_steps,
+                "dense_ms": self.decode_dense_ms,
+                "svd_ms": self.decode_svd_ms,
+                "dense_ms_per_token": self.decode_dense_ms_per_token,
+                "svd_ms_per_token": self.decode_svd_ms_per_token,
+            },
+            "mlp_share": self.mlp_share,
+            "mlp_ms": {"dense": self.mlp_dense_ms, "svd": self.mlp_svd_ms},
+            "breakdown_ms": {"dense": self.breakdown_dense_ms, "svd": self.breakdown_svd_ms},
+            "params": {"dense": self.params_dense, "svd": self.params_svd},
+            "assumptions": self.assumptions,
+        }
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+@dataclass
+class _Pass:
+    """Accumulated milliseconds of forward passes, by category."""
+
+    by_category: dict[str, float] = field(default_factory=dict)
+
+    def add(self, category: str, us: float) -> None:
+        self.by_category[category] = self.by_category.get(category, 0.0) + us / 1000.0
+
+    @property
+    def total(self) -> float:
+        return sum(self.by_category.values())
+
+
+def _non_mlp_us(ops: list[Op], target: RooflineTarget, eff: Efficiencies, dtype: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for op in ops:
+        if op.category != "mlp":
+            out[op.category] = out.get(op.category, 0.0) + op_time_us(op, target, eff, dtype)
+    return out
+
+
+def estimate(
+    model: str | LlmConfig,
+    compression: float,
+    *,
+    batch: int = DEFAULT_BATCH,
+    context: int = DEFAULT_CONTEXT,
+    generate: int = DEFAULT_GENERATE,
+    target: str = "trn1",
+    dtype: str = "bfloat16",
+    provider: MlpCostProvider | None = None,
+    cache: DiskCache | bool | None = True,
+    efficiencies: Efficiencies | None = None,
+) -> E2EResult:
+    """Estimate dense and SVD end-to-end latency of one generation (see the module docstring).
+
+    ``model``: a name from :data:`devkit.llm.MODELS` (``KeyError`` listing valid names otherwise) or a
+    config.  ``compression``: fraction of MLP parameters removed (ranks by :func:`devkit.svd.rank_for`).
+    ``provider``: MLP cost provider (default :class:`RooflineMlpCost` with ``efficiencies``); ``cache``:
+    True = :class:`DiskCache` at its default location, a :class:`DiskCache`, or False/None for none.
+    Decode per-token numbers are the mean over the ``generate - 1`` steps; when ``generate == 1`` no step
+    runs and they give the cost the next step would have.
+    """
+    config = model if isinstance(model, LlmConfig) else llm.get_config(model)
+    _positive_int(batch, "batch")
+    _positive_int(context, "context")
+    _positive_int(generate, "generate")
+    tgt = get_target(target)
+    llm.bytes_per_element(dtype)
+    eff = efficiencies or Efficiencies()
+    ranks = llm.mlp_ranks(config, compression)
+    base = provider if provider is not None else RooflineMlpCost(eff)
+    disk = DiskCache() if cache is True else (cache or None)
+    mlp = base if isinstance(base, CachedMlpCost) else CachedMlpCost(base, disk)
+    h, i, n_layers = config.hidden, config.intermediate, config.layers
+
+    def mlp_ms(tokens: int) -> tuple[float, float]:
+        dense = mlp.dense_mlp_us(tokens, h, i, dtype, target) * n_layers / 1000.0
+        svd = mlp.svd_mlp_us(tokens, h, i, ranks, dtype, target) * n_layers / 1000.0
+        return dense, svd
+
+    dense, svd = _Pass(), _Pass()
+    # prefill
+    prefill_ops = llm.forward_ops(config, "prefill", batch, context, dtype=dtype)
+    for category, us in _non_mlp_us(prefill_ops, tgt, eff, dtype).items():
+        dense.add(category, us)
+        svd.add(category, us)
+    pre_mlp_dense, pre_mlp_svd = mlp_ms(batch * context)
+    dense.add("mlp", pre_mlp_dense * 1000.0)
+    svd.add("mlp", pre_mlp_svd * 1000.0)
+    prefill_dense, prefill_svd = dense.total, svd.total
+
+    # decode: step k attends context + k cached positions plus the new token
+    steps = generate - 1
+    dec_mlp_dense, dec_mlp_svd = mlp_ms(batch)
+    step_range = range(steps) if steps > 0 else range(1)
+    dec_dense, dec_svd = _Pass(), _Pass()
+    for k in step_range:
+        ops = llm.forward_ops(config, "decode", batch, context + k, dtype=dtype)
+        for category, us in _non_mlp_us(ops, tgt, eff, dtype).items():
+            dec_dense.add(category, us)
+            dec_svd.add(category, us)
+        dec_dense.add("mlp", dec_mlp_dense * 1000.0)
+        dec_svd.add("mlp", dec_mlp_svd * 1000.0)
+    per_dense = dec_dense.total / len(step_range)
+    per_svd = dec_svd.total / len(step_range)
+    decode_dense = dec_dense.total if steps > 0 else 0.0
+    decode_svd = dec_svd.total if steps > 0 else 0.0
+    if steps > 0:
+        for category, ms in dec_dense.by_category.items():
+            dense.add(category, ms * 1000.0)
+        for category, ms in dec_svd.by_category.items():
+            svd.add(category, ms * 1000.0)
+
+    mlp_svd_params = n_layers * (ranks.gate * (h + i) + ranks.up * (h + i) + ranks.down * (h + i))
+    return E2EResult(
+        model=config.name,
+        compression=float(compression),
+        target=target,
+        dtype=dtype,
+        batch=batch,
+        context=context,
+        generate=generate,
+        provider=mlp.name,
+        ranks=ranks,
+        prefill_dense_ms=prefill_dense,
+        prefill_svd_ms=prefill_svd,
+        prefill_mlp_dense_ms=pre_mlp_dense,
+        prefill_mlp_svd_ms=pre_mlp_svd,
+        decode_steps=steps,
+        decode_dense_ms=decode_dense,
+        decode_svd_ms=decode_svd,
+        decode_dense_ms_per_token=per_dense,
+        decode_svd_ms_per_token=per_svd,
+        mlp_dense_ms=dense.by_category["mlp"],
+        mlp_svd_ms=svd.by_category["mlp"],
+        breakdown_dense_ms=dict(dense.by_category),
+        breakdown_svd_ms=dict(svd.by_category),
+        params_dense=config.params,
+        params_svd=config.params - config.mlp_params + mlp_svd_params,
+        assumptions={
+            "target": {"name": tgt.name, "sources": tgt.sources},
+            "efficiencies": eff.describe(),
+            "provider_version": mlp.version,
+            "code_version": CODE_VERSION,
+        },
+    )

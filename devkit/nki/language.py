@@ -1,0 +1,867 @@
+"""``neuronxcc.nki.language`` (``nl``) for the simulator: NKI Beta 1 semantics on NumPy.
+
+Each function validates its arguments, then calls the executors of :mod:`devkit.sim.instr`.  The
+engine each call lowers to (for the cost model) follows the NKI documentation: transcendental and
+activation functions run on ScalarE (``activation``), binary arithmetic on VectorE (``tensor_tensor``
+/ ``tensor_scalar``), reductions on VectorE, matmul on TensorE, loads and stores on the DMA queues.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    DtypeError,
+    IndexingError,
+    KernelArgumentError,
+    MemoryPlacementError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
+from devkit.nki import _buffers
+from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
+from devkit.nki._tilesize import tile_size  # noqa: F401
+from devkit.sim import instr as _x
+from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
+from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
+
+# ---- dtypes ------------------------------------------------------------------------------------------
+bool_ = _dt.bool_
+int8, int16, int32 = _dt.int8, _dt.int16, _dt.int32
+uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
+float16, float32, bfloat16 = _dt.float16, _dt.float32, _dt.bfloat16
+float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.float8_e4m3fn
+tfloat32 = _dt.tfloat32
+
+
+class fp32:  # noqa: N801 - NKI name
+    """``nl.fp32.min``: the most negative finite float32 (bit pattern 0xff7fffff)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+
+
+class bfp16:  # noqa: N801 - NKI name
+    min = float(np.finfo(_dt.bfloat16).min)
+
+
+def finfo(dtype: Any) -> Any:
+    import ml_dtypes
+
+    return ml_dtypes.finfo(_dt.as_dtype(dtype)) if _dt.is_float(dtype) else np.iinfo(_dt.as_dtype(dtype))
+
+
+def static_cast(input_data: ArrayLike, dtype: Any) -> np.ndarray:
+    """Host-side cast of a NumPy array (or scalar) to an NKI dtype (round to nearest even)."""
+    d = _dt.as_dtype(dtype)
+    a = np.asarray(input_data)
+    if _dt.is_float(d):
+        return _dt.to_external(_dt.round_to(a.astype(np.float32), d), d)
+    return _dt.to_external(_dt.round_to(a, d), d)
+
+
+# ---- loops and SPMD ----------------------------------------------------------------------------------
+
+def _range_args(api: str, args: tuple) -> range:
+    for a in args:
+        if not isinstance(a, (int, np.integer)):
+            raise KernelArgumentError(f"{api} bounds must be integers known at trace time, got {a!r}")
+    return range(*[int(a) for a in args])
+
+
+def affine_range(*args: int, **kwargs: Any) -> Any:
+    """Parallel loop: iterations must not depend on each other (checked by the simulator)."""
+    m = _x.current()
+    r = _range_args("affine_range", args)
+    return m.iterate("affine", r) if m is not None else iter(r)
+
+
+def sequential_range(*args: int, **kwargs: Any) -> Any:
+    """Ordered loop: iterations may depend on earlier ones."""
+    m = _x.current()
+    r = _range_args("sequential_range", args)
+    return m.iterate("sequential", r) if m is not None else iter(r)
+
+
+def static_range(*args: int, **kwargs: Any) -> Any:
+    """Fully unrolled loop."""
+    m = _x.current()
+    r = _range_args("static_range", args)
+    return m.iterate("static", r) if m is not None else iter(r)
+
+
+def program_id(axis: int) -> int:
+    m = _x.machine("nl.program_id")
+    if not isinstance(axis, (int, np.integer)) or axis < 0 or axis >= len(m.grid):
+        if not m.grid and axis == 0:
+            return 0
+        raise IndexingError(f"nl.program_id({axis!r}): the launch grid has {len(m.grid)} dimension(s)",
+                            rule="program-id-axis")
+    return m.program_ids[axis]
+
+
+def num_programs(axes: Any = None) -> int:
+    m = _x.machine("nl.num_programs")
+    grid = m.grid or (1,)
+    if axes is None:
+        return int(np.prod(grid))
+    if isinstance(axes, (int, np.integer)):
+        if axes >= len(grid):
+            raise IndexingError(f"nl.num_programs({axes}): the launch grid has {len(grid)} dimension(s)")
+        return grid[axes]
+    return int(np.prod([grid[a] for a in axes]))
+
+
+def program_ndim() -> int:
+    m = _x.machine("nl.program_ndim")
+    return len(m.grid)
+
+
+class nc:  # noqa: N801 - NKI name
+    """``nl.nc(n)``: a launch-grid dimension spread over ``n`` physical NeuronCores (trn2)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = int(n)
+
+    def __mul__(self, k: int) -> spmd_dim:
+        return spmd_dim(self, k)
+
+    def __rmul__(self, k: int) -> spmd_dim:
+        return spmd_dim(k, self)
+
+    def __int__(self) -> int:
+        return self.n
+
+    __index__ = __int__
+
+
+class spmd_dim:  # noqa: N801 - NKI name
+    """``nl.spmd_dim(a, b)``: a grid dimension of size a*b (one factor may be ``nl.nc(n)``)."""
+
+    def __init__(self, *factors: Any) -> None:
+        self.factors = factors
+        self.n = int(np.prod([int(f) for f in factors]))
+
+    def __int__(self) -> int:
+        return self.n
+
+    __index__ = __int__
+
+
+def device_print(prefix: str, x: Any = None, *, mask: Any = None, **kwargs: Any) -> None:
+    """Print a tile's values (simulation only)."""
+    m = _x.machine("nl.device_print")
+    if x is None:
+        x = kwargs.get("x")
+    if not m.numerics:
+        return
+    if isinstance(x, Tensor):
+        print(prefix, _dt.to_external(x.read(check_init=False), x.dtype))
+    else:
+        print(prefix, x)
+
+
+# ---- creation ------------------------------------------------------------------------------------------
+
+def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) -> Tensor:
+    m = _x.machine(api)
+    loc = user_location()
+    buf = _buffers.resolve(buffer)
+    shp, pax = _buffers.parse_shape(shape, api)
+    try:
+        d = _dt.as_dtype(dtype)
+    except _dt.DtypeNotSupported as e:
+        raise DtypeError(f"{api}: {e}") from None
+    if buf.kind in HBM_BUFFERS:
+        if fill != "poison":
+            raise KernelArgumentError(
+                f"{api}: HBM tensors cannot be created with an initial value; allocate with nl.ndarray and "
+                "write it with nl.store", rule="hbm-init-value")
+        if buf.kind == "shared_hbm" and m.loops:
+            raise KernelArgumentError(f"{api}: shared_hbm tensors must be created at the top level of the kernel, "
+                                      "not inside a loop", rule="shared-hbm-scope")
+        return _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
+    if buf.direct is not None:
+        if fill != "poison":
+            raise KernelArgumentError(f"{api}: directly allocated tensors cannot have an initial value",
+                                      rule="direct-init-value")
+        return buf.direct.create(m, shp, pax, d, name, loc)
+    st = m.new_storage(shp, d, buf.kind, par_axis=pax, fill=fill if fill != "poison" else "poison", name=name,
+                       loc=loc)
+    t = Tensor.whole(st)
+    if fill != "poison":
+        m.emit(VECTOR if buf.kind == "sbuf" else VECTOR, "memset", [], [t], 0, None, loc)
+    return t
+
+
+def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    """Allocate an uninitialised tensor (reading it before writing it is an error)."""
+    return _alloc("nl.ndarray", shape, dtype, buffer, name, "poison")
+
+
+def zeros(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return _alloc("nl.zeros", shape, dtype, buffer, name, 0)
+
+
+def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return _alloc("nl.ones", shape, dtype, buffer, name, 1)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return _alloc("nl.full", shape, dtype, buffer, name, fill_value)
+
+
+def zeros_like(a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return _alloc("nl.zeros_like", a.shape, dtype or a.dtype, buffer, name, 0)
+
+
+def empty_like(a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return _alloc("nl.empty_like", a.shape, dtype or a.dtype, buffer, name, "poison")
+
+
+def ndarray_like(a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+    return empty_like(a, dtype, buffer=buffer, name=name)
+
+
+def rand(shape: Any, dtype: Any = np.float32, **kwargs: Any) -> Tensor:
+    """A tile of uniform random values in [0, 1) (GpSimd)."""
+    m = _x.machine("nl.rand")
+    loc = user_location()
+    shp, _ = _buffers.parse_shape(shape, "nl.rand")
+    d = _x.out_dtype(dtype, np.float32, "nl.rand")
+    out = _x.new_tile(m, shp, d, "sbuf", loc)
+    p = m.emit(GPSIMD, "rand", [], [out], 0, None, loc)
+    vals = m.rng.random(shp, dtype=np.float32) if m.numerics else None
+    return _x.commit(m, p, out, vals, None)
+
+
+def random_seed(seed: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    m = _x.machine("nl.random_seed")
+    if isinstance(seed, Tensor):
+        seed = int(seed.read().ravel()[0]) if m.numerics else 0
+    m.rng = np.random.default_rng(int(seed))
+
+
+def shared_constant(constant: ArrayLike, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """A constant HBM tensor holding ``constant`` cast to ``dtype``."""
+    m = _x.machine("nl.shared_constant")
+    loc = user_location()
+    arr = np.asarray(constant)
+    d = _x.out_dtype(dtype, None, "nl.shared_constant") if dtype is not None else None
+    if d is None:
+        try:
+            d = _dt.as_dtype(arr.dtype)
+        except _dt.DtypeNotSupported:
+            d = _dt.float32 if arr.dtype.kind == "f" else _dt.int32
+    data = _dt.round_to(arr.astype(np.float32) if _dt.is_float(d) else arr, d) if m.numerics else None
+    st = m.new_storage(tuple(arr.shape), d, "shared_hbm", data=data, fill=None, kind="constant", loc=loc)
+    return Tensor.whole(st)
+
+
+def shared_identity_matrix(n: int, dtype: Any = np.uint8, **kwargs: Any) -> Tensor:
+    return shared_constant(np.identity(int(n)), dtype=dtype)
+
+
+# ---- memory movement -------------------------------------------------------------------------------------
+
+def _hbm_view(x: Any, api: str, name: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(f"{api}: '{name}' must be a tensor (indexed HBM tensor), got {type(x).__name__}")
+    x.check_alive()
+    if x.st.buffer not in HBM_BUFFERS:
+        raise MemoryPlacementError(f"{api}: '{name}' must be in HBM, got a tile in {x.st.buffer}",
+                                   rule="dma-src-not-hbm" if name == "src" else "dma-dst-not-hbm")
+    return x
+
+
+def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """DMA an HBM region into a new SBUF tile (its first dimension becomes the partition dim)."""
+    m = _x.machine("nl.load")
+    loc = user_location()
+    _hbm_view(src, "nl.load", "src")
+    shape = src.shape if src.ndim != 1 else (src.shape[0], 1)
+    if len(shape) == 0:
+        shape = (1, 1)
+    if shape[0] > _x.PMAX:
+        raise TileShapeError(f"nl.load: the loaded tile would have {shape[0]} partitions (shape {list(shape)}); "
+                             f"the limit is {_x.PMAX}", rule="partition-limit")
+    d = _x.out_dtype(dtype, src.dtype, "nl.load")
+    marr = _x.mask_array(mask, src.shape, "nl.load")
+    src.check_bounds(marr, "load")
+    out = _x.new_tile(m, tuple(shape), d, "sbuf", loc)
+    m.check_read(src, loc)
+    p = m.emit(DMA, "load", [src], [out], 0, {"indirect": src.dims is None}, loc)
+    vals = None
+    if m.numerics:
+        vals = src.read(marr).reshape(shape)
+        vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
+    _x.commit(m, p, out, vals, None if marr is None else marr.reshape(shape))
+    return out
+
+
+def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """DMA a tile (SBUF, or PSUM via an extra copy) or a scalar into an HBM region."""
+    m = _x.machine("nl.store")
+    loc = user_location()
+    _hbm_view(dst, "nl.store", "dst")
+    marr = _x.mask_array(mask, dst.shape, "nl.store")
+    dst.check_bounds(marr, "store")
+    m.check_write(dst, loc)
+    if isinstance(value, _x.Scalar):
+        m.emit(DMA, "store", [], [dst], 0, None, loc)
+        if m.numerics:
+            dst.write(_dt.round_to(np.float32(value), dst.dtype), marr)
+        else:
+            dst.mark_written()
+        return
+    v = _x.tile(value, "nl.store", "value")
+    vshape = _x.aligned_shape(v)
+    if vshape != dst.shape and v.size != dst.size:
+        try:
+            np.broadcast_shapes(vshape, dst.shape)
+        except ValueError:
+            raise TileShapeError(f"nl.store: value of shape {list(v.shape)} does not match the destination "
+                                 f"shape {list(dst.shape)}", rule="shape-mismatch") from None
+    if v.st.buffer == "psum":
+        v = copy(v)
+        loc = user_location()
+    m.check_read(v, loc)
+    m.emit(DMA, "store", [v], [dst], 0, None, loc)
+    if m.numerics:
+        vals = v.read(None)
+        vals = vals.reshape(dst.shape) if vals.size == dst.size else np.broadcast_to(
+            vals.reshape(vshape), dst.shape)
+        dst.write(_dt.round_to(vals.astype(np.float32) if _dt.is_float(v.dtype) else vals, dst.dtype), marr)
+    else:
+        dst.mark_written()
+
+
+def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """DMA-transpose a 2-D HBM region [F, P] into an SBUF tile [P, F] (much lower DMA bandwidth)."""
+    m = _x.machine("nl.load_transpose2d")
+    loc = user_location()
+    _hbm_view(src, "nl.load_transpose2d", "src")
+    if src.ndim != 2:
+        raise TileShapeError(f"nl.load_transpose2d: source must be 2-D, got shape {list(src.shape)}")
+    if src.dims is None and any(isinstance(a, np.ndarray) for a in (src._garr or ())) and False:
+        pass
+    f, p_ = src.shape
+    if p_ > _x.PMAX:
+        raise TileShapeError(f"nl.load_transpose2d: the transposed tile would have {p_} partitions; the limit "
+                             f"is {_x.PMAX}", rule="partition-limit")
+    d = _x.out_dtype(dtype, src.dtype, "nl.load_transpose2d")
+    marr = _x.mask_array(mask, src.shape, "nl.load_transpose2d")
+    src.check_bounds(marr, "load")
+    out = _x.new_tile(m, (p_, f), d, "sbuf", loc)
+    m.check_read(src, loc)
+    p = m.emit(DMA, "load_transpose2d", [src], [out], 0, {"transpose": True}, loc)
+    vals = None
+    if m.numerics:
+        vals = src.read(marr).T
+        vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
+    return _x.commit(m, p, out, vals, None if marr is None else marr.T)
+
+
+def copy(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """Copy a tile (e.g. PSUM -> SBUF), optionally casting."""
+    return _x.elementwise("nl.copy", VECTOR, "tensor_copy", lambda a: a, [src], dtype=dtype,
+                          default_dtype=src.dtype if isinstance(src, Tensor) else None, mask=mask,
+                          bitwise=isinstance(src, Tensor) and not _dt.is_float(src.dtype))
+
+
+def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:
+    """A new tile with ``src`` broadcast to ``shape`` (partition broadcast runs on the TensorE)."""
+    t = _x.tile(src, "nl.broadcast_to", "src")
+    shape = tuple(int(s) for s in shape)
+    if t.shape == shape:
+        return t
+    try:
+        np.broadcast_shapes(_x.aligned_shape(t), shape)
+    except ValueError:
+        raise TileShapeError(f"nl.broadcast_to: cannot broadcast shape {list(t.shape)} to {list(shape)}") from None
+    engine = TENSOR if _x.aligned_shape(t)[0] != shape[0] else VECTOR
+    m = _x.machine("nl.broadcast_to")
+    loc = user_location()
+    out = _x.new_tile(m, shape, t.dtype, "sbuf", loc)
+    m.check_read(t, loc)
+    p = m.emit(engine, "broadcast", [t], [out], 0, None, loc)
+    vals = np.broadcast_to(_x.value_of(t, None, None, to_float=_dt.is_float(t.dtype)), shape) \
+        if m.numerics else None
+    return _x.commit(m, p, out, vals, None)
+
+
+def atomic_rmw(dst: Tensor, value: Any, op: Any, *, mask: Any = None, **kwargs: Any) -> None:
+    """``dst = op(dst, value)`` on HBM with duplicate indices accumulating (only ``np.add``)."""
+    m = _x.machine("nl.atomic_rmw")
+    loc = user_location()
+    _hbm_view(dst, "nl.atomic_rmw", "dst")
+    if _alu_name(op) != "add":
+        raise KernelArgumentError("nl.atomic_rmw supports only op=np.add", rule="atomic-rmw-add-only")
+    marr = _x.mask_array(mask, dst.shape, "nl.atomic_rmw")
+    m.check_write(dst, loc)
+    ins = [value] if isinstance(value, Tensor) else []
+    m.emit(DMA, "atomic_rmw", ins, [dst], 0, {"indirect": True}, loc)
+    if not m.numerics:
+        dst.mark_written()
+        return
+    v = np.broadcast_to(_x.value_of(value, dst.shape, None), dst.shape)
+    sel = np.ones(dst.shape, bool) if marr is None else marr.copy()
+    bad = dst.oob_positions()
+    if bad is not None:
+        if (bad & sel).any():
+            dst.check_bounds(sel, "atomic_rmw")
+        sel &= ~bad
+    key = dst._fancy_key(dst._index_arrays(), sel)
+    data = dst.st.data.astype(np.float32)
+    np.add.at(data, key, v[sel])
+    dst.st.data[...] = _dt.round_to(data, dst.dtype)
+
+
+# ---- element-wise ----------------------------------------------------------------------------------------
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    return np.vectorize(math.erf, otypes=[np.float32])(x) if x.size < 64 else _erf_fast(x)
+
+
+def _erf_fast(x: np.ndarray) -> np.ndarray:
+    # Abramowitz-Stegun 7.1.26 is too coarse; use float64 with math.erf via frompyfunc for exactness.
+    f = np.frompyfunc(math.erf, 1, 1)
+    return f(x.astype(np.float64)).astype(np.float32)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0))))).astype(np.float32)
+
+
+def _gelu_dx(x: np.ndarray) -> np.ndarray:
+    cdf = 0.5 * (1.0 + _erf(x / np.float32(math.sqrt(2.0))))
+    pdf = np.exp(-0.5 * x * x) / np.float32(math.sqrt(2.0 * math.pi))
+    return (cdf + x * pdf).astype(np.float32)
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    c = np.float32(math.sqrt(2.0 / math.pi))
+    return (0.5 * x * (1.0 + np.tanh(c * (x + np.float32(0.044715) * x * x * x)))).astype(np.float32)
+
+
+def _gelu_sigmoid(x: np.ndarray) -> np.ndarray:
+    return (x * _sigmoid(np.float32(1.702) * x)).astype(np.float32)
+
+
+def _silu(x: np.ndarray) -> np.ndarray:
+    return (x * _sigmoid(x)).astype(np.float32)
+
+
+def _silu_dx(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return (s * (1.0 + x * (1.0 - s))).astype(np.float32)
+
+
+def _softplus(x: np.ndarray) -> np.ndarray:
+    return np.logaddexp(np.float32(0), x).astype(np.float32)
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return (x * np.tanh(_softplus(x))).astype(np.float32)
+
+
+def _erf_dx(x: np.ndarray) -> np.ndarray:
+    return (np.float32(2.0 / math.sqrt(math.pi)) * np.exp(-x * x)).astype(np.float32)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return (1.0 / np.sqrt(x)).astype(np.float32)
+
+
+#: Activation functions (ScalarE): name -> NumPy implementation in fp32.
+ACTIVATIONS: dict[str, Any] = {
+    "copy": lambda x: x, "identity": lambda x: x, "square": np.square, "sigmoid": _sigmoid,
+    "relu": lambda x: np.maximum(x, np.float32(0)), "gelu": _gelu, "gelu_dx": _gelu_dx,
+    "gelu_apprx_tanh": _gelu_tanh, "gelu_apprx_sigmoid": _gelu_sigmoid, "silu": _silu, "silu_dx": _silu_dx,
+    "softplus": _softplus, "mish": _mish, "erf": _erf, "erf_dx": _erf_dx, "tanh": np.tanh, "exp": np.exp,
+    "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "sqrt": np.sqrt,
+    "rsqrt": _rsqrt, "reciprocal": lambda x: np.float32(1) / x, "sign": np.sign, "abs": np.abs,
+}
+
+_VECTOR_UNARY: dict[str, Any] = {
+    "negative": np.negative, "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil,
+}
+
+
+def _unary(name: str, fn: Any, engine: str, opcode: str):  # type: ignore[no-untyped-def]
+    def op(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+        return _x.elementwise(f"nl.{name}", engine, opcode, fn, [x], dtype=dtype,
+                              default_dtype=x.dtype if isinstance(x, Tensor) else None, mask=mask,
+                              attrs={"func": name})
+    op.__name__ = name
+    op.__qualname__ = name
+    op.__doc__ = f"Element-wise {name} of a tile ({'ScalarE activation' if engine == SCALAR else 'VectorE'})."
+    op._nki_activation = name  # type: ignore[attr-defined]
+    return op
+
+
+exp = _unary("exp", np.exp, SCALAR, "activation")
+log = _unary("log", np.log, SCALAR, "activation")
+sqrt = _unary("sqrt", np.sqrt, SCALAR, "activation")
+rsqrt = _unary("rsqrt", _rsqrt, SCALAR, "activation")
+reciprocal = _unary("reciprocal", ACTIVATIONS["reciprocal"], SCALAR, "activation")
+square = _unary("square", np.square, SCALAR, "activation")
+sin = _unary("sin", np.sin, SCALAR, "activation")
+cos = _unary("cos", np.cos, SCALAR, "activation")
+tan = _unary("tan", np.tan, SCALAR, "activation")
+tanh = _unary("tanh", np.tanh, SCALAR, "activation")
+arctan = _unary("arctan", np.arctan, SCALAR, "activation")
+sigmoid = _unary("sigmoid", _sigmoid, SCALAR, "activation")
+relu = _unary("relu", ACTIVATIONS["relu"], SCALAR, "activation")
+gelu = _unary("gelu", _gelu, SCALAR, "activation")
+gelu_dx = _unary("gelu_dx", _gelu_dx, SCALAR, "activation")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh", _gelu_tanh, SCALAR, "activation")
+gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", _gelu_sigmoid, SCALAR, "activation")
+silu = _unary("silu", _silu, SCALAR, "activation")
+silu_dx = _unary("silu_dx", _silu_dx, SCALAR, "activation")
+erf = _unary("erf", _erf, SCALAR, "activation")
+erf_dx = _unary("erf_dx", _erf_dx, SCALAR, "activation")
+softplus = _unary("softplus", _softplus, SCALAR, "activation")
+mish = _unary("mish", _mish, SCALAR, "activation")
+abs = _unary("abs", np.abs, SCALAR, "activation")  # noqa: A001
+sign = _unary("sign", np.sign, SCALAR, "activation")
+negative = _unary("negative", np.negative, VECTOR, "tensor_scalar")
+trunc = _unary("trunc", np.trunc, VECTOR, "tensor_scalar")
+floor = _unary("floor", np.floor, VECTOR, "tensor_scalar")
+ceil = _unary("ceil", np.ceil, VECTOR, "tensor_scalar")
+
+
+def invert(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """Bitwise NOT of an integer tile."""
+    _require_int("nl.invert", x)
+    return _x.elementwise("nl.invert", VECTOR, "tensor_scalar", np.invert, [x], dtype=dtype,
+                          default_dtype=x.dtype, mask=mask, bitwise=True)
+
+
+def logical_not(x: Tensor, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:
+    return _x.elementwise("nl.logical_not", VECTOR, "tensor_scalar", lambda a: (a == 0).astype(np.float32),
+                          [x], dtype=dtype, default_dtype=_dt.bool_, mask=mask)
+
+
+def _require_int(api: str, *xs: Any) -> None:
+    for x in xs:
+        if isinstance(x, Tensor) and _dt.is_float(x.dtype):
+            raise DtypeError(f"{api} is a bitwise operation and needs integer tiles, got {_dt.name_of(x.dtype)}",
+                             rule="bitwise-float")
+        if isinstance(x, (float, np.floating)):
+            raise DtypeError(f"{api} is a bitwise operation and needs integer operands, got {x!r}",
+                             rule="bitwise-float")
+
+
+def _binary_engine(x: Any, y: Any) -> str:
+    tiles = [t for t in (x, y) if isinstance(t, Tensor)]
+    if len(tiles) == 2 and all(_x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
+                               or _x.aligned_shape(t) == _x.aligned_shape(tiles[0]) for t in tiles):
+        return "tensor_tensor"
+    return "tensor_scalar"
+
+
+def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False, engine: str = VECTOR):
+    def op(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+        if bitwise:
+            _require_int(f"nl.{name}", x, y)
+        default = _dt.bool_ if compare else None
+        return _x.elementwise(f"nl.{name}", engine, _binary_engine(x, y), fn, [x, y], dtype=dtype,
+                              default_dtype=default, mask=mask, bitwise=bitwise, attrs={"op": name})
+    op.__name__ = name
+    op.__qualname__ = name
+    op.__doc__ = f"Element-wise {name} of two tiles, or a tile and a scalar (NumPy broadcasting)."
+    op._nki_alu = name  # type: ignore[attr-defined]
+    return op
+
+
+def _cmp(f: Any):  # type: ignore[no-untyped-def]
+    return lambda a, b: f(a, b).astype(np.float32)
+
+
+def _mod(a: np.ndarray, b: Any) -> np.ndarray:
+    return np.mod(a, b)
+
+
+def _logical(f: Any):  # type: ignore[no-untyped-def]
+    return lambda a, b: f(a != 0, b != 0).astype(np.float32)
+
+
+def _shift_right(a: np.ndarray, b: Any) -> np.ndarray:
+    ua = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
+    return (ua >> np.asarray(b).astype(ua.dtype)).view(a.dtype) if a.dtype.kind == "i" else ua >> b
+
+
+add = _binary("add", np.add)
+subtract = _binary("subtract", np.subtract)
+multiply = _binary("multiply", np.multiply)
+divide = _binary("divide", np.divide)
+power = _binary("power", np.power, engine=GPSIMD)
+maximum = _binary("maximum", np.maximum)
+minimum = _binary("minimum", np.minimum)
+mod = _binary("mod", _mod)
+fmod = _binary("fmod", np.fmod)
+equal = _binary("equal", _cmp(np.equal), compare=True)
+not_equal = _binary("not_equal", _cmp(np.not_equal), compare=True)
+greater = _binary("greater", _cmp(np.greater), compare=True)
+greater_equal = _binary("greater_equal", _cmp(np.greater_equal), compare=True)
+less = _binary("less", _cmp(np.less), compare=True)
+less_equal = _binary("less_equal", _cmp(np.less_equal), compare=True)
+logical_and = _binary("logical_and", _logical(np.logical_and), compare=True)
+logical_or = _binary("logical_or", _logical(np.logical_or), compare=True)
+logical_xor = _binary("logical_xor", _logical(np.logical_xor), compare=True)
+bitwise_and = _binary("bitwise_and", np.bitwise_and, bitwise=True)
+bitwise_or = _binary("bitwise_or", np.bitwise_or, bitwise=True)
+bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, bitwise=True)
+left_shift = _binary("left_shift", np.left_shift, bitwise=True)
+right_shift = _binary("right_shift", _shift_right, bitwise=True)
+
+
+def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``condition ? x : y`` element-wise."""
+    dts = [v.dtype if isinstance(v, Tensor) else _dt.scalar_dtype(v) for v in (x, y)]
+    return _x.elementwise("nl.where", VECTOR, "select", lambda c, a, b: np.where(c != 0, a, b),
+                          [condition, x, y], dtype=dtype, default_dtype=_dt.promote(*dts), mask=mask)
+
+
+# ---- reductions ----------------------------------------------------------------------------------------
+
+def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
+    nd = _x.aligned_shape(x).__len__()
+    if axis is None:
+        raise KernelArgumentError(f"{api}: axis is required (free axes only)")
+    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in ax:
+        a = int(a)
+        if a < 0:
+            a += nd
+        if a == 0:
+            raise IndexingError(f"{api}: cannot reduce along the partition axis (axis 0); reduce free axes, or "
+                                "transpose / use nisa.tensor_partition_reduce", rule="reduce-partition-axis")
+        if a >= nd:
+            raise IndexingError(f"{api}: axis {a} is out of range for a tile of rank {nd}")
+        out.append(a)
+    out = sorted(set(out))
+    if out != list(range(nd - len(out), nd)):
+        raise IndexingError(f"{api}: reduction axes {out} must be the last free axes of the tile (e.g. [1], [1, 2])",
+                            rule="reduce-axes")
+    return tuple(out)
+
+
+def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, keepdims: bool,
+           opname: str, default_dtype: Any = None) -> Tensor:
+    """A free-axis reduction on VectorE."""
+    m = _x.machine(api)
+    loc = user_location()
+    t = _x.tile(x, api, "x")
+    shape_in = _x.aligned_shape(t)
+    axes = _axes(api, t, axis)
+    out_shape = tuple(1 if i in axes else n for i, n in enumerate(shape_in)) if keepdims else \
+        tuple(n for i, n in enumerate(shape_in) if i not in axes)
+    odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
+    marr = _x.mask_array(mask, shape_in, api)
+    out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
+    m.check_read(t, loc)
+    p = m.emit(VECTOR, "tensor_reduce", [t], [out], t.size, {"op": opname}, loc)
+    vals = None
+    if m.numerics:
+        v = _x.value_of(t, shape_in, marr)
+        if marr is not None:
+            v = np.where(marr, v, _REDUCE_IDENTITY.get(opname, 0.0)).astype(np.float32)
+        with np.errstate(all="ignore"):
+            vals = np.asarray(fn(v, axis=axes, keepdims=keepdims), dtype=np.float32)
+    return _x.commit(m, p, out, vals, None)
+
+
+_REDUCE_IDENTITY = {"add": 0.0, "max": -np.inf, "min": np.inf, "multiply": 1.0, "all": 1.0}
+
+
+def sum(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
+        **kwargs: Any) -> Tensor:
+    return reduce("nl.sum", x, axis, np.sum, dtype=dtype, mask=mask, keepdims=keepdims, opname="add")
+
+
+def prod(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+         **kwargs: Any) -> Tensor:
+    return reduce("nl.prod", x, axis, np.prod, dtype=dtype, mask=mask, keepdims=keepdims, opname="multiply")
+
+
+def max(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
+        **kwargs: Any) -> Tensor:
+    return reduce("nl.max", x, axis, np.max, dtype=dtype, mask=mask, keepdims=keepdims, opname="max")
+
+
+def min(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
+        **kwargs: Any) -> Tensor:
+    return reduce("nl.min", x, axis, np.min, dtype=dtype, mask=mask, keepdims=keepdims, opname="min")
+
+
+def mean(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
+         **kwargs: Any) -> Tensor:
+    d = None if not isinstance(x, Tensor) or _dt.is_float(x.dtype) else _dt.float32
+    return reduce("nl.mean", x, axis, np.mean, dtype=dtype, mask=mask, keepdims=keepdims, opname="mean",
+                  default_dtype=d)
+
+
+def var(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    d = None if not isinstance(x, Tensor) or _dt.is_float(x.dtype) else _dt.float32
+    return reduce("nl.var", x, axis, np.var, dtype=dtype, mask=mask, keepdims=False, opname="var",
+                  default_dtype=d)
+
+
+def all(x: Tensor, axis: Any, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:  # noqa: A001
+    return reduce("nl.all", x, axis, lambda v, axis, keepdims: np.all(v != 0, axis=axis, keepdims=keepdims),
+                  dtype=dtype, mask=mask, keepdims=False, opname="all", default_dtype=_dt.bool_)
+
+
+# ---- matmul and transpose ---------------------------------------------------------------------------------
+
+def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``x @ y`` (or ``x.T @ y`` with ``transpose_x=True``) on the TensorE into a PSUM tile (fp32)."""
+    from devkit.nki import isa as _isa
+
+    if not transpose_x:
+        t = _x.tile(x, "nl.matmul", "x", psum=False)
+        if t.ndim != 2:
+            raise TileShapeError(f"nl.matmul: x must be 2-D, got {list(t.shape)}")
+        if t.shape[0] > 128 or t.shape[1] > 128:
+            raise TileShapeError(f"nl.matmul: x of shape {list(t.shape)} must be at most [128, 128] when "
+                                 "transpose_x=False (it is transposed on the TensorE)",
+                                 rule="matmul-stationary-size")
+        xt = copy(_isa.nc_transpose(t, engine=_isa.engine.tensor), dtype=t.dtype)
+        if t.omask is not None:
+            xt.omask = t.omask.T
+        x = xt
+    return _isa.matmul_core("nl.matmul", x, y, mask=mask, opcode="matmul")
+
+
+def transpose(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """2-D transpose of a tile (each dim <= 128) on the TensorE."""
+    from devkit.nki import isa as _isa
+
+    t = _x.tile(x, "nl.transpose", "x")
+    if t.ndim > 2:
+        raise TileShapeError(f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)",
+                             rule="transpose-rank")
+    res = _isa.nc_transpose(t, engine=_isa.engine.tensor, mask=mask)
+    return copy(res, dtype=dtype or t.dtype)
+
+
+# ---- fused helpers ----------------------------------------------------------------------------------------
+
+def softmax(x: Tensor, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
+            **kwargs: Any) -> Tensor:
+    """Softmax over trailing free axes (max-subtracted, computed in fp32)."""
+    t = _x.tile(x, "nl.softmax", "x")
+    odt = dtype or compute_dtype or t.dtype
+    mx = max(t, axis, keepdims=True, dtype=_dt.float32, mask=mask)
+    e = exp(subtract(t, mx, dtype=_dt.float32, mask=mask), dtype=_dt.float32, mask=mask)
+    s = sum(e, axis, keepdims=True, dtype=_dt.float32, mask=mask)
+    return divide(e, s, dtype=odt, mask=mask)
+
+
+def rms_norm(x: Tensor, w: Tensor, axis: Any, n: Any, epsilon: float = 1e-6, *, dtype: Any = None,
+             compute_dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """``x * rsqrt(sum(x^2, axis) / n + epsilon) * w``."""
+    t = _x.tile(x, "nl.rms_norm", "x")
+    odt = dtype or compute_dtype or t.dtype
+    ss = sum(square(t, dtype=_dt.float32, mask=mask), axis, keepdims=True, dtype=_dt.float32, mask=mask)
+    r = rsqrt(add(multiply(ss, 1.0 / float(n), dtype=_dt.float32), float(epsilon), dtype=_dt.float32),
+              dtype=_dt.float32)
+    return multiply(multiply(t, r, dtype=_dt.float32, mask=mask), w, dtype=odt, mask=mask)
+
+
+def dropout(x: Tensor, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+    """Zero each element with probability ``rate`` (no rescaling, like nisa.dropout)."""
+    from devkit.nki import isa as _isa
+
+    return _isa.dropout(x, rate, dtype=dtype, mask=mask)
+
+
+def gather_flattened(data: Tensor, indices: Tensor, *, mask: Any = None, dtype: Any = None,
+                     **kwargs: Any) -> Tensor:
+    """Per partition, gather elements of the flattened free dims of ``data`` at ``indices``."""
+    m = _x.machine("nl.gather_flattened")
+    loc = user_location()
+    d = _x.tile(data, "nl.gather_flattened", "data")
+    ix = _x.tile(indices, "nl.gather_flattened", "indices")
+    if d.shape[0] != ix.shape[0]:
+        raise TileShapeError("nl.gather_flattened: data and indices must have the same number of partitions")
+    odt = _x.out_dtype(dtype, d.dtype, "nl.gather_flattened")
+    out = _x.new_tile(m, ix.shape, odt, "sbuf", loc)
+    m.check_read(d, loc)
+    m.check_read(ix, loc)
+    p = m.emit(GPSIMD, "gather_flattened", [d, ix], [out], 0, None, loc)
+    vals = None
+    if m.numerics:
+        dv = d.read().reshape(d.shape[0], -1).astype(np.float32)
+        iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)
+        iv = np.clip(iv, 0, dv.shape[1] - 1)
+        vals = np.take_along_axis(dv, iv, axis=1).reshape(ix.shape)
+    return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
+
+
+def loop_reduce(x: Tensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None,
+                **kwargs: Any) -> Tensor:
+    raise UnsupportedError("nl.loop_reduce is not supported by the simulator; write b[...] = op(b, a) with b "
+                           "allocated before the loop (the documented equivalent)", rule="unsupported-api")
+
+
+def all_reduce(x: Tensor, op: Any, program_axes: Any, *, dtype: Any = None, mask: Any = None,
+               parallel_reduce: bool = True, asynchronous: bool = False, **kwargs: Any) -> Tensor:
+    raise UnsupportedError("nl.all_reduce (collective across SPMD programs) is not supported by the simulator",
+                           rule="unsupported-api")
+
+
+def expand_dims(data: Tensor, axis: Any) -> Tensor:
+    return data.expand_dims(axis)
+
+
+def gemm_grid(*args: Any, **kwargs: Any) -> Any:
+    raise UnsupportedError("nl.gemm_grid is undocumented and not supported by the simulator")
+
+
+def gemm_stationary_grid(*args: Any, **kwargs: Any) -> Any:
+    raise UnsupportedError("nl.gemm_stationary_grid is undocumented and not supported by the simulator")
+
+
+# ---- op-name normalisation shared with nki.isa ---------------------------------------------------------
+
+_ALU_ALIASES = {
+    "add": "add", "sum": "add", "subtract": "subtract", "multiply": "multiply", "prod": "multiply",
+    "divide": "divide", "true_divide": "divide", "maximum": "max", "max": "max", "amax": "max",
+    "minimum": "min", "min": "min", "amin": "min", "power": "power", "equal": "equal",
+    "not_equal": "not_equal", "greater": "greater", "greater_equal": "greater_equal", "less": "less",
+    "less_equal": "less_equal", "logical_and": "logical_and", "logical_or": "logical_or",
+    "logical_xor": "logical_xor", "logical_not": "logical_not", "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "invert": "invert", "bitwise_not": "invert",
+    "left_shift": "left_shift", "right_shift": "right_shift", "rsqrt": "rsqrt", "reciprocal": "reciprocal",
+    "abs": "abs", "absolute": "abs", "mod": "mod", "remainder": "mod", "fmod": "fmod", "bypass": "bypass",
+}
+
+
+def _alu_name(op: Any) -> str:
+    """Normalise an ALU operator given as nl.x, np.x (ufunc or function) or a string."""
+    if isinstance(op, str):
+        name = op
+    else:
+        name = getattr(op, "_nki_alu", None) or getattr(op, "__name__", None) or ""
+        act = getattr(op, "_nki_activation", None)
+        if act and not name:
+            name = act
+    name = name.rsplit(".", 1)[-1]
+    if name in _ALU_ALIASES:
+        return _ALU_ALIASES[name]
+    raise KernelArgumentError(f"unknown ALU operator {op!r}", rule="bad-alu-op")

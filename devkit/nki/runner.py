@@ -1,0 +1,184 @@
+"""Running a kernel function on the simulated NeuronCore.
+
+:func:`run_kernel` wraps host arguments as HBM tensors, executes every SPMD program instance of the
+launch grid, and converts what the kernel returns back to NumPy arrays.  It is the single entry
+point used by ``nki.jit``/``simulate_kernel``/``baremetal``/``benchmark``, ``devkit.simulate`` and
+``devkit.estimate``.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import itertools
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as dt
+from devkit.errors import DtypeError, KernelArgumentError
+from devkit.sim.machine import Machine
+from devkit.sim.options import Geometry, SimOptions
+from devkit.sim.tensor import Tensor
+from devkit.trace import MemoryStats, NullSink, TraceSink
+
+_NC_VERSION = {"trn1": 2, "inf2": 2, "trn2": 3, "trn3": 4}
+
+
+@functools.lru_cache(maxsize=None)
+def geometry(target: str) -> Geometry:
+    """On-chip geometry of a target, read from the cost model's target description."""
+    from devkit.cost.target import load_target
+
+    t = load_target(target)
+    return Geometry(
+        name=t.name,
+        partitions=t.sbuf.partitions,
+        sbuf_bytes_per_partition=t.sbuf.bytes_per_partition,
+        sbuf_usable_bytes_per_partition=t.sbuf.usable_bytes_per_partition,
+        psum_banks=t.psum.banks,
+        psum_bank_bytes=t.psum.bank_bytes_per_partition,
+        nc_version=getattr(t, "nc_version", None) or _NC_VERSION[t.name],
+    )
+
+
+class TensorSpec:
+    """A shape/dtype placeholder for a kernel argument (``nt.tensor[[8192, 4096], nl.bfloat16]``).
+
+    Passing placeholders runs the kernel cost-only: control flow and bookkeeping without values.
+    """
+
+    def __init__(self, shape: Any, dtype: Any) -> None:
+        self.shape = tuple(int(s) for s in shape)
+        try:
+            self.dtype = dt.as_dtype(dtype)
+        except dt.DtypeNotSupported as e:
+            raise DtypeError(str(e)) from None
+
+    def __repr__(self) -> str:
+        return f"tensor[{list(self.shape)}, {dt.name_of(self.dtype)}]"
+
+
+@dataclass
+class RunResult:
+    outputs: Any
+    stats: MemoryStats
+    numerics: bool
+
+
+def _returns_value(func: Any) -> bool:
+    """Whether a kernel function returns a value (post-2.21 convention) or writes its arguments."""
+    try:
+        src = textwrap.dedent(inspect.getsource(func))
+        tree = ast.parse(src)
+    except (OSError, TypeError, SyntaxError):
+        return True
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if fn is None:
+        return True
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Return) and node.value is not None:
+            return True
+    return False
+
+
+def _mutable_params(func: Any) -> set[str]:
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return set()
+    out = set()
+    for name, p in sig.parameters.items():
+        ann = p.annotation
+        if getattr(ann, "_nki_mutable", False) or (isinstance(ann, str) and "mutable_tensor" in ann):
+            out.add(name)
+    return out
+
+
+def _param_names(func: Any) -> list[str]:
+    try:
+        return list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def _wrap(m: Machine, value: Any, name: str, mutable: bool) -> Any:
+    if isinstance(value, TensorSpec):
+        st = m.input_storage(None, value.shape, value.dtype, name)
+        st.kind = "hbm" if mutable else "input"
+        st.is_input = not mutable
+        return Tensor.whole(st)
+    if isinstance(value, np.ndarray) and value.dtype != object:
+        try:
+            d = dt.as_dtype(value.dtype)
+        except dt.DtypeNotSupported as e:
+            raise DtypeError(f"kernel argument '{name}': {e}") from None
+        st = m.input_storage(value, tuple(value.shape), d, name)
+        if mutable:
+            st.kind = "hbm"
+            st.is_input = False
+        return Tensor.whole(st)
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, np.ndarray) for v in value):
+        return type(value)(_wrap(m, v, f"{name}[{i}]", mutable) for i, v in enumerate(value))
+    return value
+
+
+def _to_host(m: Machine, value: Any) -> Any:
+    if isinstance(value, Tensor):
+        if not m.numerics:
+            return np.zeros(value.shape, dtype=np.float32 if dt.name_of(value.dtype) == "tfloat32"
+                            else dt.to_external(np.zeros(1), value.dtype).dtype)
+        return dt.to_external(np.array(value.read(check_init=False)), value.dtype)
+    if isinstance(value, tuple):
+        return tuple(_to_host(m, v) for v in value)
+    if isinstance(value, list):
+        return [_to_host(m, v) for v in value]
+    return value
+
+
+def _grid_points(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
+    return list(itertools.product(*[range(int(g)) for g in grid])) if grid else [()]
+
+
+def run_kernel(func: Any, args: tuple, kwargs: dict, *, grid: Any = None, target: str = "trn1",
+               options: SimOptions | None = None, sink: TraceSink | None = None) -> RunResult:
+    """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs."""
+    if options is None:
+        options = SimOptions()
+    placeholders = any(isinstance(a, TensorSpec) for a in list(args) + list(kwargs.values()))
+    if placeholders and options.numerics:
+        options = SimOptions(**{**options.__dict__, "numerics": False})
+    g = geometry(target)
+    grid_t: tuple[int, ...] = ()
+    if grid is not None:
+        grid_t = tuple(int(x) for x in (grid if isinstance(grid, (tuple, list)) else (grid,)))
+        if any(x < 1 for x in grid_t):
+            raise KernelArgumentError(f"launch grid {list(grid_t)} must have positive sizes")
+    m = Machine(options, g, sink if sink is not None else NullSink())
+    legacy = not _returns_value(func)
+    mutable = _mutable_params(func)
+    names = _param_names(func)
+    with m:
+        wrapped = []
+        for i, a in enumerate(args):
+            nm = names[i] if i < len(names) else f"arg{i}"
+            wrapped.append(_wrap(m, a, nm, legacy or nm in mutable))
+        wkw = {k: _wrap(m, v, k, legacy or k in mutable) for k, v in kwargs.items()}
+        m.grid = grid_t
+        result = None
+        for pid in _grid_points(grid_t):
+            m.program_ids = pid
+            m._shared_cursor = 0
+            m.accumulators = {}
+            result = func(*wrapped, **wkw)
+            m.flush()
+        stats = m.finish()
+        outputs = _to_host(m, result)
+        if legacy and m.numerics:
+            for a, w in zip(args, wrapped):
+                if isinstance(a, np.ndarray) and isinstance(w, Tensor) and w.st.written:
+                    a[...] = dt.to_external(w.st.data, w.dtype)
+    return RunResult(outputs, stats, m.numerics)

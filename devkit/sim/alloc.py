@@ -1,0 +1,108 @@
+"""On-chip memory allocation: where each SBUF/PSUM tile lives, and whether it fits.
+
+Addresses are byte offsets inside one partition (every tile occupies the same offset range in each
+partition it spans, NKI's SBUF layout).  Compiler-managed tiles are placed *next-fit* around a ring:
+a freed range is reused as late as possible, which approximates the compiler rotating several
+buffers of a loop-local tile (multi-buffering) as far as capacity allows.  Because the dependency
+tracker works on physical addresses, reusing an address creates the write-after-read hazards that
+limit how far loads can run ahead of compute, so pipelining depth emerges from capacity.
+
+PSUM is 8 banks of 2 KiB per partition; a tile of at most one bank never straddles a bank boundary,
+a larger (block) tile starts on a bank boundary.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+
+@dataclass
+class Placement:
+    """Where a tile was placed: ``addr`` in bytes per partition; ``virtual`` when it did not fit."""
+
+    addr: int
+    nbytes: int
+    virtual: bool = False
+
+
+class RingAllocator:
+    """Next-fit allocator over ``[0, capacity)`` bytes per partition, with optional bank rules."""
+
+    def __init__(self, capacity: int, *, bank_bytes: int | None = None, align: int = 4) -> None:
+        self.capacity = capacity
+        self.bank_bytes = bank_bytes
+        self.align = align
+        self._starts: list[int] = []  # sorted starts of live ranges
+        self._ends: dict[int, int] = {}
+        self._cursor = 0
+        self._virtual_cursor = capacity
+        self.live_bytes = 0
+        self.peak_bytes = 0
+
+    def _fits(self, start: int, nbytes: int) -> int | None:
+        """First legal start >= ``start`` for ``nbytes`` under bank rules (ignores live ranges)."""
+        a = self.align
+        start = -(-start // a) * a
+        bank = self.bank_bytes
+        if bank:
+            if nbytes <= bank:
+                if start // bank != (start + nbytes - 1) // bank:
+                    start = (start // bank + 1) * bank
+            else:
+                start = -(-start // bank) * bank
+        return start
+
+    def _gap_search(self, lo: int, hi: int, nbytes: int) -> int | None:
+        """A start in ``[lo, hi)`` where ``nbytes`` fit between live ranges, or None."""
+        starts, ends = self._starts, self._ends
+        pos = self._fits(lo, nbytes)
+        i = max(bisect.bisect_right(starts, pos) - 1, 0)
+        n = len(starts)
+        while pos + nbytes <= hi:
+            while i < n and ends[starts[i]] <= pos:
+                i += 1
+            if i < n and starts[i] < pos + nbytes:
+                pos = self._fits(ends[starts[i]], nbytes)
+                i += 1
+                continue
+            return pos
+        return None
+
+    def allocate(self, nbytes: int) -> Placement:
+        """Place ``nbytes`` per partition; a :class:`Placement` with ``virtual=True`` if no room."""
+        nbytes = max(nbytes, 1)
+        pos = self._gap_search(self._cursor, self.capacity, nbytes)
+        if pos is None:
+            pos = self._gap_search(0, self.capacity, nbytes)
+        if pos is None:
+            pos = self._virtual_cursor
+            self._virtual_cursor += -(-nbytes // self.align) * self.align
+            self.live_bytes += nbytes
+            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            return Placement(pos, nbytes, virtual=True)
+        bisect.insort(self._starts, pos)
+        self._ends[pos] = pos + nbytes
+        self._cursor = pos + nbytes
+        if self._cursor >= self.capacity:
+            self._cursor = 0
+        self.live_bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        return Placement(pos, nbytes)
+
+    def free(self, p: Placement) -> None:
+        self.live_bytes -= p.nbytes
+        if p.virtual:
+            return
+        i = bisect.bisect_left(self._starts, p.addr)
+        if i < len(self._starts) and self._starts[i] == p.addr:
+            del self._starts[i]
+            del self._ends[p.addr]
+
+    def reserve(self, addr: int, nbytes: int) -> None:
+        """Mark a directly allocated range as used (for accounting; overlap checks are the caller's)."""
+        self.live_bytes += nbytes
+        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+
+    def unreserve(self, nbytes: int) -> None:
+        self.live_bytes -= nbytes

@@ -1,0 +1,454 @@
+"""Instruction execution: the shared machinery behind every ``nki.language`` / ``nki.isa`` call.
+
+Each public API function validates its own arguments, then calls one of the executors here, which
+(1) checks the operands against the engine's rules, (2) allocates the result, (3) issues the
+instruction record, and (4) in numerics runs computes the values (fp32 arithmetic on the stored
+values, rounded to the output dtype on write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as dt
+from devkit.errors import (
+    DtypeError,
+    IndexingError,
+    KernelArgumentError,
+    MemoryPlacementError,
+    PartitionMismatchError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
+from devkit.sim.index import IndexExpr, MaskExpr
+from devkit.sim.machine import Machine, Pending, current
+from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
+
+PMAX = 128
+ASSIGNED = object()  # marks a view already updated in place by an augmented assignment
+
+Scalar = (int, float, bool, np.integer, np.floating, np.bool_)
+
+
+def machine(api: str = "this NKI API") -> Machine:
+    m = current()
+    if m is None:
+        raise UnsupportedError(
+            f"{api} was called outside a running kernel; call the kernel through nki.simulate_kernel, a "
+            "@nki.jit function, devkit.simulate or devkit.estimate",
+            rule="outside-kernel",
+        )
+    return m
+
+
+# ---- operand checks ------------------------------------------------------------------------------
+
+
+def tile(x: Any, api: str, name: str, *, psum: bool = True, sbuf: bool = True) -> Tensor:
+    """Check that ``x`` is a live on-chip tile (partition dim first) an engine may read."""
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(f"{api}: operand '{name}' must be a tile, got {type(x).__name__}")
+    x.check_alive()
+    buf = x.st.buffer
+    if buf in HBM_BUFFERS:
+        raise MemoryPlacementError(
+            f"{api}: operand '{name}' is in HBM ({buf}); compute engines read SBUF or PSUM only -- "
+            "nl.load it into SBUF first",
+            rule="operand-in-hbm",
+        )
+    if buf == "psum" and not psum:
+        raise MemoryPlacementError(
+            f"{api}: operand '{name}' must be in SBUF, not PSUM", rule="operand-in-psum"
+        )
+    if buf == "sbuf" and not sbuf:
+        raise MemoryPlacementError(
+            f"{api}: operand '{name}' must be in PSUM, not SBUF", rule="operand-in-sbuf"
+        )
+    if x.pax not in (0, None) and x.ndim > 0:
+        raise IndexingError(
+            f"{api}: operand '{name}' of shape {list(x.shape)} is not a tile: its partition dimension is at "
+            f"position {x.pax}; index the block dimensions first (e.g. t[i])",
+            rule="not-a-tile",
+        )
+    if x.ndim and x.shape[0] > PMAX:
+        raise TileShapeError(
+            f"{api}: operand '{name}' has {x.shape[0]} partitions; the limit is {PMAX}",
+            rule="partition-limit",
+        )
+    return x
+
+
+def aligned_shape(t: Tensor) -> tuple[int, ...]:
+    """A rank-1 on-chip tile ``(P,)`` behaves as ``(P, 1)`` (one value per partition)."""
+    if t.ndim == 1 and t.st.on_chip:
+        return (t.shape[0], 1)
+    return t.shape
+
+
+def broadcast(api: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise TileShapeError(
+            f"{api}: operand shapes {[list(s) for s in shapes]} do not broadcast together",
+            rule="shape-mismatch",
+        ) from None
+
+
+def mask_array(mask: Any, shape: tuple[int, ...], api: str) -> np.ndarray | None:
+    """A ``mask=`` argument as a boolean array of ``shape`` (None when there is no mask)."""
+    if mask is None:
+        return None
+    if isinstance(mask, (bool, np.bool_)):
+        return None if mask else np.zeros(shape, dtype=bool)
+    if not isinstance(mask, MaskExpr):
+        if isinstance(mask, IndexExpr):
+            raise IndexingError(
+                f"{api}: mask must be a comparison such as (i_p < n), not an index expression"
+            )
+        raise IndexingError(
+            f"{api}: mask must be built from comparisons of nl.arange expressions, got {type(mask).__name__}",
+            rule="bad-mask",
+        )
+    arr = mask.arr
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        # masks built from aranges of a larger grid than the tile: take the leading corner
+        if arr.ndim == len(shape) and all(a >= s or a == 1 for a, s in zip(arr.shape, shape)):
+            sl = tuple(slice(0, s) if a != 1 else slice(None) for a, s in zip(arr.shape, shape))
+            return np.broadcast_to(arr[sl], shape)
+        raise IndexingError(
+            f"{api}: mask of shape {list(arr.shape)} does not fit the tile shape {list(shape)}",
+            rule="bad-mask",
+        ) from None
+
+
+def out_dtype(dtype: Any, default: Any, api: str) -> Any:
+    if dtype is None:
+        return default
+    try:
+        return dt.as_dtype(dtype)
+    except dt.DtypeNotSupported as e:
+        raise DtypeError(f"{api}: {e}") from None
+
+
+def value_of(x: Any, shape: tuple[int, ...] | None, mask: np.ndarray | None, *, to_float: bool = True) -> Any:
+    """Numerics of an operand: a tile's values (aligned), or a scalar."""
+    if isinstance(x, Tensor):
+        sub = mask if (mask is not None and shape is not None and aligned_shape(x) == shape) else None
+        v = x.read(sub)
+        if x.ndim == 1 and x.st.on_chip:
+            v = v.reshape(x.shape[0], 1)
+        if to_float and v.dtype != np.float32:
+            v = v.astype(np.float32)
+        return v
+    if isinstance(x, (bool, np.bool_)):
+        return np.float32(x) if to_float else x
+    return np.float32(x) if to_float else x
+
+
+def new_tile(m: Machine, shape: tuple[int, ...], dtype: Any, buffer: str, loc: tuple[str, int]) -> Tensor:
+    st = m.new_storage(
+        shape, dtype, buffer, par_axis=0, fill=dt.poison_value(dtype), temp=True, kind="temp", loc=loc
+    )
+    return Tensor.whole(st)
+
+
+def commit(m: Machine, p: Pending, out: Tensor, values: np.ndarray | None, mask: np.ndarray | None) -> Tensor:
+    """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting."""
+    if m.numerics and values is not None:
+        v = np.broadcast_to(values, out.shape)
+        out.write(dt.round_to(v, out.dtype), mask)
+        p.raw = v  # type: ignore[attr-defined]
+    else:
+        out.mark_written()
+        p.raw = None  # type: ignore[attr-defined]
+    p.mask = mask  # type: ignore[attr-defined]
+    out._fresh = p
+    return out
+
+
+# ---- generic elementwise -----------------------------------------------------------------------------
+
+
+def elementwise(
+    api: str,
+    engine: str,
+    opcode: str,
+    fn: Callable[..., np.ndarray],
+    operands: Sequence[Any],
+    *,
+    dtype: Any = None,
+    default_dtype: Any = None,
+    mask: Any = None,
+    attrs: dict | None = None,
+    bitwise: bool = False,
+    flops_per_elem: int = 1,
+    out_buffer: str = "sbuf",
+) -> Tensor:
+    """Execute an element-wise instruction over tiles and scalars with NumPy-style broadcasting."""
+    m = machine(api)
+    loc = user_location()
+    tiles = []
+    for i, x in enumerate(operands):
+        if isinstance(x, Tensor):
+            tiles.append(tile(x, api, f"#{i}"))
+        elif isinstance(x, Scalar):
+            pass
+        elif isinstance(x, (IndexExpr, MaskExpr)):
+            raise IndexingError(
+                f"{api}: index expressions cannot be used as data; materialise them with nisa.iota first",
+                rule="index-as-data",
+            )
+        else:
+            raise KernelArgumentError(
+                f"{api}: operand #{i} must be a tile or a scalar, got {type(x).__name__}"
+            )
+    if not tiles:
+        raise KernelArgumentError(f"{api}: at least one operand must be a tile")
+    shape = broadcast(api, [aligned_shape(t) for t in tiles])
+    if default_dtype is None:
+        default_dtype = dt.promote(
+            *[x.dtype if isinstance(x, Tensor) else dt.scalar_dtype(x) for x in operands]
+        )
+    odt = out_dtype(dtype, default_dtype, api)
+    marr = mask_array(mask, shape, api)
+    out = new_tile(m, shape, odt, out_buffer, loc)
+    for t in tiles:
+        m.check_read(t, loc)
+    size = int(np.prod(shape))
+    p = m.emit(engine, opcode, list(tiles), [out], flops_per_elem * size, attrs, loc)
+    vals = None
+    if m.numerics:
+        args = [value_of(x, shape, marr, to_float=not bitwise) for x in operands]
+        with np.errstate(all="ignore"):
+            vals = fn(*args)
+        if bitwise:
+            vals = np.asarray(vals)
+        else:
+            vals = np.asarray(vals, dtype=np.float32)
+    return commit(m, p, out, vals, marr)
+
+
+# ---- assignment: dst[...] = value, dst[...] += value ----------------------------------------------------
+
+
+def assign(dst: Tensor, value: Any) -> None:
+    """``dst[idx] = value`` inside a kernel."""
+    m = machine("tensor assignment")
+    loc = user_location()
+    if isinstance(value, Tensor):
+        if value._fresh is ASSIGNED:
+            value._fresh = None
+            if value.st is dst.st and value.box() == dst.box():
+                return  # dst[idx] op= x: already applied in place
+        p = value._fresh
+        if (
+            p is not None
+            and p is m.pending
+            and value.st.kind == "temp"
+            and value.st.addr is None
+            and value.st.alive
+        ):
+            retarget(m, p, value, dst, loc)
+            return
+        copy_into(m, dst, value, loc)
+        return
+    if isinstance(value, Scalar):
+        fill(m, dst, value, loc)
+        return
+    if isinstance(value, IndexExpr):
+        raise IndexingError(
+            "cannot assign an index expression to a tensor; materialise it with nisa.iota",
+            rule="index-as-data",
+        )
+    if isinstance(value, np.ndarray):
+        raise KernelArgumentError(
+            "cannot assign a host NumPy array inside a kernel; pass it as a kernel argument or use "
+            "nl.shared_constant"
+        )
+    raise KernelArgumentError(f"cannot assign a {type(value).__name__} to a tensor")
+
+
+def _dst_shape_check(dst: Tensor, src_shape: tuple[int, ...], api: str) -> None:
+    try:
+        np.broadcast_shapes(dst.shape, src_shape)
+        ok = np.broadcast_shapes(dst.shape, src_shape) == tuple(dst.shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        if int(np.prod(src_shape)) == dst.size:
+            return  # same element count: (P,) -> (P,1) style leniency
+        raise TileShapeError(
+            f"{api}: cannot write a value of shape {list(src_shape)} into a destination of shape "
+            f"{list(dst.shape)} (the destination must be at least as large; only the source broadcasts)",
+            rule="dst-shape",
+        )
+
+
+def _fit(vals: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        return np.broadcast_to(vals, shape)
+    except ValueError:
+        return vals.reshape(shape)
+
+
+def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str, int]) -> None:
+    """Make the pending instruction that produced ``value`` write ``dst`` directly."""
+    dst.check_alive()
+    _dst_shape_check(dst, value.shape, "assignment")
+    m.check_write(dst, loc, accumulate=False)
+    m.retarget(p, value, dst)
+    raw = getattr(p, "raw", None)
+    pmask = getattr(p, "mask", None)
+    if m.numerics:
+        if raw is None:
+            raw = value.read(check_init=False)
+        vals = _fit(raw, dst.shape)
+        pm = None if pmask is None else _fit(pmask, dst.shape)
+        _write_checked(dst, dt.round_to(vals, dst.dtype), pm, loc)
+    else:
+        dst.mark_written()
+
+
+def _write_checked(dst: Tensor, vals: np.ndarray, mask: np.ndarray | None, loc: tuple[str, int]) -> None:
+    if dst.st.on_chip or dst.st.buffer in HBM_BUFFERS:
+        dst.check_bounds(mask, "write")
+    dst.write(vals, mask)
+
+
+def copy_into(m: Machine, dst: Tensor, src: Tensor, loc: tuple[str, int]) -> None:
+    src.check_alive()
+    dst.check_alive()
+    _dst_shape_check(dst, aligned_shape(src), "assignment")
+    m.check_read(src, loc)
+    m.check_write(dst, loc)
+    hbm = dst.st.buffer in HBM_BUFFERS or src.st.buffer in HBM_BUFFERS
+    engine, opcode = (DMA, "dma_copy") if hbm else (VECTOR, "tensor_copy")
+    m.emit(engine, opcode, [src], [dst], 0, None, loc)
+    if m.numerics:
+        v = src.read()
+        if src.ndim == 1 and src.st.on_chip:
+            v = v.reshape(src.shape[0], 1)
+        vals = (
+            v
+            if src.dtype == dst.dtype
+            else dt.round_to(v.astype(np.float32) if dt.is_float(src.dtype) else v, dst.dtype)
+        )
+        _write_checked(dst, _fit(vals, dst.shape), None, loc)
+    else:
+        dst.mark_written()
+
+
+def fill(m: Machine, dst: Tensor, value: Any, loc: tuple[str, int]) -> None:
+    dst.check_alive()
+    m.check_write(dst, loc)
+    engine = DMA if dst.st.buffer in HBM_BUFFERS else VECTOR
+    m.emit(engine, "memset", [], [dst], 0, None, loc)
+    if m.numerics:
+        _write_checked(
+            dst,
+            dt.round_to(
+                np.float32(value) if not isinstance(value, (int, np.integer)) else np.int64(value), dst.dtype
+            ),
+            None,
+            loc,
+        )
+    else:
+        dst.mark_written()
+
+
+def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
+    """``dst op= value``: accumulate a fresh matmul into PSUM, otherwise an in-place ALU op."""
+    m = machine("augmented assignment")
+    loc = user_location()
+    dst.check_alive()
+    if isinstance(value, Tensor):
+        p = value._fresh
+        if (
+            op == "add"
+            and dst.st.buffer == "psum"
+            and p is not None
+            and p is m.pending
+            and p.opcode in ("nc_matmul", "matmul", "nc_transpose")
+            and value.st.kind == "temp"
+            and value.st.addr is None
+            and value.st.alive
+        ):
+            _accumulate_matmul(m, p, value, dst, loc)
+            dst._fresh = ASSIGNED
+            return dst
+    fn = _INPLACE[op]
+    res = elementwise(
+        f"'{_SYM[op]}='",
+        VECTOR,
+        "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar",
+        fn,
+        [dst, value],
+        dtype=dst.dtype,
+    )
+    retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
+    dst._fresh = ASSIGNED
+    return dst
+
+
+_INPLACE = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}
+_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
+
+
+def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str, int]) -> None:
+    _dst_shape_check(dst, value.shape, "'+='")
+    m.check_write(dst, loc, accumulate=True)
+    m.retarget(p, value, dst)
+    attrs = dict(p.attrs or {})
+    attrs["accumulate"] = True
+    p.attrs = attrs
+    if m.numerics:
+        raw = getattr(p, "raw", None)
+        if raw is None:
+            raw = value.read(check_init=False)
+        pmask = getattr(p, "mask", None)
+        old = dst.read(check_init=False)
+        if dst.st.uninit is not None:
+            # the first matmul of an accumulation group overwrites (hardware zeroes the group)
+            u = _uninit_of(dst)
+            if u is not None and u.any():
+                old = np.where(u, 0.0, old)
+        vals = old + _fit(raw, dst.shape)
+        pm = None if pmask is None else _fit(pmask, dst.shape)
+        dst.write(dt.round_to(vals, dst.dtype), pm)
+    else:
+        dst.mark_written()
+
+
+def _uninit_of(t: Tensor) -> np.ndarray | None:
+    st = t.st
+    if st.uninit is None:
+        return None
+    if t.dims is not None and not t._oob:
+        u = st.uninit[t._key]
+        if t._perm is not None:
+            u = u.transpose(t._perm)
+        if t._bshape is not None:
+            u = t._expand(u)
+        return u
+    return None
+
+
+# ---- engines other than elementwise ------------------------------------------------------------------
+
+ENGINE_NAMES = {TENSOR: "tensor", VECTOR: "vector", SCALAR: "scalar", GPSIMD: "gpsimd", DMA: "dma"}

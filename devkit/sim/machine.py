@@ -1,0 +1,538 @@
+"""The simulated NeuronCore: memory, loops, instruction issue and the trace.
+
+One :class:`Machine` exists per kernel run.  The ``devkit.nki`` API functions validate their arguments
+and call into it: allocate storage, execute an instruction's numerics, and :meth:`Machine.emit` the
+instruction record.  The last emitted instruction stays *pending* until the next one is emitted, so
+that ``dst[...] = op(...)`` can retarget ``op``'s output to ``dst`` (one instruction on hardware, not an
+op plus a copy) before the record reaches the trace.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+import warnings
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as dt
+from devkit.errors import (
+    CapacityError,
+    ImmutableInputError,
+    SpillWarning,
+    TileShapeError,
+    user_location,
+)
+from devkit.sim.alloc import Placement, RingAllocator
+from devkit.sim.deps import DependencyTracker
+from devkit.sim.options import Geometry, SimOptions
+from devkit.sim.races import RaceChecker
+from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+from devkit.trace import DMA, Access, Instr, MemoryStats, TraceSink
+
+_current = threading.local()
+
+
+def current() -> Machine | None:
+    """The machine of the kernel running on this thread, if any."""
+    return getattr(_current, "machine", None)
+
+
+@dataclass
+class LoopFrame:
+    kind: str  # "affine", "sequential", "static"
+    instance: int
+    iter: int = -1
+    scope: list = field(default_factory=list)
+
+
+@dataclass
+class Pending:
+    engine: str
+    opcode: str
+    ins: list[Tensor]
+    outs: list[Tensor]
+    flops: int
+    attrs: dict | None
+    loc: tuple[str, int]
+
+
+class Machine:
+    """State of one kernel run: memories, allocators, loops, dependencies and the trace sink."""
+
+    def __init__(self, options: SimOptions, geometry: Geometry, sink: TraceSink) -> None:
+        self.options = options
+        self.geometry = geometry
+        self.sink = sink
+        self.numerics = options.numerics
+        self.active = False
+        self._sid = 0
+        self._iid = 0
+        self._loop_instance = 0
+        self.loops: list[LoopFrame] = []
+        self.pending: Pending | None = None
+        self.sbuf = RingAllocator(geometry.sbuf_usable_bytes_per_partition, align=4)
+        self.psum = RingAllocator(
+            geometry.psum_bytes_per_partition, bank_bytes=geometry.psum_bank_bytes, align=4
+        )
+        self.placements: dict[int, Placement] = {}
+        self.direct: dict[int, Any] = {}  # sid -> DirectPlacement (nki.compiler allocations)
+        self.direct_high_water = {"sbuf": 0, "psum": 0}
+        self._owners: dict[str, Any] = {}
+        self.deps = DependencyTracker()
+        self.races = RaceChecker(self) if (options.check_races and options.numerics) else None
+        self.spill_bytes = 0
+        self._spill_warned: set[tuple[str, int]] = set()
+        self.program_ids: tuple[int, ...] = ()
+        self.grid: tuple[int, ...] = ()
+        self.shared_outputs: list[Storage] = []
+        self._shared_cursor = 0
+        self.rng = np.random.default_rng(options.seed)
+        self._shuffle = random.Random(options.seed) if options.affine_order == "shuffled" else None
+        self.inputs: list[Storage] = []
+        self.accumulators: dict[str, Any] = {}  # ScalarE / VectorE accumulator registers
+
+    # ---- activation --------------------------------------------------------------------------------
+    def __enter__(self) -> Machine:
+        if current() is not None:
+            raise RuntimeError("a kernel is already being simulated on this thread")
+        _current.machine = self
+        self.active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if exc[0] is None:
+                self.flush()
+        finally:
+            _current.machine = None
+            self.active = False
+
+    def finish(self) -> MemoryStats:
+        self.flush()
+        stats = MemoryStats(
+            sbuf_peak_bytes_per_partition=max(self.sbuf.peak_bytes, self.direct_high_water["sbuf"]),
+            psum_peak_bytes_per_partition=max(self.psum.peak_bytes, self.direct_high_water["psum"]),
+            spill_bytes=self.spill_bytes,
+            partitions=self.geometry.partitions,
+        )
+        self.sink.finish(stats)
+        return stats
+
+    # ---- storage -----------------------------------------------------------------------------------
+    def new_storage(
+        self,
+        shape: tuple[int, ...],
+        dtype: Any,
+        buffer: str,
+        *,
+        par_axis: int | None = None,
+        fill: Any = "poison",
+        data: np.ndarray | None = None,
+        name: str = "",
+        kind: str = "auto",
+        temp: bool = False,
+        loc: tuple[str, int] | None = None,
+    ) -> Storage:
+        """Create a tensor's storage.
+
+        ``fill``: ``"poison"`` (NaN / int sentinel, tracked as uninitialised), a number, or ``None``
+        when ``data`` is given or the caller writes every element at once.  ``temp``: the result of an
+        instruction, placed in on-chip memory only when the instruction is committed (so that an
+        immediate ``dst[...] = result`` costs no extra space).
+        """
+        if loc is None:
+            loc = user_location()
+        on_chip = buffer in ("sbuf", "psum")
+        if on_chip:
+            if par_axis is None:
+                par_axis = 0
+            if len(shape) < 2 and kind != "direct":
+                raise TileShapeError(
+                    f"{buffer} tensors need at least 2 dimensions (partition + free), got shape {list(shape)}; "
+                    "use shape (P, 1) for a column",
+                    rule="insufficient-rank",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
+            p = shape[par_axis]
+            if p > self.geometry.partitions:
+                raise TileShapeError(
+                    f"partition dimension {p} exceeds the architecture limit of {self.geometry.partitions} "
+                    f"({buffer} tensor of shape {list(shape)})",
+                    rule="partition-limit",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
+        else:
+            par_axis = None
+        for s in shape:
+            if not isinstance(s, (int, np.integer)) or s < 0:
+                raise TileShapeError(
+                    f"tensor shape {list(shape)} must be non-negative integers",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
+        self._sid += 1
+        sdata = None
+        if self.numerics:
+            if data is not None:
+                sdata = data
+            else:
+                sd = dt.storage_dtype(dtype)
+                if fill is None:
+                    sdata = np.empty(shape, dtype=sd)
+                elif isinstance(fill, str):
+                    sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
+                else:
+                    sdata = np.full(shape, fill, dtype=sd)
+        st = Storage(
+            self,
+            self._sid,
+            tuple(int(s) for s in shape),
+            dtype,
+            buffer,
+            par_axis,
+            sdata,
+            name=name,
+            kind=kind,
+            origin=loc,
+        )
+        if self.numerics and fill == "poison" and self.options.check_uninit and data is None:
+            st.uninit = np.ones(shape, dtype=bool)
+            st.n_uninit = st.uninit.size
+        if on_chip and not temp and kind != "direct":
+            self._place(st, loc)
+        if self.loops:
+            self.loops[-1].scope.append(weakref.ref(st))
+        return st
+
+    def _place(self, st: Storage, loc: tuple[str, int]) -> None:
+        g = self.geometry
+        if st.buffer == "sbuf":
+            if st.bytes_pp > g.sbuf_usable_bytes_per_partition:
+                raise CapacityError(
+                    f"{st.describe()} needs {st.bytes_pp} bytes per partition but only "
+                    f"{g.sbuf_usable_bytes_per_partition} bytes per partition of SBUF are usable on {g.name}; "
+                    "split it into smaller tiles",
+                    rule="sbuf-capacity",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
+            p = self.sbuf.allocate(st.bytes_pp)
+            if p.virtual or self.sbuf.live_bytes > g.sbuf_usable_bytes_per_partition:
+                msg = (
+                    f"{st.describe()} allocated at {loc[0]}:{loc[1]} does not fit: "
+                    f"{self.sbuf.live_bytes} bytes per partition of SBUF would be live at once, "
+                    f"{g.sbuf_usable_bytes_per_partition} usable on {g.name}; the compiler would spill to HBM"
+                )
+                if self.options.strict_capacity:
+                    raise CapacityError(
+                        msg + " (strict_capacity is on)", rule="sbuf-capacity", filename=loc[0], lineno=loc[1]
+                    )
+                if loc not in self._spill_warned:
+                    self._spill_warned.add(loc)
+                    warnings.warn_explicit(msg, SpillWarning, loc[0], loc[1])
+                st.spilled = True
+        else:
+            bank = g.psum_bank_bytes
+            if st.ndim >= 2:
+                block_bytes = st.bytes_pp
+                nblocks = 1
+                for i in range(st.par_axis or 0):
+                    nblocks *= st.shape[i]
+                if nblocks:
+                    block_bytes = st.bytes_pp // max(nblocks, 1)
+                if block_bytes > bank:
+                    raise CapacityError(
+                        f"PSUM tile {st.describe()} uses {block_bytes} bytes per partition; a PSUM tile must fit "
+                        f"one {bank}-byte bank (512 fp32 elements)",
+                        rule="psum-tile-size",
+                        filename=loc[0],
+                        lineno=loc[1],
+                    )
+            p = self.psum.allocate(st.bytes_pp)
+            if p.virtual:
+                self.psum.free(p)
+                raise CapacityError(
+                    f"PSUM is full: {st.describe()} ({st.bytes_pp} bytes per partition) does not fit next to "
+                    f"{self.psum.live_bytes} bytes per partition of live PSUM tiles "
+                    f"({g.psum_banks} banks of {bank} bytes); free accumulation tiles earlier or use fewer at once",
+                    rule="psum-capacity",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
+        st.addr = p.addr
+        self.placements[st.id] = p
+
+    def release(self, st: Storage) -> None:
+        """End of a tensor's life: its on-chip space can be reused."""
+        if not st.alive:
+            return
+        st.alive = False
+        p = self.placements.pop(st.id, None)
+        if p is not None:
+            (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
+        self.direct.pop(st.id, None)
+        if self.races is not None:
+            self.races.forget(st.id)
+        if st.buffer in HBM_BUFFERS:
+            self.deps.drop(("hbm", st.id))
+
+    def discard_temp(self, st: Storage) -> None:
+        """A result that was retargeted before it was committed: it never occupied memory."""
+        st.alive = False
+
+    def input_storage(self, arr: np.ndarray | None, shape: tuple[int, ...], dtype: Any, name: str) -> Storage:
+        data = dt.to_storage(arr, dtype) if (arr is not None and self.numerics) else None
+        self._sid += 1
+        st = Storage(
+            self,
+            self._sid,
+            shape,
+            dtype,
+            "shared_hbm",
+            None,
+            data,
+            name=name,
+            kind="input",
+            origin=("<kernel argument>", 0),
+        )
+        self.inputs.append(st)
+        return st
+
+    # ---- loops -------------------------------------------------------------------------------------
+    def iterate(self, kind: str, values: Iterable[int]) -> Iterator[int]:
+        """Run a kernel loop: every iteration executes; tensors created in an iteration die at its end."""
+        self._loop_instance += 1
+        frame = LoopFrame(kind, self._loop_instance)
+        self.loops.append(frame)
+        seq = list(values)
+        if kind == "affine" and self._shuffle is not None:
+            self._shuffle.shuffle(seq)
+        try:
+            for v in seq:
+                frame.iter = v
+                yield v
+                self._end_scope(frame)
+        finally:
+            self._end_scope(frame)
+            if frame in self.loops:
+                del self.loops[self.loops.index(frame) :]
+            if self.races is not None:
+                self.races.loop_ended(frame)
+
+    def _end_scope(self, frame: LoopFrame) -> None:
+        if not frame.scope:
+            return
+        self.flush()
+        for ref in frame.scope:
+            st = ref()
+            if st is not None and st.alive:
+                self.release(st)
+        frame.scope.clear()
+
+    def loop_context(self) -> tuple[tuple[int, int, str], ...]:
+        return tuple((f.instance, f.iter, f.kind) for f in self.loops)
+
+    # ---- writes and reads that the checks see --------------------------------------------------------
+    def register_direct(self, st: Storage, placement: Any) -> None:
+        """A tensor placed by a nki.compiler allocator (every logical tile at a kernel-chosen address)."""
+        self.direct[st.id] = placement
+        top = max((a for _, a in placement.blocks.values()), default=0) + placement.tile_bytes
+        if st.buffer == "psum":
+            top = max(top, 0)
+        self.direct_high_water[st.buffer] = max(self.direct_high_water[st.buffer], top)
+
+    def _direct_regions(self, t: Tensor) -> list[tuple[tuple[int, ...], tuple[tuple[int, int], tuple[int, int]]]]:
+        """Physical regions (per logical tile touched) of a view of a directly allocated tensor."""
+        st = t.st
+        pl = self.direct[st.id]
+        box = t.box()
+        pa = st.par_axis or 0
+        ranges = [range(lo, hi) for lo, hi in box[:pa]]
+        # byte range inside one logical tile
+        lo = hi = 0
+        stride = st.itemsize
+        for d in range(st.ndim - 1, pa, -1):
+            a, b = box[d]
+            lo += a * stride
+            hi += (b - 1) * stride
+            stride *= st.shape[d]
+        out = []
+        plo, phi = box[pa]
+        for idx in itertools.product(*ranges):
+            sp, addr = pl.blocks[tuple(idx)]
+            out.append((tuple(idx), ((sp + plo, sp + phi), (addr + lo, addr + hi + st.itemsize))))
+        return out
+
+    def _check_direct(self, t: Tensor, is_write: bool, loc: tuple[str, int], accumulate: bool = False) -> None:
+        """Reading a logical tile whose bytes another tile overwrote is a fault of the allocation."""
+        st = t.st
+        sp = self._owners.get(st.buffer)
+        if sp is None:
+            from devkit.sim.deps import _Space
+
+            sp = self._owners[st.buffer] = _Space(1, 1024)
+        for idx, region in self._direct_regions(t):
+            me = (st.id, idx)
+            if is_write:
+                for rec in sp.overlapping(region):
+                    if all(a <= c and d <= b for (a, b), (c, d) in zip(region, rec[0])):
+                        sp.remove(rec)
+                sp.add([region, me, loc, st.describe(), st.name])
+            elif not accumulate:
+                for rec in sp.overlapping(region):
+                    if rec[1] != me:
+                        ofn, oln = rec[2]
+                        raise CapacityError(
+                            f"{st.describe()} logical tile {list(idx)} is read after its memory "
+                            f"({st.buffer} partitions {list(region[0])}, bytes {list(region[1])}) was overwritten by "
+                            f"{rec[3]} logical tile {list(rec[1][1])} at {ofn}:{oln}: the two direct allocations "
+                            "overlap while both are in use; give them disjoint addresses or more buffers "
+                            "(num_free_tiles)", rule="direct-alloc-overlap", filename=loc[0], lineno=loc[1])
+
+    def check_write(self, t: Tensor, loc: tuple[str, int] | None = None, *, accumulate: bool = False) -> None:
+        st = t.st
+        if st.kind == "direct":
+            self._check_direct(t, True, loc or user_location(), accumulate)
+        if st.is_input:
+            if loc is None:
+                loc = user_location()
+            raise ImmutableInputError(
+                f"kernel input '{st.name}' {list(st.shape)} is immutable; allocate an output with "
+                "nl.ndarray(..., buffer=nl.shared_hbm) and write that instead",
+                filename=loc[0],
+                lineno=loc[1],
+            )
+        if self.races is not None and self.loops:
+            self.races.access(t, True, accumulate, loc or user_location())
+
+    def check_read(self, t: Tensor, loc: tuple[str, int] | None = None) -> None:
+        if t.st.kind == "direct":
+            self._check_direct(t, False, loc or user_location())
+        if self.races is not None and self.loops:
+            self.races.access(t, False, False, loc or user_location())
+
+    # ---- instruction issue ---------------------------------------------------------------------------
+    def emit(
+        self,
+        engine: str,
+        opcode: str,
+        ins: list[Tensor],
+        outs: list[Tensor],
+        flops: int = 0,
+        attrs: dict | None = None,
+        loc: tuple[str, int] | None = None,
+    ) -> Pending:
+        """Issue one instruction (committed to the trace when the next one is issued)."""
+        if self.pending is not None:
+            self.flush()
+        p = Pending(engine, opcode, ins, outs, flops, attrs, loc or user_location())
+        self.pending = p
+        return p
+
+    def retarget(self, p: Pending, old: Tensor, new: Tensor) -> None:
+        """Make pending instruction ``p`` write ``new`` instead of its temporary result ``old``."""
+        for i, o in enumerate(p.outs):
+            if o is old:
+                p.outs[i] = new
+                break
+        self.discard_temp(old.st)
+
+    def flush(self) -> None:
+        p = self.pending
+        if p is None:
+            return
+        self.pending = None
+        for o in p.outs:
+            st = o.st
+            if st.on_chip and st.addr is None and st.alive and st.kind != "direct":
+                self._place(st, p.loc)
+        pre: list[Instr] = []
+        post: list[Instr] = []
+        ins = tuple(self._access(t, p, pre, False) for t in p.ins)
+        outs = tuple(self._access(t, p, post, True) for t in p.outs)
+        for s in pre:
+            self.sink.emit(s)
+        iid = self._iid
+        self._iid += 1
+        deps: set[int] = set()
+        for t in p.ins:
+            self._dep(t, iid, p.engine, False, deps)
+        for t in p.outs:
+            self._dep(t, iid, p.engine, True, deps)
+        deps.discard(iid)
+        self.sink.emit(
+            Instr(
+                iid, p.engine, p.opcode, ins, outs, p.flops, tuple(sorted(deps)), p.loc[0], p.loc[1], p.attrs
+            )
+        )
+        for s in post:
+            s.id = self._iid
+            self._iid += 1
+            s.deps = (iid,)
+            self.sink.emit(s)
+
+    def _access(self, t: Tensor, p: Pending, spill: list[Instr], is_out: bool) -> Access:
+        st = t.st
+        size = t.size
+        if st.on_chip:
+            parts = t.partitions
+            run = t.run_elems(free_only=True) * st.itemsize
+            buf = st.buffer
+        else:
+            parts = t.shape[0] if t.shape else 1
+            run = t.run_elems() * st.itemsize
+            buf = "hbm"
+        nbytes = size * st.itemsize
+        acc = Access(buf, dt.name_of(st.dtype), parts, size // parts if parts else 0, nbytes, run)
+        if st.spilled:
+            self.spill_bytes += nbytes
+            hbm = Access("hbm", acc.dtype, parts, acc.elems, nbytes, acc.elems * st.itemsize)
+            if is_out:
+                spill.append(
+                    Instr(-1, DMA, "spill_store", (acc,), (hbm,), 0, (), p.loc[0], p.loc[1], {"spill": True})
+                )
+            else:
+                iid = self._iid
+                self._iid += 1
+                spill.append(
+                    Instr(iid, DMA, "spill_load", (hbm,), (acc,), 0, (), p.loc[0], p.loc[1], {"spill": True})
+                )
+        return acc
+
+    def _dep(self, t: Tensor, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:
+        st = t.st
+        if st.is_input or st.kind == "constant":
+            return
+        if st.kind == "direct":
+            sp = self.deps.space(st.buffer, 1, 1024)
+            for _, region in self._direct_regions(t):
+                self.deps.access(sp, region, iid, engine, is_write, deps)
+            return
+        box = t.box()
+        if st.on_chip:
+            pa = st.par_axis
+            itemsize = st.itemsize
+            lo = hi = 0
+            stride = itemsize
+            for d in range(st.ndim - 1, -1, -1):
+                if d == pa:
+                    continue
+                a, b = box[d]
+                lo += a * stride
+                hi += (b - 1) * stride
+                stride *= st.shape[d]
+            addr = st.addr if st.addr is not None else 0
+            region = (box[pa], (addr + lo, addr + hi + itemsize))
+            sp = self.deps.space(st.buffer, 1, 1024)
+        else:
+            region = box
+            sp = self.deps.space(("hbm", st.id), 0, 128)
+        self.deps.access(sp, region, iid, engine, is_write, deps)

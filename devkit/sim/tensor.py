@@ -1,0 +1,825 @@
+"""Storage and views: the simulator's tensors.
+
+A :class:`Storage` is one allocation (an HBM tensor, an SBUF or PSUM tile, possibly with block
+dimensions).  A :class:`Tensor` is what kernels hold: a view of a storage selected by an index
+(ints, slices, ``nl.arange`` expressions, masks, or index tiles for indirect DMA).
+
+Views keep, for every storage dimension, either a fixed coordinate (``int``) or an affine run
+``(start, step, count, out_axis)`` that maps onto one axis of the view.  Such views translate to
+NumPy basic slicing (no copies).  Views that cannot be expressed that way (non-affine indices,
+indirect indices, out-of-bounds runs that a mask must legalise) keep explicit index arrays instead.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from devkit import dtypes as dt
+from devkit.errors import BoundsError, IndexingError, ScopeError, UninitializedReadError
+from devkit.sim.index import IndexExpr, MaskExpr
+
+if TYPE_CHECKING:
+    from devkit.sim.machine import Machine
+
+HBM_BUFFERS = ("hbm", "shared_hbm", "private_hbm")
+ON_CHIP = ("sbuf", "psum")
+
+
+class Storage:
+    """One allocation.
+
+    ``data`` holds the values in the storage representation of ``dtype`` (see :mod:`devkit.dtypes`),
+    or is ``None`` in cost-only runs.  ``uninit`` is a boolean array marking elements never written
+    (``None`` once everything was written, or when not tracked).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "addr",
+        "alive",
+        "buffer",
+        "bytes_pp",
+        "data",
+        "dtype",
+        "id",
+        "is_input",
+        "itemsize",
+        "kind",
+        "machine",
+        "n_uninit",
+        "name",
+        "ndim",
+        "origin",
+        "par_axis",
+        "shape",
+        "spilled",
+        "uninit",
+        "written",
+    )
+
+    def __init__(
+        self,
+        machine: Machine | None,
+        sid: int,
+        shape: tuple[int, ...],
+        dtype: Any,
+        buffer: str,
+        par_axis: int | None,
+        data: np.ndarray | None,
+        *,
+        name: str = "",
+        kind: str = "auto",
+        origin: tuple[str, int] = ("", 0),
+    ) -> None:
+        self.machine = weakref.ref(machine) if machine is not None else None
+        self.id = sid
+        self.shape = shape
+        self.ndim = len(shape)
+        self.dtype = dtype
+        self.itemsize = dt.itemsize(dtype)
+        self.buffer = buffer
+        self.par_axis = par_axis
+        self.data = data
+        self.uninit: np.ndarray | None = None
+        self.n_uninit = 0
+        self.name = name
+        self.kind = kind  # "input", "output", "auto", "temp", "direct", "hbm"
+        self.is_input = kind == "input"
+        self.origin = origin
+        self.alive = True
+        self.addr: int | None = None
+        self.spilled = False
+        self.written = False
+        if par_axis is None:
+            self.bytes_pp = 0
+        else:
+            n = 1
+            for i, s in enumerate(shape):
+                if i != par_axis:
+                    n *= s
+            self.bytes_pp = n * self.itemsize
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[self.par_axis] if self.par_axis is not None else 0
+
+    @property
+    def on_chip(self) -> bool:
+        return self.par_axis is not None
+
+    def __del__(self) -> None:  # refcount-driven end of life for on-chip tensors
+        if self.alive and self.machine is not None:
+            m = self.machine()
+            if m is not None and m.active:
+                m.release(self)
+
+    def describe(self) -> str:
+        nm = f" '{self.name}'" if self.name else ""
+        return f"{self.buffer} tensor{nm} {list(self.shape)} {dt.name_of(self.dtype)}"
+
+
+# A view dimension: int (fixed coordinate) or (start, step, count, out_axis)
+Dim = Any
+
+
+class Tensor:
+    """A tensor (or tile) as a kernel sees it: a view of a :class:`Storage`.
+
+    Public attributes follow ``nki.tensor``: ``shape``, ``dtype``, ``ndim``, ``itemsize``, ``buffer``.
+    """
+
+    __slots__ = (
+        "_bcast",
+        "_bshape",
+        "_fresh",
+        "_garr",
+        "_key",
+        "_oob",
+        "_perm",
+        "dims",
+        "omask",
+        "pax",
+        "shape",
+        "st",
+    )
+    __hash__ = object.__hash__
+
+    # Set by devkit.nki.language at import: implements Python operators on tensors.
+    _ops: Any = None
+
+    def __init__(
+        self,
+        st: Storage,
+        dims: tuple[Dim, ...] | None,
+        shape: tuple[int, ...],
+        pax: int | None,
+        garr: tuple[np.ndarray, ...] | None = None,
+    ) -> None:
+        self.st = st
+        self.dims = dims
+        self.shape = shape
+        self.pax = pax
+        self._garr = garr
+        self.omask: np.ndarray | None = None
+        self._fresh: Any = None
+        self._key: Any = None
+        self._perm: Any = None
+        self._bshape: Any = None
+        self._oob = False
+        self._bcast: Any = None
+        if dims is not None:
+            self._compile()
+
+    # ---- construction helpers ------------------------------------------------------------------
+    @staticmethod
+    def whole(st: Storage) -> Tensor:
+        dims = tuple((0, 1, n, i) for i, n in enumerate(st.shape))
+        return Tensor(st, dims, st.shape, st.par_axis)
+
+    def _compile(self) -> None:
+        """Precompute the NumPy basic key, the axis permutation and the bounds status."""
+        key = []
+        axes = []
+        oob = False
+        for d, e in enumerate(self.dims):  # type: ignore[arg-type]
+            n = self.st.shape[d]
+            if isinstance(e, int):
+                if e < 0 or e >= n:
+                    oob = True
+                key.append(e)
+            else:
+                start, step, count, ax = e
+                last = start + step * (count - 1)
+                if count > 0 and (min(start, last) < 0 or max(start, last) >= n):
+                    oob = True
+                if step > 0:
+                    key.append(slice(start, start + step * count if count else start, step))
+                elif step < 0:
+                    stop = last + step
+                    key.append(slice(start, None if stop < 0 else stop, step))
+                else:
+                    key.append(slice(start, start + 1))
+                axes.append(ax)
+        self._oob = oob
+        self._key = tuple(key)
+        if axes != sorted(axes):
+            order = sorted(range(len(axes)), key=lambda i: axes[i])
+            self._perm = tuple(order)
+        bcast_axes = {e[3] for e in self.dims if not isinstance(e, int) and e[1] == 0 and e[2] > 1}
+        compact = tuple(1 if a in bcast_axes else self.shape[a] for a in sorted(axes))
+        if bcast_axes:
+            self._bcast = tuple(1 if a in bcast_axes else n for a, n in enumerate(self.shape))
+        if len(compact) != len(self.shape) or bcast_axes:
+            self._bshape = compact
+
+    @property
+    def dtype(self) -> Any:
+        return self.st.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.st.itemsize
+
+    @property
+    def buffer(self) -> str:
+        return self.st.buffer
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def partitions(self) -> int:
+        """Number of partitions this view spans (1 for a view without a partition axis)."""
+        return self.shape[self.pax] if self.pax is not None and self.shape else 1
+
+    @property
+    def free_size(self) -> int:
+        p = self.partitions
+        return self.size // p if p else 0
+
+    def __repr__(self) -> str:
+        return f"<nki tensor {list(self.shape)} {dt.name_of(self.dtype)} in {self.st.buffer}>"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        raise IndexingError("tensors are not iterable in a kernel; index them with nl.arange or slices")
+
+    def __bool__(self) -> bool:
+        from devkit.errors import UnsupportedError
+
+        raise UnsupportedError(
+            "control flow on tensor values is not supported in NKI (the value is not known at "
+            "compile time); use nl.where / masks instead"
+        )
+
+    # ---- liveness --------------------------------------------------------------------------------
+    def check_alive(self) -> None:
+        st = self.st
+        if not st.alive:
+            fn, ln = st.origin
+            raise ScopeError(
+                f"{st.describe()} created at {fn}:{ln} is used outside the loop body that created it; "
+                "allocate it before the loop (and update it with t[...] = ...) to carry it across iterations"
+            )
+
+    # ---- region info ---------------------------------------------------------------------------
+    def box(self) -> tuple[tuple[int, int], ...]:
+        """Per storage dimension ``(lo, hi)`` hull of the elements this view touches."""
+        if self.dims is not None:
+            out = []
+            for e in self.dims:
+                if isinstance(e, int):
+                    out.append((e, e + 1))
+                else:
+                    start, step, count, _ = e
+                    last = start + step * (count - 1)
+                    out.append((min(start, last), max(start, last) + 1) if count else (start, start))
+            return tuple(out)
+        out = []
+        for a in self._garr:  # type: ignore[union-attr]
+            if a.size == 0:
+                out.append((0, 0))
+            else:
+                out.append((int(a.min()), int(a.max()) + 1))
+        return tuple(out)
+
+    def run_elems(self, free_only: bool = False) -> int:
+        """Elements in one contiguous memory run when this view is traversed in view order."""
+        if self.dims is None:
+            return 1
+        st = self.st
+        axes_order = sorted({e[3] for e in self.dims if not isinstance(e, int) and e[2] > 1})
+        run = 1
+        pos = len(axes_order) - 1
+        for d in range(st.ndim - 1, -1, -1):
+            if free_only and d == st.par_axis:
+                break
+            e = self.dims[d]
+            if isinstance(e, int):
+                if st.shape[d] == 1:
+                    continue
+                break
+            start, step, count, ax = e
+            if count <= 1:
+                continue
+            if pos < 0 or ax != axes_order[pos] or step != 1:
+                break
+            run *= count
+            pos -= 1
+            if count != st.shape[d]:
+                break
+        return run
+
+    # ---- indexing --------------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Tensor:
+        self.check_alive()
+        return index(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.check_alive()
+        Tensor._ops.assign(index(self, key), value)
+
+    # ---- data access (numerics) ------------------------------------------------------------------
+    def oob_positions(self) -> np.ndarray | None:
+        """Boolean array (view shape) of out-of-bounds positions, or None when all in bounds."""
+        if self.dims is not None:
+            if not self._oob:
+                return None
+            arrs = self._index_arrays()
+        else:
+            arrs = self._garr
+        bad = None
+        for a, n in zip(arrs, self.st.shape):  # type: ignore[arg-type]
+            b = (a < 0) | (a >= n)
+            bad = b if bad is None else (bad | b)
+        if bad is None or not bad.any():
+            return None
+        return np.broadcast_to(bad, self.shape)
+
+    def _index_arrays(self) -> tuple[np.ndarray, ...]:
+        """Per storage dimension, the coordinate array broadcastable to the view shape."""
+        if self.dims is None:
+            return self._garr  # type: ignore[return-value]
+        nd = len(self.shape)
+        out = []
+        for e in self.dims:
+            if isinstance(e, int):
+                out.append(np.asarray(e, dtype=np.int64).reshape((1,) * nd))
+            else:
+                start, step, count, ax = e
+                sh = [1] * nd
+                sh[ax] = count
+                out.append((start + step * np.arange(count, dtype=np.int64)).reshape(sh))
+        return tuple(out)
+
+    def _fancy_key(self, arrs: tuple[np.ndarray, ...], sel: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        full = [np.broadcast_to(a, self.shape) for a in arrs]
+        if sel is not None:
+            return tuple(a[sel] for a in full)
+        return tuple(full)
+
+    def check_bounds(self, mask: np.ndarray | None, what: str) -> None:
+        """Raise BoundsError if an element selected by ``mask`` (view shape) is out of bounds."""
+        bad = self.oob_positions()
+        if bad is None:
+            return
+        if mask is not None:
+            bad = bad & np.broadcast_to(mask, self.shape)
+        if bad.any():
+            pos = tuple(int(i[0]) for i in np.nonzero(bad))
+            coords = tuple(int(np.broadcast_to(a, self.shape)[pos]) for a in self._index_arrays())
+            raise BoundsError(
+                f"{what} index {list(coords)} is outside {self.st.describe()} (shape {list(self.st.shape)}); "
+                "clip the index range or legalise the access with a mask="
+            )
+
+    def read(self, mask: np.ndarray | None = None, *, check_init: bool = True) -> np.ndarray:
+        """Values of this view (storage representation), shape :attr:`shape`.
+
+        Positions outside ``mask`` (or out of bounds but masked off) read as 0.
+        """
+        st = self.st
+        data = st.data
+        if data is None:
+            raise RuntimeError("read() in a cost-only run")  # devkit bug, not a kernel fault
+        if self.dims is not None and not self._oob:
+            v = data[self._key]
+            if self._perm is not None:
+                v = v.transpose(self._perm)
+            if self._bshape is not None:
+                v = self._expand(v)
+            if check_init and st.uninit is not None:
+                u = st.uninit[self._key]
+                if self._perm is not None:
+                    u = u.transpose(self._perm)
+                if self._bshape is not None:
+                    u = self._expand(u)
+                _check_uninit(self, u, mask)
+            return v
+        # general path
+        sel = None
+        if self._oob or mask is not None:
+            bad = self.oob_positions()
+            sel = (
+                np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape).copy()
+            )
+            if bad is not None:
+                if (bad & sel).any():
+                    self.check_bounds(sel, "read")
+                sel &= ~bad
+        arrs = self._index_arrays()
+        if sel is None:
+            key = self._fancy_key(arrs, None)
+            out = data[key]
+            if check_init and st.uninit is not None:
+                _check_uninit(self, st.uninit[key], None)
+            return out
+        out = np.zeros(self.shape, dtype=data.dtype)
+        key = self._fancy_key(arrs, sel)
+        out[sel] = data[key]
+        if check_init and st.uninit is not None:
+            u = np.zeros(self.shape, dtype=bool)
+            u[sel] = st.uninit[key]
+            _check_uninit(self, u, None)
+        return out
+
+    def _expand(self, v: np.ndarray) -> np.ndarray:
+        """Compact NumPy view (storage-dim order after perm) -> view shape (size-1 and broadcast axes)."""
+        if self._bcast is not None:
+            return np.broadcast_to(v.reshape(self._bcast), self.shape)
+        return v.reshape(self.shape)
+
+    def write(self, values: Any, mask: np.ndarray | None = None) -> None:
+        """Store ``values`` (already rounded to the storage representation, view-shaped or
+        broadcastable) into the positions of this view selected by ``mask``."""
+        st = self.st
+        data = st.data
+        st.written = True
+        if self._bcast is not None:
+            raise IndexingError("cannot write through a broadcast view (broadcast_to); write the source tile")
+        if data is None:
+            return
+        if self.dims is not None and not self._oob:
+            tgt = data[self._key]
+            if self._perm is not None:
+                tgt = tgt.transpose(self._perm)
+            vals = np.broadcast_to(values, self.shape)
+            if self._bshape is not None:
+                vals = vals.reshape(self._bshape)
+            if mask is None:
+                tgt[...] = vals
+                if st.uninit is not None:
+                    _mark_init(st, self._key, self._perm, None, self._bshape)
+            else:
+                m = np.broadcast_to(mask, self.shape)
+                if self._bshape is not None:
+                    m = m.reshape(self._bshape)
+                tgt[m] = vals[m]
+                if st.uninit is not None:
+                    # a masked write initialises the whole region it addresses (masked-off elements keep
+                    # unspecified contents, which is legal to read)
+                    _mark_init(st, self._key, self._perm, None, self._bshape)
+            return
+        sel = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape).copy()
+        bad = self.oob_positions()
+        if bad is not None:
+            if (bad & sel).any():
+                self.check_bounds(sel, "write")
+            sel &= ~bad
+        key = self._fancy_key(self._index_arrays(), sel)
+        data[key] = np.broadcast_to(values, self.shape)[sel]
+        if st.uninit is not None:
+            inb = np.ones(self.shape, dtype=bool) if bad is None else ~bad
+            st.uninit[self._fancy_key(self._index_arrays(), inb)] = False
+            st.n_uninit = int(np.count_nonzero(st.uninit))
+            if st.n_uninit == 0:
+                st.uninit = None
+
+    def mark_written(self, mask: np.ndarray | None = None) -> None:
+        """Record a write without values (cost-only runs keep no data)."""
+        self.st.written = True
+
+
+def _mark_init(st: Storage, key: tuple, perm: Any, m: np.ndarray | None, bshape: Any) -> None:
+    u = st.uninit[key]  # type: ignore[index]
+    if perm is not None:
+        u = u.transpose(perm)
+    if m is None:
+        n = int(np.count_nonzero(u))
+        u[...] = False
+    else:
+        n = int(np.count_nonzero(u[m]))
+        u[m] = False
+    st.n_uninit -= n
+    if st.n_uninit <= 0:
+        st.uninit = None
+
+
+def _check_uninit(t: Tensor, u: np.ndarray, mask: np.ndarray | None) -> None:
+    if mask is not None:
+        u = u & np.broadcast_to(mask, u.shape)
+    if u.any():
+        pos = tuple(int(i[0]) for i in np.nonzero(u))
+        n = int(u.sum())
+        st = t.st
+        fn, ln = st.origin
+        raise UninitializedReadError(
+            f"reading {n} element(s) of {st.describe()} (allocated at {fn}:{ln}) that were never written, "
+            f"first at view position {list(pos)}; initialise it (nl.zeros / memset) or write it before reading"
+        )
+
+
+# ---- the indexing algebra ----------------------------------------------------------------------
+
+
+def _norm_key(t: Tensor, key: Any) -> list[Any]:
+    if not isinstance(key, tuple):
+        key = (key,)
+    nd = len(t.shape)
+    n_ell = sum(1 for k in key if k is Ellipsis)
+    if n_ell > 1:
+        raise IndexingError("an index can contain at most one '...'")
+    if n_ell:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        fill = nd - (len(key) - 1)
+        key = key[:i] + (slice(None),) * max(fill, 0) + key[i + 1 :]
+    if len(key) > nd:
+        raise IndexingError(
+            f"too many indices ({len(key)}) for a tensor of rank {nd} (shape {list(t.shape)})"
+        )
+    return list(key) + [slice(None)] * (nd - len(key))
+
+
+def _as_int(k: Any) -> int | None:
+    if isinstance(k, (bool, np.bool_)):
+        return None
+    if isinstance(k, (int, np.integer)):
+        return int(k)
+    return None
+
+
+def index(t: Tensor, key: Any) -> Tensor:
+    """``t[key]`` under NKI semantics."""
+    if isinstance(key, MaskExpr):
+        return _operand_mask(t, key)
+    keys = _norm_key(t, key)
+    adv = False
+    has_slice = False
+    for k in keys:
+        if isinstance(k, (IndexExpr, Tensor, np.ndarray)):
+            adv = True
+        elif isinstance(k, slice):
+            if k != slice(None):
+                has_slice = True
+        elif k is None:
+            raise IndexingError("None / np.newaxis is not supported when indexing NKI tensors")
+        elif isinstance(k, MaskExpr):
+            raise IndexingError("a mask can only be used as the whole index (operand masking: t[mask])")
+        elif _as_int(k) is None:
+            raise IndexingError(f"unsupported index {k!r} of type {type(k).__name__}")
+    if not adv:
+        return _basic(t, keys)
+    if has_slice:
+        raise IndexingError(
+            "mixing basic indexing (slices) and advanced indexing (nl.arange / mgrid expressions) in one "
+            "index is not supported; use only arange expressions or only slices",
+            rule="mixed-indexing",
+        )
+    for k in keys:
+        if isinstance(k, IndexExpr) and k.ndim == 1 and len(t.shape) > 1:
+            raise IndexingError(
+                "1-D arange index: use nl.arange(n)[:, None] for the partition dim and nl.arange(n)[None, :] "
+                "for free dims",
+                rule="1d-arange",
+            )
+    return _advanced(t, keys)
+
+
+def _operand_mask(t: Tensor, m: MaskExpr) -> Tensor:
+    v = Tensor(t.st, t.dims, t.shape, t.pax, t._garr)
+    try:
+        arr = np.broadcast_to(m.arr, t.shape)
+    except ValueError as e:
+        raise IndexingError(
+            f"operand mask of shape {list(m.shape)} does not fit the tensor shape {list(t.shape)}"
+        ) from e
+    v.omask = arr if t.omask is None else (arr & t.omask)
+    return v
+
+
+def _basic(t: Tensor, keys: list[Any]) -> Tensor:
+    """Ints and slices (NumPy basic indexing; an int on the partition dim keeps it as size 1)."""
+    shape = []
+    new_axis_of: list[int | None] = []  # old view axis -> new axis (None if dropped)
+    sel: list[Any] = []
+    for ax, k in enumerate(keys):
+        n = t.shape[ax]
+        i = _as_int(k)
+        if i is not None:
+            if ax == t.pax and t.st.on_chip:
+                if i < 0 or i >= n:
+                    raise BoundsError(f"index {i} is outside partition dim of size {n} of {t.st.describe()}")
+                sel.append((i, 1, 1))
+                new_axis_of.append(len(shape))
+                shape.append(1)
+            else:
+                if i < 0 or i >= n:
+                    raise BoundsError(f"index {i} is outside dim {ax} of size {n} of {t.st.describe()}")
+                sel.append(i)
+                new_axis_of.append(None)
+            continue
+        start, stop, step = k.start, k.stop, k.step
+        step = 1 if step is None else int(step)
+        if step == 0:
+            raise IndexingError("slice step cannot be zero")
+        if start is None:
+            start = 0 if step > 0 else n - 1
+        if stop is None:
+            stop = n if step > 0 else -1
+            count = max(0, -(-(stop - start) // step))
+        else:
+            start, stop = _slice_int(start), _slice_int(stop)
+            count = max(0, -(-(stop - start) // step))
+        start = int(start)
+        if count > 0:
+            last = start + step * (count - 1)
+            if min(start, last) < 0 or max(start, last) >= n:
+                raise BoundsError(
+                    f"slice {start}:{stop}:{step} is outside dim {ax} of size {n} of {t.st.describe()}"
+                )
+        sel.append((start, step, count))
+        new_axis_of.append(len(shape))
+        shape.append(count)
+    pax = new_axis_of[t.pax] if t.pax is not None else None
+    return _compose(t, sel, new_axis_of, tuple(shape), pax)
+
+
+def _slice_int(v: Any) -> int:
+    i = _as_int(v)
+    if i is None:
+        raise IndexingError(f"slice bounds must be integers known at trace time, got {v!r}")
+    return i
+
+
+def _compose(
+    t: Tensor, sel: list[Any], new_axis_of: list[int | None], shape: tuple[int, ...], pax: int | None
+) -> Tensor:
+    """Apply per-view-axis selections (int or (start, step, count)) to view ``t``."""
+    if t.dims is None:
+        arrs = []
+        idx: list[Any] = []
+        for s in sel:
+            if isinstance(s, int):
+                idx.append(s)
+            else:
+                start, step, count = s
+                idx.append(
+                    slice(
+                        start,
+                        start + step * count
+                        if step > 0
+                        else (None if start + step * count < 0 else start + step * count),
+                        step,
+                    )
+                )
+        for a in t._garr:  # type: ignore[union-attr]
+            arrs.append(np.broadcast_to(a, t.shape)[tuple(idx)])
+        return Tensor(t.st, None, shape, pax, tuple(arrs))
+    # axis of t -> storage dim
+    dims = list(t.dims)
+    owner: dict[int, int] = {}
+    for d, e in enumerate(dims):
+        if not isinstance(e, int):
+            owner[e[3]] = d
+    for ax, s in enumerate(sel):
+        d = owner.get(ax)
+        if d is None:  # a size-1 axis with no storage dim behind it
+            continue
+        start0, step0, _count0, _ = dims[d]
+        if isinstance(s, int):
+            dims[d] = start0 + step0 * s
+        else:
+            start, step, count = s
+            dims[d] = (start0 + step0 * start, step0 * step, count, new_axis_of[ax])
+    return Tensor(t.st, tuple(dims), shape, pax)
+
+
+def _advanced(t: Tensor, keys: list[Any]) -> Tensor:
+    shapes = []
+    for k in keys:
+        if isinstance(k, IndexExpr):
+            shapes.append(k.shape)
+        elif isinstance(k, Tensor):
+            shapes.append(k.shape)
+        elif isinstance(k, np.ndarray):
+            shapes.append(k.shape)
+    try:
+        bshape = tuple(np.broadcast_shapes(*shapes))
+    except ValueError as e:
+        raise IndexingError(f"index expressions of shapes {shapes} do not broadcast together") from e
+    nd = len(bshape)
+    # fast path: affine exprs on distinct axes of the grid, view is affine
+    if t.dims is not None and all(not isinstance(k, (Tensor, np.ndarray)) for k in keys):
+        used: set[int] = set()
+        ok = True
+        for k in keys:
+            if isinstance(k, IndexExpr):
+                if k.axis is None or len(k.shape) != nd:
+                    ok = False
+                    break
+                ax = k.axis
+                if ax in used:
+                    ok = False
+                    break
+                used.add(ax)
+        if ok and all(bshape[a] == 1 for a in range(nd) if a not in used):
+            sel: list[Any] = []
+            new_axis_of: list[int | None] = []
+            for k in keys:
+                if isinstance(k, IndexExpr):
+                    sel.append((k.start, k.step, k.shape[k.axis]))
+                    new_axis_of.append(k.axis)
+                else:
+                    sel.append(int(k))
+                    new_axis_of.append(None)
+            pax = new_axis_of[t.pax] if t.pax is not None else None
+            if pax is None and t.st.on_chip:
+                pax = 0
+            v = _compose_adv(t, sel, new_axis_of, bshape, pax)
+            return v
+    # general path: explicit coordinate arrays
+    vals = []
+    for k in keys:
+        if isinstance(k, IndexExpr):
+            vals.append(np.broadcast_to(k.values(), bshape))
+        elif isinstance(k, Tensor):
+            vals.append(np.broadcast_to(Tensor._ops.index_values(k), bshape))
+        elif isinstance(k, np.ndarray):
+            vals.append(np.broadcast_to(k.astype(np.int64), bshape))
+        else:
+            vals.append(np.full(bshape, int(k), dtype=np.int64))
+    pax = 0 if t.st.on_chip else None
+    return _from_view_coords(t, vals, bshape, pax)
+
+
+def _compose_adv(
+    t: Tensor, sel: list[Any], new_axis_of: list[int | None], bshape: tuple[int, ...], pax: int | None
+) -> Tensor:
+    """Like _compose, but selections may run out of bounds (a mask may legalise them later)."""
+    dims = list(t.dims)  # type: ignore[arg-type]
+    owner: dict[int, int] = {}
+    for d, e in enumerate(dims):
+        if not isinstance(e, int):
+            owner[e[3]] = d
+    for ax, s in enumerate(sel):
+        d = owner.get(ax)
+        if d is None:
+            if isinstance(s, int):
+                if s != 0:
+                    raise BoundsError(f"index {s} is outside a dim of size 1")
+                continue
+            start, step, count = s
+            if count > 1 or start != 0:
+                # out-of-range on a size-1 view axis: fall back to the general path via arrays
+                return _advanced_general_from(t, sel, new_axis_of, bshape, pax)
+            continue
+        start0, step0, count0, _ = dims[d]
+        if isinstance(s, int):
+            if s < 0 or s >= count0:
+                return _advanced_general_from(t, sel, new_axis_of, bshape, pax)
+            dims[d] = start0 + step0 * s
+        else:
+            start, step, count = s
+            last = start + step * (count - 1)
+            if count and (min(start, last) < 0 or max(start, last) >= count0) and count0 != t.st.shape[d]:
+                # out of range of a sub-view (not of the storage): keep exact semantics via arrays
+                return _advanced_general_from(t, sel, new_axis_of, bshape, pax)
+            dims[d] = (start0 + step0 * start, step0 * step, count, new_axis_of[ax])
+    return Tensor(t.st, tuple(dims), bshape, pax)
+
+
+def _advanced_general_from(
+    t: Tensor, sel: list[Any], new_axis_of: list[int | None], bshape: tuple[int, ...], pax: int | None
+) -> Tensor:
+    """Exact fallback of :func:`_compose_adv` through coordinate arrays."""
+    nd = len(bshape)
+    vals = []
+    for s, ax in zip(sel, new_axis_of):
+        if isinstance(s, int):
+            vals.append(np.full(bshape, s, np.int64))
+        else:
+            start, step, count = s
+            shape = [1] * nd
+            shape[ax] = count  # type: ignore[index]
+            vals.append(np.broadcast_to(IndexExpr(tuple(shape), ax, start, step).values(), bshape))
+    return _from_view_coords(t, vals, bshape, pax)
+
+
+def _from_view_coords(t: Tensor, vals: list[np.ndarray], bshape: tuple[int, ...], pax: int | None) -> Tensor:
+    """A general view selecting view coordinates ``vals`` (one array per axis of ``t``) of ``t``."""
+    base = t._index_arrays()
+    clipped = tuple(np.clip(v, 0, max(n - 1, 0)) for v, n in zip(vals, t.shape))
+    oob = None
+    for v, n in zip(vals, t.shape):
+        b = (v < 0) | (v >= n)
+        oob = b if oob is None else (oob | b)
+    arrs = []
+    for a in base:
+        arr = np.broadcast_to(a, t.shape)[clipped]
+        if oob is not None and oob.any():
+            arr = np.where(oob, -1, arr)
+        arrs.append(np.ascontiguousarray(np.broadcast_to(arr, bshape)))
+    return Tensor(t.st, None, bshape, pax, tuple(arrs))

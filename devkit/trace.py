@@ -1,0 +1,126 @@
+"""The instruction trace: the one-way interface between the simulator and the cost model.
+
+The simulator (``devkit.sim``) emits one :class:`Instr` per hardware instruction it executes, in
+program order, to a :class:`TraceSink`.  The cost model (``devkit.cost``) consumes those records and
+nothing else from the simulator: it never imports ``devkit.sim``.
+
+Units: bytes are bytes, element counts are elements, nothing here is time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+#: Engine names used in :attr:`Instr.engine`.
+TENSOR = "tensor"
+VECTOR = "vector"
+SCALAR = "scalar"
+GPSIMD = "gpsimd"
+DMA = "dma"
+ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD, DMA)
+
+#: Memory names used in :attr:`Access.buffer`.
+HBM = "hbm"
+SBUF = "sbuf"
+PSUM = "psum"
+
+
+@dataclass(slots=True)
+class Access:
+    """One operand of an instruction as the memory system sees it.
+
+    ``partitions`` is the number of SBUF/PSUM partitions touched (for an HBM operand of a DMA: the
+    number of rows that land on separate partitions on the on-chip side).  ``elems`` is the number of
+    elements per partition.  ``bytes`` is the total number of bytes touched.  ``run_bytes`` is the
+    length in bytes of one contiguous run in the operand's own memory (a DMA descriptor moves at most
+    one run; an element-wise transposed access has ``run_bytes == itemsize``).
+    """
+
+    buffer: str
+    dtype: str
+    partitions: int
+    elems: int
+    bytes: int
+    run_bytes: int
+
+
+@dataclass(slots=True)
+class Instr:
+    """One executed instruction.
+
+    ``id`` values are consecutive from 0 in emission (program) order within one kernel run.
+
+    ``deps`` are the ids of earlier instructions this one must wait for: read-after-write,
+    write-after-read and write-after-write on overlapping memory (including reuse of the same
+    physical SBUF/PSUM addresses by a later allocation, and PSUM bank reuse).
+
+    ``attrs`` carries opcode-specific facts the cost model may use, e.g. for ``nc_matmul``:
+    ``{"stationary_free": M, "moving_free": N, "contract": K, "accumulate": bool}``; for
+    ``activation``: ``{"func": name}``; for DMA: ``{"transpose": bool, "spill": bool,
+    "indirect": bool, "queue": name}``.
+    """
+
+    id: int
+    engine: str
+    opcode: str
+    ins: tuple[Access, ...]
+    outs: tuple[Access, ...]
+    flops: int
+    deps: tuple[int, ...]
+    filename: str
+    lineno: int
+    attrs: dict | None = None
+
+
+@dataclass(slots=True)
+class MemoryStats:
+    """What the simulator's allocator saw over a whole kernel run.
+
+    Peaks are per partition (bytes of the busiest partition's address space in use at once);
+    multiply by the partition count for a total.  ``spill_bytes`` is the total bytes the compiler
+    would have to spill to HBM (and read back) because the live set of auto-allocated SBUF tensors
+    exceeded capacity.
+    """
+
+    sbuf_peak_bytes_per_partition: int = 0
+    psum_peak_bytes_per_partition: int = 0
+    spill_bytes: int = 0
+    partitions: int = 128
+
+
+class TraceSink(Protocol):
+    """Receives instructions while a kernel runs."""
+
+    def emit(self, instr: Instr) -> None: ...
+
+    def finish(self, stats: MemoryStats) -> None: ...
+
+
+@dataclass
+class Trace:
+    """A sink that keeps every instruction (the default)."""
+
+    instrs: list[Instr] = field(default_factory=list)
+    stats: MemoryStats = field(default_factory=MemoryStats)
+    finished: bool = False
+
+    def emit(self, instr: Instr) -> None:
+        self.instrs.append(instr)
+
+    def finish(self, stats: MemoryStats) -> None:
+        self.stats = stats
+        self.finished = True
+
+    def __len__(self) -> int:
+        return len(self.instrs)
+
+
+class NullSink:
+    """A sink that drops everything (plain numerics runs with no cost question asked)."""
+
+    def emit(self, instr: Instr) -> None:  # pragma: no cover - trivial
+        pass
+
+    def finish(self, stats: MemoryStats) -> None:  # pragma: no cover - trivial
+        pass
