@@ -7,7 +7,9 @@ Builds two synthetic traces in memory first (not timed), shaped like the AWS tut
 * ``compute-bound``: blocks of 8 accumulating matmuls, a vector add of the PSUM tile into SBUF, and a
   load every 32 matmuls (fully optimized kernel).
 
-Then times ``emit`` + ``finish`` + ``report`` over each trace.  Usage::
+Then times ``emit`` + ``finish`` + ``report`` over each trace, best of ``--repeat`` runs, in CPU
+seconds of this process (``time.process_time``: other load on a shared machine does not count;
+wall-clock figures are printed too).  Usage::
 
     python benchmarks/bench_scheduler.py [--instructions 600000] [--target trn1]
 
@@ -54,30 +56,36 @@ def compute_bound(n: int) -> TraceBuilder:
     return b
 
 
-def run(trace: TraceBuilder, target: str) -> tuple[float, float]:
-    sched = Scheduler(target, kernel_name=trace.filename)
-    t0 = time.perf_counter()
-    emit = sched.emit
-    for instr in trace.instrs:
-        emit(instr)
-    sched.finish(MemoryStats())
-    report = sched.report()
-    elapsed = time.perf_counter() - t0
-    return len(trace) / elapsed, report.latency_us
+def run(trace: TraceBuilder, target: str, repeat: int) -> tuple[float, float, float]:
+    """Best (instructions per CPU second, per wall second) over ``repeat`` runs, and the latency."""
+    best_cpu = best_wall = float("inf")
+    latency_us = 0.0
+    for _ in range(repeat):
+        sched = Scheduler(target, kernel_name=trace.filename)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        emit = sched.emit
+        for instr in trace.instrs:
+            emit(instr)
+        sched.finish(MemoryStats())
+        latency_us = sched.report().latency_us
+        best_cpu = min(best_cpu, time.process_time() - cpu0)
+        best_wall = min(best_wall, time.perf_counter() - wall0)
+    return len(trace) / best_cpu, len(trace) / best_wall, latency_us
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--instructions", type=int, default=600_000)
+    ap.add_argument("--instructions", type=int, default=300_000)
     ap.add_argument("--target", default="trn1")
+    ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
     ok = True
     for name, build in (("memory-bound", memory_bound), ("compute-bound", compute_bound)):
         trace = build(args.instructions)
-        rate, latency_us = run(trace, args.target)
+        rate, wall_rate, latency_us = run(trace, args.target, args.repeat)
         ok &= rate >= GOAL_PER_S
-        print(f"{name:14s} {len(trace):>9,} instructions  {rate / 1e3:8.0f} k instr/s  "
-              f"(modelled latency {latency_us / 1e3:,.2f} ms)")
+        print(f"{name:14s} {len(trace):>9,} instructions  {rate / 1e3:6.0f} k instr/CPU-s  "
+              f"({wall_rate / 1e3:.0f} k/s wall)  modelled latency {latency_us / 1e3:,.2f} ms")
     print(f"goal: {GOAL_PER_S / 1e3:.0f} k instr/s -> {'OK' if ok else 'BELOW GOAL'}")
     return 0 if ok else 1
 

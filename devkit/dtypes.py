@@ -142,7 +142,7 @@ def poison_value(dt: object) -> float | int:
     if is_float(dt):
         return float("nan")
     d = np.dtype(dt)  # type: ignore[arg-type]
-    if d == uint8:
+    if d in (uint8, bool_):
         return 0xA5
     info = np.iinfo(d)
     # A recognisable sentinel near the top of the range (like NKI's simulator, not 0).

@@ -61,6 +61,7 @@ class DmaCostModel:
         self.bw = dma.engine_bw_bytes_per_ns
         self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
         self.descriptor_ns = params.dma_descriptor_ns
+        self._memo: dict[tuple, tuple[int, int, float, int, int, int, bool]] = {}
 
     def timing(self, instr: Instr) -> DmaTiming:
         """Engines, descriptors and per-engine busy time (ns) of one DMA instruction."""
@@ -70,20 +71,29 @@ class DmaCostModel:
         """:meth:`timing` as a plain tuple in :class:`DmaTiming` field order (scheduler hot path)."""
         ins, outs = instr.ins, instr.outs
         hbm_read = hbm_write = 0
+        memo_key = None
         if len(ins) == 1 and len(outs) == 1:
             src, dst = ins[0], outs[0]
-            moved = src.bytes if src.bytes >= dst.bytes else dst.bytes
-            partitions = src.partitions if src.partitions >= dst.partitions else dst.partitions
+            attrs = instr.attrs
+            memo_key = (src.buffer, src.bytes, src.partitions, src.run_bytes, dst.buffer, dst.bytes,
+                        dst.partitions, dst.run_bytes, instr.opcode,
+                        attrs.get("transpose") if attrs else None)
+            hit = self._memo.get(memo_key)
+            if hit is not None:
+                return hit
+            s_bytes, d_bytes = src.bytes, dst.bytes
+            moved = s_bytes if s_bytes >= d_bytes else d_bytes
+            s_parts, d_parts = src.partitions, dst.partitions
+            partitions = s_parts if s_parts >= d_parts else d_parts
+            r_src, r_dst = src.run_bytes, dst.run_bytes
             if src.buffer == HBM:
-                hbm_read = src.bytes
-                r_src = src.run_bytes
-            else:
-                r_src = _onchip_run(src)
+                hbm_read = s_bytes
+            elif s_parts > 0 and s_bytes >= s_parts and s_bytes // s_parts < r_src:
+                r_src = s_bytes // s_parts
             if dst.buffer == HBM:
-                hbm_write = dst.bytes
-                r_dst = dst.run_bytes
-            else:
-                r_dst = _onchip_run(dst)
+                hbm_write = d_bytes
+            elif d_parts > 0 and d_bytes >= d_parts and d_bytes // d_parts < r_dst:
+                r_dst = d_bytes // d_parts
             short_run, long_run = (r_src, r_dst) if r_src <= r_dst else (r_dst, r_src)
         else:
             moved, partitions, short_run, long_run = 0, 1, 0, 0
@@ -117,7 +127,12 @@ class DmaCostModel:
         per_engine_desc = -(-descriptors // engines)
         bw = self.transpose_bw if transpose else self.bw
         engine_ns = per_engine_desc * self.descriptor_ns + moved / engines / bw
-        return (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
+        result = (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
+        if memo_key is not None:
+            if len(self._memo) >= 4096:
+                self._memo.clear()
+            self._memo[memo_key] = result
+        return result
 
 
 def _onchip_run(acc: Access) -> int:

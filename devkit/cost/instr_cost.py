@@ -32,7 +32,7 @@ from devkit.cost.dma_cost import DMA_OPCODES, DmaCostModel
 from devkit.cost.dtypes import HALF_FLOATS, itemsize
 from devkit.cost.params import Params, default_params
 from devkit.cost.target import Target, resolve_target
-from devkit.trace import DMA, GPSIMD, PSUM, SCALAR, SBUF, TENSOR, VECTOR, Access, Instr
+from devkit.trace import DMA, GPSIMD, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr
 
 COMPUTE_ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD)
 
@@ -41,9 +41,9 @@ class _Consts:
     """Target numbers the rules read, flattened once per :class:`CostModel`."""
 
     __slots__ = (
-        "mm_min", "fp32_factor", "fp32_onezero_factor", "ls_speedup",
-        "v_min_ii", "two_input", "recip", "bn_aggr", "reduce_div", "memset_div", "dyn_copy_min",
-        "perf_contig", "perf_other", "s_min_ii", "g_start",
+        "bn_aggr", "dyn_copy_min", "fp32_factor", "fp32_onezero_factor", "g_start", "ls_speedup",
+        "memset_div", "mm_min", "perf_contig", "perf_other", "recip", "reduce_div", "s_min_ii",
+        "two_input", "v_min_ii",
     )
 
     def __init__(self, t: Target) -> None:
@@ -91,19 +91,34 @@ def _attr(instr: Instr, key: str, default: object = None) -> object:
 
 
 def _all_half_float(accs: tuple[Access, ...]) -> bool:
-    return all(a.dtype in HALF_FLOATS for a in accs)
+    for a in accs:
+        if a.dtype not in HALF_FLOATS:
+            return False
+    return True
+
+
+def _any_psum(accs: tuple[Access, ...]) -> bool:
+    for a in accs:
+        if a.buffer == PSUM:
+            return True
+    return False
 
 
 def _contiguous(accs: tuple[Access, ...]) -> bool:
-    return all(a.run_bytes > itemsize(a.dtype) or a.elems <= 1 for a in accs)
+    for a in accs:
+        if a.run_bytes <= itemsize(a.dtype) and a.elems > 1:
+            return False
+    return True
 
 
 def _perf_divisor(instr: Instr, k: _Consts, *, copy_like: bool) -> float:
     """trn2 VectorE performance mode [ARCH3]: 4x copy-like contiguous SBUF bf16/fp16, else 2x."""
+    if k.perf_contig == 1 and k.perf_other == 1:
+        return 1.0
     accs = instr.ins + instr.outs
     if not _all_half_float(accs):
         return 1.0
-    in_psum = any(a.buffer == PSUM for a in accs)
+    in_psum = _any_psum(accs)
     if copy_like:
         if not in_psum and _contiguous(accs):
             return k.perf_contig
@@ -115,17 +130,23 @@ def _perf_divisor(instr: Instr, k: _Consts, *, copy_like: bool) -> float:
 
 @_rule(TENSOR, "nc_matmul", "matmul")
 def _matmul(instr: Instr, k: _Consts) -> float:
-    attrs = instr.attrs or {}
+    attrs = instr.attrs
     ins = instr.ins
-    m = attrs.get("stationary_free")
-    n = attrs.get("moving_free")
+    m = n = None
+    if attrs:
+        m = attrs.get("stationary_free")
+        n = attrs.get("moving_free")
     if m is None:
         m = ins[0].elems if ins else 128
     if n is None:
         n = ins[1].elems if len(ins) > 1 else (ins[0].elems if ins else 1)
-    cycles = max(min(k.mm_min, m), n, m / k.ls_speedup)
-    if any(a.dtype == "float32" for a in ins):
-        onezero = attrs.get("is_stationary_onezero") or attrs.get("is_moving_onezero")
+    cycles = k.mm_min if m > k.mm_min else m
+    if n > cycles:
+        cycles = n
+    if m / k.ls_speedup > cycles:
+        cycles = m / k.ls_speedup
+    if ins and (ins[0].dtype == "float32" or (len(ins) > 1 and ins[1].dtype == "float32")):
+        onezero = attrs and (attrs.get("is_stationary_onezero") or attrs.get("is_moving_onezero"))
         cycles *= k.fp32_onezero_factor if onezero else k.fp32_factor
     return cycles
 
@@ -140,20 +161,22 @@ def _pe_transpose(instr: Instr, k: _Consts) -> float:
 
 @_rule(VECTOR, "tensor_scalar", "tensor_copy", "copy")
 def _v_copy_like(instr: Instr, k: _Consts) -> float:
-    return max(k.v_min_ii, _streamed(instr) / _perf_divisor(instr, k, copy_like=True))
+    cycles = _streamed(instr) / _perf_divisor(instr, k, copy_like=True)
+    return cycles if cycles > k.v_min_ii else k.v_min_ii
 
 
 @_rule(VECTOR, "nc_transpose", "transpose", "tensor_copy_predicated", "dropout", "max8", "nc_find_index8",
        "nc_match_replace8", "nc_stream_shuffle", "bn_stats", "range_select", "select_reduce", "select")
 def _v_one_input(instr: Instr, k: _Consts) -> float:
-    return max(k.v_min_ii, _streamed(instr))
+    n = _streamed(instr)
+    return n if n > k.v_min_ii else k.v_min_ii
 
 
 @_rule(VECTOR, "tensor_tensor")
 def _v_tensor_tensor(instr: Instr, k: _Consts) -> float:
     n = _streamed(instr)
     ins = instr.ins
-    single_pass = any(a.buffer == PSUM for a in ins) or (
+    single_pass = _any_psum(ins) or (
         _attr(instr, "op") in ("add", "subtract", "multiply")
         and _all_half_float(ins) and all(a.buffer == SBUF for a in ins) and _contiguous(ins)
     )
@@ -267,7 +290,8 @@ class CostModel:
         """The cycle rule for ``(engine, opcode)``; records and returns the default when unknown."""
         rules = _RULES.get(engine)
         if rules is None:
-            raise ValueError(f"unknown engine {engine!r}; valid engines: {', '.join((*COMPUTE_ENGINES, DMA))}")
+            valid = ", ".join((*COMPUTE_ENGINES, DMA))
+            raise ValueError(f"unknown engine {engine!r}; valid engines: {valid}")
         fn = rules.get(opcode)
         if fn is None:
             self.unknown_opcodes[(engine, opcode)] += 1

@@ -20,7 +20,8 @@ from devkit.cost.target import TARGETS
 
 PARAMS_PATH = Path(__file__).with_name("params.toml")
 
-_HEADER = (PARAMS_PATH.read_text(encoding="utf-8").split("\nschema", 1)[0] + "\n") if PARAMS_PATH.exists() else ""
+#: Comment block at the top of the bundled file, kept when :func:`save_params` rewrites a file.
+_HEADER = PARAMS_PATH.read_text(encoding="utf-8").split("\nschema", 1)[0] + "\n"
 
 
 class ParamsError(ValueError):
@@ -140,8 +141,9 @@ class ParamSet:
         overrides = {t: dict(o) for t, o in self.overrides.items()}
         for name, value in values.items():
             if target is None:
-                specs[name] = dataclasses.replace(specs[name], value=float(value), fitted_from=tuple(fitted_from),
-                                                  fit_date=fit_date, method=method)
+                specs[name] = dataclasses.replace(specs[name], value=float(value),
+                                                  fitted_from=tuple(fitted_from), fit_date=fit_date,
+                                                  method=method)
             else:
                 overrides.setdefault(target, {})[name] = Override(float(value), source, tuple(fitted_from),
                                                                   fit_date, method)
@@ -169,12 +171,14 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
     """Validate parsed TOML and build a :class:`ParamSet`."""
     extra = set(data) - {"schema", "params", "targets", "anchors"}
     if extra or data.get("schema") != 1:
-        raise ParamsError(f"{origin}: expected schema = 1 and tables params/targets/anchors, got extra {sorted(extra)}")
+        raise ParamsError(f"{origin}: expected schema = 1 and tables params/targets/anchors, "
+                          f"got extra {sorted(extra)}")
     names = Params.names()
     raw = data.get("params", {})
     if set(raw) != set(names):
+        missing, unknown = sorted(set(names) - set(raw)), sorted(set(raw) - set(names))
         raise ParamsError(f"{origin}: parameters must be exactly {list(names)} "
-                          f"(missing {sorted(set(names) - set(raw))}, unknown {sorted(set(raw) - set(names))})")
+                          f"(missing {missing}, unknown {unknown})")
     specs: dict[str, ParamSpec] = {}
     for name in names:
         where = f"{origin}: params.{name}"
@@ -189,7 +193,8 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
     overrides: dict[str, dict[str, Override]] = {}
     for target, tables in data.get("targets", {}).items():
         if target not in TARGETS:
-            raise ParamsError(f"{origin}: override for unknown target {target!r}; valid: {', '.join(TARGETS)}")
+            raise ParamsError(f"{origin}: override for unknown target {target!r}; "
+                              f"valid: {', '.join(TARGETS)}")
         for name, table in tables.items():
             where = f"{origin}: targets.{target}.{name}"
             if name not in specs:
@@ -199,12 +204,13 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
             lo, hi = specs[name].bounds
             if not lo <= value <= hi:
                 raise ParamsError(f"{where}: value {value} outside bounds [{lo}, {hi}]")
-            overrides.setdefault(target, {})[name] = Override(value, table["source"], tuple(table["fitted_from"]),
-                                                              table["fit_date"], table["method"])
+            overrides.setdefault(target, {})[name] = Override(
+                value, table["source"], tuple(table["fitted_from"]), table["fit_date"], table["method"])
     anchors = []
     for i, table in enumerate(data.get("anchors", [])):
-        _keys(f"{origin}: anchors[{i}]", table, _ANCHOR_KEYS)
-        anchors.append(Anchor(**{**table, "measured_us": _number(f"{origin}: anchors[{i}]", table["measured_us"])}))
+        where = f"{origin}: anchors[{i}]"
+        _keys(where, table, _ANCHOR_KEYS)
+        anchors.append(Anchor(**{**table, "measured_us": _number(where, table["measured_us"])}))
     return ParamSet(specs=specs, overrides=overrides, anchors=tuple(anchors))
 
 

@@ -120,7 +120,8 @@ class CostReport:
 
 
 def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: MemoryStats, *,
-                 kernel_name: str = "", timeline: Timeline | None = None, hotspot_limit: int = 20) -> CostReport:
+                 kernel_name: str = "", timeline: Timeline | None = None,
+                 hotspot_limit: int = 20) -> CostReport:
     """Derive the report figures from raw schedule totals."""
     ns_to_us = 1e-3
     makespan = totals.makespan_ns

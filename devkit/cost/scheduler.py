@@ -34,12 +34,14 @@ bytes (bytes written to / read from PSUM by any engine), SBUF->SBUF DMA bytes, s
 Units: ns inside; the report converts to us.
 """
 
+
 from __future__ import annotations
 
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from devkit.cost.dma_pool import DmaPool
 from devkit.cost.hbm import HbmLedger
@@ -49,14 +51,23 @@ from devkit.cost.target import Target
 from devkit.cost.timeline import Timeline
 from devkit.trace import DMA, ENGINES, PSUM, SBUF, TENSOR, Instr, MemoryStats
 
+if TYPE_CHECKING:
+    from devkit.cost.report import CostReport
+
 _CODE = {name: i for i, name in enumerate(ENGINES)}
 _T, _DMA = _CODE[TENSOR], _CODE[DMA]
+_N = len(ENGINES)
 _PRUNE_EVERY = 4096
 
 
 @dataclass
 class ScheduleTotals:
-    """Raw totals of one scheduled trace (ns and bytes), input of :func:`devkit.cost.report.build_report`."""
+    """Raw totals of one scheduled trace (ns, bytes), the input of :func:`devkit.cost.report.build_report`.
+
+    ``hotspots`` maps ``(filename, lineno)`` to a list of per-engine instruction counts followed by
+    per-engine busy ns, both in :data:`devkit.trace.ENGINES` order (DMA busy = engine-ns summed over
+    the engines each transfer used).
+    """
 
     makespan_ns: float = 0.0
     instructions: int = 0
@@ -85,6 +96,9 @@ class Scheduler:
     ``target`` is a name (``"trn1"``, ``"inf2"``, ``"trn2"``) or a :class:`Target`; ``params``
     defaults to the bundled calibrated values for that target.  ``timeline_limit`` bounds the
     verbatim part of the timeline sample.
+
+    For speed, ``emit`` is a closure over the scheduler state built per instance (the method below
+    documents it and is replaced in ``__init__``).
     """
 
     def __init__(self, target: str | Target = "trn1", params: Params | None = None, *,
@@ -96,170 +110,179 @@ class Scheduler:
         self.stats = MemoryStats()
         self.finished = False
         self.timeline = Timeline(limit=timeline_limit)
-        self._timeline_add = self.timeline.add
-        t, p = self.target, self.params
-        self._k = self.cost.consts
-        self._rules = [_RULES.get(e) for e in ENGINES]
-        nspc = [self.cost.ns_per_cycle(e) if e != DMA else 0.0 for e in ENGINES]
-        self._nspc = nspc
-        self._lat = [p.dependency_latency_cycles * c for c in nspc]
-        shared = t.pipeline.vector_gpsimd_share_sbuf_port
-        self._slot = [0, 1, 2, 1 if shared else 3]
-        self._free = [0.0, 0.0, 0.0, 0.0]
-        self._avail = array("d")
-        self._codes = bytearray()
-        self._busy = [0.0] * len(ENGINES)
-        self._count = [0] * len(ENGINES)
-        self._makespan = 0.0
-        self._flops = 0
-        self._peak_time = 0.0
-        self._peak_per_dtype: dict[str, float] = {}
-        self._s2p = self._p2s = self._s2s = 0
-        self._hbm_r = self._hbm_w = 0
-        self._spill = 0
-        self._transfers = self._descriptors = 0
-        self._hot: dict[tuple[str, int], list] = {}
-        # DMA side
-        self._dma_raw = self.cost.dma.raw
-        self._n_dma = t.dma.engines
-        self._pool = DmaPool(t.dma.engines)
-        self._queues: dict[object, list] = {}
-        self._q_busy = p.dma_queue_busy_ns
-        self._latency = p.dma_fixed_latency_ns
-        self._hbm_bw = t.hbm.bw_bytes_per_ns
+        self._pool = DmaPool(self.target.dma.engines)
         self._hbm = HbmLedger()
+        self._queues: dict[object, list] = {}
+        self._hot: dict[tuple[str, int], list] = {}
+        self._free = [0.0, 0.0, 0.0, 0.0]
+        self._codes = bytearray()
+        self.emit, self._scalars = self._build_core()  # type: ignore[method-assign]
 
-    # -- TraceSink -------------------------------------------------------------------------------
-
-    def emit(self, instr: Instr) -> None:
-        """Schedule one instruction (ids must be consecutive from 0, deps must be earlier ids)."""
-        codes = self._codes
-        if instr.id != len(codes):
-            raise ValueError(f"instruction ids must be consecutive from 0: expected {len(codes)}, got {instr.id}")
-        e = _CODE.get(instr.engine)
-        if e is None:
-            raise ValueError(f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
-                             f"valid engines: {', '.join(ENGINES)}")
-        if e == _DMA:
-            self._emit_dma(instr)
-            return
-        fn = self._rules[e].get(instr.opcode)
-        if fn is None:
-            fn = self.cost.rule(instr.engine, instr.opcode)
-        dur = fn(instr, self._k) * self._nspc[e]
-        slot = self._slot[e]
-        free = self._free
-        avail = self._avail
-        start = free[slot]
-        deps = instr.deps
-        if deps:
-            if e == _T:
-                for d in deps:
-                    if codes[d] != _T:
-                        a = avail[d]
-                        if a > start:
-                            start = a
-            else:
-                for d in deps:
-                    a = avail[d]
-                    if a > start:
-                        start = a
-        end = start + dur
-        free[slot] = end
-        avail.append(end + self._lat[e])
-        codes.append(e)
-        self._busy[e] += dur
-        self._count[e] += 1
-        if end > self._makespan:
-            self._makespan = end
-        flops = instr.flops
-        if flops:
-            self._flops += flops
-            if e == _T:
-                self._peak_time += flops / self._peak(instr)
-        for acc in instr.outs:
-            if acc.buffer == PSUM:
-                self._s2p += acc.bytes
-        for acc in instr.ins:
-            if acc.buffer == PSUM:
-                self._p2s += acc.bytes
-        key = (instr.filename, instr.lineno)
-        hot = self._hot.get(key)
-        if hot is None:
-            hot = self._hot[key] = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
-        hot[0] += 1
-        hot[e + 1] += dur
-        self._timeline_add(e, start, end, dur)
+    def emit(self, instr: Instr) -> None:  # replaced per instance by the closure of _build_core
+        """Schedule one instruction (ids consecutive from 0; deps are earlier ids)."""
+        raise NotImplementedError  # pragma: no cover
 
     def finish(self, stats: MemoryStats) -> None:
         """End of the kernel run: keep the allocator's statistics (untraced spills are charged in totals)."""
         self.stats = stats
         self.finished = True
 
-    # -- DMA -------------------------------------------------------------------------------------
-
-    def _emit_dma(self, instr: Instr) -> None:
-        engines, descriptors, occ, moved, hbm_r, hbm_w, _ = self._dma_raw(instr)
-        attrs = instr.attrs
-        queue = attrs.get("queue") if attrs else None
-        if queue is None:
-            queue = (instr.filename, instr.lineno)
-        qstate = self._queues.get(queue)
-        if qstate is None:
-            qstate = self._queues[queue] = [0.0, 0]
-        ready = qstate[0]
-        deps = instr.deps
-        if deps:
-            avail = self._avail
-            for d in deps:
-                a = avail[d]
-                if a > ready:
-                    ready = a
-        qstate[0] = ready + self._q_busy
-        qstate[1] += 1
-        ready += self._latency
+    def _build_core(self) -> tuple[Callable[[Instr], None], Callable[[], dict[str, float]]]:
+        """The hot path: one closure per scheduler, all state in local cells."""
+        t, p, cost = self.target, self.params, self.cost
+        k = cost.consts
+        rules = [_RULES.get(e) for e in ENGINES]
+        fallback = cost.rule
+        nspc = [cost.ns_per_cycle(e) if e != DMA else 0.0 for e in ENGINES]
+        lat = [p.dependency_latency_cycles * c for c in nspc]
+        slot_of = [0, 1, 2, 1 if t.pipeline.vector_gpsimd_share_sbuf_port else 3]
+        free = self._free
+        avail = array("d")
+        codes = self._codes
+        hot_lines = self._hot
+        peak_by_dtype: dict[str, float] = {}
+        peak_of = t.peak_flops_per_ns
+        dma_raw = cost.dma.raw
         pool = self._pool
-        hbm_bytes = hbm_r + hbm_w
-        served = 0.0
-        if hbm_bytes:
-            f0 = pool.times[0]
-            served = self._hbm.book(f0 if f0 > ready else ready, hbm_bytes / self._hbm_bw)
-        first, end = pool.take(engines, ready, occ, served)
-        self._avail.append(end)
-        self._codes.append(_DMA)
-        busy = engines * occ
-        self._busy[_DMA] += busy
-        self._count[_DMA] += 1
-        if end > self._makespan:
-            self._makespan = end
-        self._transfers += 1
-        self._descriptors += descriptors
-        if hbm_bytes:
-            self._hbm_r += hbm_r
-            self._hbm_w += hbm_w
-            if self._transfers % _PRUNE_EVERY == 0:
-                self._hbm.prune(pool.times[0])
-        elif instr.ins and instr.outs and instr.ins[0].buffer == SBUF and instr.outs[0].buffer == SBUF:
-            self._s2s += moved
-        if attrs and attrs.get("spill"):
-            self._spill += moved
-        key = (instr.filename, instr.lineno)
-        hot = self._hot.get(key)
-        if hot is None:
-            hot = self._hot[key] = [0, 0.0, 0.0, 0.0, 0.0, 0.0]
-        hot[0] += 1
-        hot[_DMA + 1] += busy
-        self._timeline_add(_DMA, first, end, busy)
+        pool_take = pool.take
+        hbm_book = self._hbm.book
+        hbm_used = self._hbm.used
+        bucket_ns = self._hbm.bucket_ns
+        hbm_bw = t.hbm.bw_bytes_per_ns
+        queues = self._queues
+        q_busy = p.dma_queue_busy_ns
+        dma_latency = p.dma_fixed_latency_ns
+        timeline = self.timeline
+        tl_add = timeline.add
+        tl_events = timeline.events
+        tl_limit = timeline.limit
+        tl_rows = timeline.histogram
+        tl_bins = timeline.bins
+        tl_scale = timeline.scale
+        code_of = _CODE.get
+        flops_total = 0
+        peak_time = 0.0
+        s2p = p2s = s2s = 0
+        hbm_r = hbm_w = 0
+        spill = 0
+        transfers = descriptors_total = 0
 
-    # -- helpers ---------------------------------------------------------------------------------
+        def emit(instr: Instr) -> None:
+            nonlocal flops_total, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers, descriptors_total
+            n = len(codes)
+            if instr.id != n:
+                raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
+            e = code_of(instr.engine)
+            if e is None:
+                raise ValueError(f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
+                                 f"valid engines: {', '.join(ENGINES)}")
+            deps = instr.deps
+            key = (instr.filename, instr.lineno)
+            if e != _DMA:
+                fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
+                busy = fn(instr, k) * nspc[e]
+                slot = slot_of[e]
+                start = free[slot]
+                if deps:
+                    if e == _T:
+                        for d in deps:
+                            if codes[d] != _T and avail[d] > start:
+                                start = avail[d]
+                    else:
+                        for d in deps:
+                            if avail[d] > start:
+                                start = avail[d]
+                end = start + busy
+                free[slot] = end
+                avail.append(end + lat[e])
+                flops = instr.flops
+                if e == _T:
+                    for acc in instr.outs:
+                        if acc.buffer == PSUM:
+                            s2p += acc.bytes
+                    if flops:
+                        flops_total += flops
+                        dtype = instr.ins[-1].dtype if instr.ins else "bfloat16"
+                        peak = peak_by_dtype.get(dtype)
+                        if peak is None:
+                            peak = peak_by_dtype[dtype] = peak_of(dtype)
+                        peak_time += flops / peak
+                else:
+                    if flops:
+                        flops_total += flops
+                    for acc in instr.outs:
+                        if acc.buffer == PSUM:
+                            s2p += acc.bytes
+                    for acc in instr.ins:
+                        if acc.buffer == PSUM:
+                            p2s += acc.bytes
+                first = start
+            else:
+                engines, descriptors, occ, moved, rd, wr, _ = dma_raw(instr)
+                attrs = instr.attrs
+                queue = attrs.get("queue") if attrs else None
+                if queue is None:
+                    queue = key
+                qstate = queues.get(queue)
+                if qstate is None:
+                    qstate = queues[queue] = [0.0, 0]
+                ready = qstate[0]
+                for d in deps:
+                    if avail[d] > ready:
+                        ready = avail[d]
+                qstate[0] = ready + q_busy
+                qstate[1] += 1
+                ready += dma_latency
+                hbm_bytes = rd + wr
+                served = 0.0
+                transfers += 1
+                descriptors_total += descriptors
+                if hbm_bytes:
+                    f0 = pool.times[0]
+                    if f0 < ready:
+                        f0 = ready
+                    need = hbm_bytes / hbm_bw
+                    bucket = int(f0 // bucket_ns)
+                    lo = bucket * bucket_ns
+                    used = hbm_used.get(bucket, 0.0)
+                    begin = lo + used if lo + used > f0 else f0
+                    if begin + need <= lo + bucket_ns:
+                        hbm_used[bucket] = used + need
+                        served = begin + need
+                    else:
+                        served = hbm_book(f0, need)
+                    hbm_r += rd
+                    hbm_w += wr
+                    if transfers % _PRUNE_EVERY == 0:
+                        self._hbm.prune(f0)
+                elif instr.ins and instr.outs and instr.ins[0].buffer == SBUF == instr.outs[0].buffer:
+                    s2s += moved
+                first, end = pool_take(engines, ready, occ, served)
+                avail.append(end)
+                busy = engines * occ
+                if attrs and attrs.get("spill"):
+                    spill += moved
+            codes.append(e)
+            line = hot_lines.get(key)
+            if line is None:
+                line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0]
+            line[e] += 1
+            line[_N + e] += busy
+            if n < tl_limit:
+                tl_events.append((e, first, end))
+            scale = tl_scale[0]
+            b = int(first * scale)
+            if b == int(end * scale) and b < tl_bins:
+                tl_rows[e][b] += busy
+            else:
+                tl_add(e, first, end, busy)
 
-    def _peak(self, instr: Instr) -> float:
-        ins = instr.ins
-        dtype = ins[-1].dtype if ins else "bfloat16"
-        peak = self._peak_per_dtype.get(dtype)
-        if peak is None:
-            peak = self._peak_per_dtype[dtype] = self.target.peak_flops_per_ns(dtype)
-        return peak
+        def scalars() -> dict[str, float]:
+            return {"flops": flops_total, "peak_time": peak_time, "s2p": s2p, "p2s": p2s, "s2s": s2s,
+                    "hbm_r": hbm_r, "hbm_w": hbm_w, "spill": spill, "transfers": transfers,
+                    "descriptors": descriptors_total}
+
+        return emit, scalars
 
     @property
     def unknown_opcodes(self) -> Counter[tuple[str, str]]:
@@ -268,36 +291,45 @@ class Scheduler:
 
     def totals(self) -> ScheduleTotals:
         """Snapshot of the raw totals (including the untraced-spill tail once finished)."""
-        traced_spill = self._spill
+        sc = self._scalars()
+        counts = [0] * _N
+        busy = [0.0] * _N
+        for line in self._hot.values():
+            for i in range(_N):
+                counts[i] += line[i]
+                busy[i] += line[_N + i]
+        makespan = max(max(self._free), self._pool.times[-1]) if self._codes else 0.0
+        traced_spill = sc["spill"]
         untraced = max(0, self.stats.spill_bytes - traced_spill) if self.finished else 0
         tail = 0.0
         if untraced:
-            rate = min(self._n_dma * self.target.dma.engine_bw_bytes_per_ns, self._hbm_bw)
+            rate = min(self.target.dma.engines * self.target.dma.engine_bw_bytes_per_ns,
+                       self.target.hbm.bw_bytes_per_ns)
             tail = 2 * untraced / rate
-        counts = dict(zip(ENGINES, self._count))
         return ScheduleTotals(
-            makespan_ns=self._makespan + tail,
+            makespan_ns=makespan + tail,
             instructions=len(self._codes),
-            busy_ns=dict(zip(ENGINES, self._busy)),
-            counts=counts,
-            flops=self._flops,
-            tensor_time_at_peak_ns=self._peak_time,
-            hbm_read_bytes=self._hbm_r + untraced,
-            hbm_write_bytes=self._hbm_w + untraced,
-            sbuf_to_psum_bytes=self._s2p,
-            psum_to_sbuf_bytes=self._p2s,
-            sbuf_to_sbuf_bytes=self._s2s,
-            spill_bytes=traced_spill + untraced,
+            busy_ns=dict(zip(ENGINES, busy)),
+            counts=dict(zip(ENGINES, counts)),
+            flops=int(sc["flops"]),
+            tensor_time_at_peak_ns=sc["peak_time"],
+            hbm_read_bytes=int(sc["hbm_r"]) + untraced,
+            hbm_write_bytes=int(sc["hbm_w"]) + untraced,
+            sbuf_to_psum_bytes=int(sc["s2p"]),
+            psum_to_sbuf_bytes=int(sc["p2s"]),
+            sbuf_to_sbuf_bytes=int(sc["s2s"]),
+            spill_bytes=int(traced_spill) + untraced,
             spill_tail_ns=tail,
-            dma_transfers=self._transfers,
-            dma_descriptors=self._descriptors,
-            dma_engine_ns=self._busy[_DMA],
-            queue_busy_ns=max((q[1] for q in self._queues.values()), default=0) * self._q_busy,
-            hotspots=dict(self._hot),
+            dma_transfers=int(sc["transfers"]),
+            dma_descriptors=int(sc["descriptors"]),
+            dma_engine_ns=busy[_DMA],
+            queue_busy_ns=max((q[1] for q in self._queues.values()), default=0)
+            * self.params.dma_queue_busy_ns,
+            hotspots={key: list(v) for key, v in self._hot.items()},
             unknown_opcodes=dict(self.cost.unknown_opcodes),
         )
 
-    def report(self, kernel_name: str | None = None, hotspot_limit: int = 20):
+    def report(self, kernel_name: str | None = None, hotspot_limit: int = 20) -> CostReport:
         """The :class:`devkit.cost.report.CostReport` of everything emitted so far."""
         from devkit.cost.report import build_report
 
@@ -307,11 +339,10 @@ class Scheduler:
 
 
 def schedule(instrs: Iterable[Instr], target: str | Target = "trn1", stats: MemoryStats | None = None,
-             params: Params | None = None, kernel_name: str = ""):
+             params: Params | None = None, kernel_name: str = "") -> CostReport:
     """Schedule a finished trace (e.g. :attr:`devkit.trace.Trace.instrs`) and return its CostReport."""
     sched = Scheduler(target, params, kernel_name=kernel_name)
     for instr in instrs:
         sched.emit(instr)
     sched.finish(stats if stats is not None else MemoryStats())
     return sched.report()
-

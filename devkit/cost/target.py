@@ -354,7 +354,7 @@ def load_target_file(path: str | Path) -> Target:
 TARGETS: tuple[str, ...] = tuple(sorted(p.stem for p in TARGET_DIR.glob("*.toml")))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_target(name: str) -> Target:
     """The bundled target ``name`` (one of :data:`TARGETS`); unknown names raise :class:`TargetError`."""
     if name not in TARGETS:

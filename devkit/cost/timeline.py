@@ -22,19 +22,26 @@ ENGINE_ORDER = ENGINES
 class Timeline:
     """Bounded engine-activity sample (see module docstring)."""
 
-    __slots__ = ("bin_ns", "bins", "events", "histogram", "limit")
+    __slots__ = ("bins", "events", "histogram", "limit", "scale")
 
     def __init__(self, limit: int = 20_000, bins: int = 512, bin_ns: float = 1000.0) -> None:
         self.limit = limit
         self.bins = bins
-        self.bin_ns = bin_ns
+        #: ``[1 / bin width in ns]``, a list so that fast paths holding it see coarsening.
+        self.scale = [1.0 / bin_ns]
         self.events: list[tuple[int, float, float]] = []
         self.histogram: list[list[float]] = [[0.0] * bins for _ in ENGINE_ORDER]
 
+    @property
+    def bin_ns(self) -> float:
+        """Current width of a histogram bin, in ns."""
+        return 1.0 / self.scale[0]
+
     def add(self, engine: int, start_ns: float, end_ns: float, busy_ns: float) -> None:
-        """Record ``busy_ns`` of work by ``engine`` between ``start_ns`` and ``end_ns``."""
-        if len(self.events) < self.limit:
-            self.events.append((engine, start_ns, end_ns))
+        """Add ``busy_ns`` of work by ``engine`` between ``start_ns`` and ``end_ns`` to the histogram.
+
+        (The scheduler appends to ``events`` itself, while fewer than ``limit`` are kept.)
+        """
         width = self.bin_ns
         last = int(end_ns // width)
         while last >= self.bins:
@@ -54,10 +61,9 @@ class Timeline:
 
     def _coarsen(self) -> None:
         half = self.bins // 2
-        for e, row in enumerate(self.histogram):
-            merged = [row[2 * i] + row[2 * i + 1] for i in range(half)]
-            self.histogram[e] = merged + [0.0] * (self.bins - half)
-        self.bin_ns *= 2.0
+        for row in self.histogram:  # in place: fast paths hold references to the rows
+            row[:] = [row[2 * i] + row[2 * i + 1] for i in range(half)] + [0.0] * (self.bins - half)
+        self.scale[0] *= 0.5
 
     def to_dict(self) -> dict:
         """JSON-serialisable form."""

@@ -15,6 +15,7 @@ from devkit import dtypes as dt
 from devkit.errors import IndexingError, KernelArgumentError, TileShapeError
 from devkit.nki import language as nl
 from devkit.sim import instr as _x
+from devkit.sim.index import IndexExpr
 from devkit.sim.tensor import Storage, Tensor
 
 
@@ -42,8 +43,21 @@ class _Ops:
 Tensor._ops = _Ops
 
 
+def _dynamic_scalar(t: Tensor) -> int:
+    """The runtime value of a one-element index tile (a dynamic offset such as ``offs[0, i] + iy``)."""
+    if t.size != 1:
+        raise IndexingError(f"a dynamic index offset must be a single element, got a tile of shape {list(t.shape)}",
+                            rule="dynamic-offset")
+    vals = _Ops.index_values(t)
+    return int(vals.reshape(-1)[0])
+
+
 def _binop(fn: Any, reverse: bool = False):  # type: ignore[no-untyped-def]
     def op(self: Tensor, other: Any) -> Any:
+        if isinstance(other, IndexExpr) and fn in (nl.add, nl.subtract, nl.multiply):
+            v = _dynamic_scalar(self)
+            return {nl.add: lambda: other + v, nl.multiply: lambda: other * v,
+                    nl.subtract: lambda: (v - other) if not reverse else (other - v)}[fn]()
         if not isinstance(other, (Tensor, *_x.Scalar)):
             return NotImplemented
         return fn(other, self) if reverse else fn(self, other)

@@ -8,6 +8,7 @@ activation functions run on ScalarE (``activation``), binary arithmetic on Vecto
 
 from __future__ import annotations
 
+import builtins
 import math
 from typing import Any
 
@@ -302,7 +303,7 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     if m.numerics:
         vals = src.read(marr).reshape(shape)
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
-    _x.commit(m, p, out, vals, None if marr is None else marr.reshape(shape))
+    _x.commit(m, p, out, vals, None if marr is None else marr.reshape(shape), exact=d == src.dtype)
     return out
 
 
@@ -566,7 +567,7 @@ def _require_int(api: str, *xs: Any) -> None:
 
 def _binary_engine(x: Any, y: Any) -> str:
     tiles = [t for t in (x, y) if isinstance(t, Tensor)]
-    if len(tiles) == 2 and all(_x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
+    if len(tiles) == 2 and builtins.all(_x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
                                or _x.aligned_shape(t) == _x.aligned_shape(tiles[0]) for t in tiles):
         return "tensor_tensor"
     return "tensor_scalar"

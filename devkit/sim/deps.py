@@ -84,6 +84,9 @@ class DependencyTracker:
 
     def __init__(self) -> None:
         self._spaces: dict[object, _Space] = {}
+        # per on-chip buffer: records [((lo, hi),), ids] -- byte ranges of freed tensors whose last accesses
+        # a tensor placed there later must wait for (write-after-read / write-after-write through reuse)
+        self._tombstones: dict[str, _Space] = {}
 
     def space(self, key: object, axis: int, bucket_bytes: int) -> _Space:
         sp = self._spaces.get(key)
@@ -94,6 +97,35 @@ class DependencyTracker:
 
     def drop(self, key: object) -> None:
         self._spaces.pop(key, None)
+
+    def retire(self, key: object, buffer: str, lo: int, hi: int) -> None:
+        """A tensor tracked under ``key`` freed the bytes ``[lo, hi)`` of ``buffer``."""
+        sp = self._spaces.pop(key, None)
+        if sp is None:
+            return
+        ids = {rec[1] for lst in sp.buckets.values() for rec in lst}
+        if ids:
+            tomb = self._tombstones.get(buffer)
+            if tomb is None:
+                tomb = self._tombstones[buffer] = _Space(0, 1024)
+            tomb.add([((lo, hi),), ids])
+
+    def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:
+        """Ids a tensor newly placed at ``[lo, hi)`` must wait for; the covered tombstone parts go away."""
+        out: set[int] = set()
+        tomb = self._tombstones.get(buffer)
+        if tomb is None or not tomb.buckets:
+            return out
+        for rec in tomb.overlapping(((lo, hi),)):
+            (a, b), = rec[0]
+            ids = rec[1]
+            out |= ids
+            tomb.remove(rec)
+            if a < lo:
+                tomb.add([((a, lo),), ids])
+            if b > hi:
+                tomb.add([((hi, b),), ids])
+        return out
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:

@@ -160,11 +160,17 @@ def new_tile(m: Machine, shape: tuple[int, ...], dtype: Any, buffer: str, loc: t
     return Tensor.whole(st)
 
 
-def commit(m: Machine, p: Pending, out: Tensor, values: np.ndarray | None, mask: np.ndarray | None) -> Tensor:
-    """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting."""
+def commit(m: Machine, p: Pending, out: Tensor, values: np.ndarray | None, mask: np.ndarray | None,
+           *, exact: bool = False) -> Tensor:
+    """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
+
+    ``exact``: the values are already representable in the output dtype (a same-dtype copy), so no
+    rounding pass is needed.
+    """
+    p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     if m.numerics and values is not None:
         v = np.broadcast_to(values, out.shape)
-        out.write(dt.round_to(v, out.dtype), mask)
+        out.write(v if exact else dt.round_to(v, out.dtype), mask)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -312,7 +318,8 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
             raw = value.read(check_init=False)
         vals = _fit(raw, dst.shape)
         pm = None if pmask is None else _fit(pmask, dst.shape)
-        _write_checked(dst, dt.round_to(vals, dst.dtype), pm, loc)
+        exact = getattr(p, "exact", None) is not None and p.exact == dst.dtype  # type: ignore[attr-defined]
+        _write_checked(dst, vals if exact else dt.round_to(vals, dst.dtype), pm, loc)
     else:
         dst.mark_written()
 

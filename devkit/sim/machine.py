@@ -60,6 +60,9 @@ class Pending:
     flops: int
     attrs: dict | None
     loc: tuple[str, int]
+    raw: Any = None  # fp32 results before rounding (for retargeting into a destination of another dtype)
+    mask: Any = None  # positions the instruction wrote
+    exact: Any = None  # dtype in which ``raw`` is exactly representable, if any
 
 
 class Machine:
@@ -81,6 +84,7 @@ class Machine:
             geometry.psum_bytes_per_partition, bank_bytes=geometry.psum_bank_bytes, align=4
         )
         self.placements: dict[int, Placement] = {}
+        self.reuse_deps: dict[int, set[int]] = {}  # sid -> ids its first access waits for (address reuse)
         self.direct: dict[int, Any] = {}  # sid -> DirectPlacement (nki.compiler allocations)
         self.direct_high_water = {"sbuf": 0, "psum": 0}
         self._owners: dict[str, Any] = {}
@@ -152,7 +156,7 @@ class Machine:
         if on_chip:
             if par_axis is None:
                 par_axis = 0
-            if len(shape) < 2 and kind != "direct":
+            if len(shape) < 2 and kind not in ("direct", "temp"):
                 raise TileShapeError(
                     f"{buffer} tensors need at least 2 dimensions (partition + free), got shape {list(shape)}; "
                     "use shape (P, 1) for a column",
@@ -269,6 +273,9 @@ class Machine:
                 )
         st.addr = p.addr
         self.placements[st.id] = p
+        inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
+        if inherited:
+            self.reuse_deps[st.id] = inherited
 
     def release(self, st: Storage) -> None:
         """End of a tensor's life: its on-chip space can be reused."""
@@ -278,6 +285,8 @@ class Machine:
         p = self.placements.pop(st.id, None)
         if p is not None:
             (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
+            self.deps.retire(st.id, st.buffer, p.addr, p.addr + p.nbytes)
+            self.reuse_deps.pop(st.id, None)
         self.direct.pop(st.id, None)
         if self.races is not None:
             self.races.forget(st.id)
@@ -512,27 +521,17 @@ class Machine:
         if st.is_input or st.kind == "constant":
             return
         if st.kind == "direct":
-            sp = self.deps.space(st.buffer, 1, 1024)
+            # direct allocations alias on purpose: track them by physical address
+            sp = self.deps.space(("phys", st.buffer), 1, 1024)
             for _, region in self._direct_regions(t):
                 self.deps.access(sp, region, iid, engine, is_write, deps)
             return
-        box = t.box()
         if st.on_chip:
-            pa = st.par_axis
-            itemsize = st.itemsize
-            lo = hi = 0
-            stride = itemsize
-            for d in range(st.ndim - 1, -1, -1):
-                if d == pa:
-                    continue
-                a, b = box[d]
-                lo += a * stride
-                hi += (b - 1) * stride
-                stride *= st.shape[d]
-            addr = st.addr if st.addr is not None else 0
-            region = (box[pa], (addr + lo, addr + hi + itemsize))
-            sp = self.deps.space(st.buffer, 1, 1024)
+            sp = self.deps.space(st.id, 0, 1 << 30)
+            if self.reuse_deps:
+                inherited = self.reuse_deps.pop(st.id, None)
+                if inherited:
+                    deps |= inherited
         else:
-            region = box
             sp = self.deps.space(("hbm", st.id), 0, 128)
-        self.deps.access(sp, region, iid, engine, is_write, deps)
+        self.deps.access(sp, t.box(), iid, engine, is_write, deps)

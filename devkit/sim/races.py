@@ -45,12 +45,15 @@ class RaceChecker:
         if not any(f[2] == "affine" for f in ctx):
             return
         st = t.st
+        if st.is_input or st.kind == "constant":
+            return  # never written, so never part of a race
         box = t.box()
         sp = self._spaces.get(st.id)
         if sp is None:
             sp = _Space(0, 64)
             self._spaces[st.id] = sp
-        for rec in sp.overlapping(box):
+        found = sp.overlapping(box)
+        for rec in found:
             rctx = rec[1]
             if rctx == ctx:
                 continue
@@ -64,7 +67,7 @@ class RaceChecker:
             self._raise(t, rec, ctx, is_write, loc, dv[0])
         rec = [box, ctx, is_write, accumulate, loc]
         # avoid unbounded growth: an identical record (same box, context, kind) is kept once
-        for other in sp.overlapping(box):
+        for other in found:
             if other[0] == box and other[1] == ctx and other[2] == is_write and other[3] == accumulate:
                 return
         sp.add(rec)

@@ -260,6 +260,8 @@ class Tensor:
     def __bool__(self) -> bool:
         from devkit.errors import UnsupportedError
 
+        if self.st.buffer in HBM_BUFFERS:
+            return True  # `if hbm_tensor:` tests that an argument was given, not a value
         raise UnsupportedError(
             "control flow on tensor values is not supported in NKI (the value is not known at "
             "compile time); use nl.where / masks instead"

@@ -1,0 +1,143 @@
+"""Shared helpers for the NKI API tests (test_nl_*, test_isa_*, test_indexing, test_rules).
+
+Kernels in the tests are written like real NKI code; these helpers only build inputs and NumPy
+references, compare results bit-exactly or with a tolerance, run a one-op kernel for sweeps, and find
+the source line a negative test expects the simulator to blame.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+FP8 = np.dtype(ml_dtypes.float8_e4m3)
+FP8_E5 = np.dtype(ml_dtypes.float8_e5m2)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+FLOATS = (F32, BF16, F16)
+INTS = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.uint8), np.dtype(np.uint16),
+        np.dtype(np.uint32))
+
+#: default hypothesis budget (the whole suite must stay fast on 2 cores); heavy sweeps use SLOW
+FAST = settings(max_examples=12)
+SLOW = settings(max_examples=150)
+slow = pytest.mark.slow
+
+partitions = st.integers(1, 128)
+frees = st.one_of(st.integers(1, 9), st.integers(10, 520))
+small_frees = st.integers(1, 64)
+seeds = st.integers(0, 2**31 - 1)
+float_dtypes = st.sampled_from(FLOATS)
+int_dtypes = st.sampled_from(INTS)
+
+
+def rng_of(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def rand(rng: np.random.Generator, shape, dtype, lo: float = -4.0, hi: float = 4.0) -> np.ndarray:
+    """Random values of ``dtype`` (floats uniform in [lo, hi), ints over a range that fits)."""
+    d = np.dtype(dtype)
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        a, b = max(int(lo), int(info.min)), min(int(hi), int(info.max))
+        return rng.integers(a, b + 1, size=shape).astype(d)
+    if d == np.bool_:
+        return rng.random(shape) < 0.5
+    return rng.uniform(lo, hi, size=shape).astype(np.float32).astype(d)
+
+
+def cast(x, dtype) -> np.ndarray:
+    """Round an fp32 computation to ``dtype`` the way the engines write it (RNE; ints RNE + saturate)."""
+    d = np.dtype(dtype)
+    x = np.asarray(x)
+    if d == np.bool_:
+        return x != 0
+    if d.kind in "iu":
+        info = np.iinfo(d)
+        r = np.nan_to_num(np.rint(x.astype(np.float64)), nan=0.0, posinf=info.max, neginf=info.min)
+        return np.clip(r, info.min, info.max).astype(d)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return x.astype(np.float32).astype(d)
+
+
+def f32(x) -> np.ndarray:
+    return np.asarray(x).astype(np.float32)
+
+
+def assert_exact(actual, expected) -> None:
+    """Same dtype, same shape, same values bit for bit (NaN matches NaN)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != expected {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    if actual.dtype.kind in "iub":
+        np.testing.assert_array_equal(actual, expected)
+        return
+    a, e = actual.astype(np.float32), expected.astype(np.float32)
+    same = (a == e) | (np.isnan(a) & np.isnan(e))
+    if not same.all():
+        i = tuple(int(v[0]) for v in np.nonzero(~same))
+        raise AssertionError(f"{int((~same).sum())} of {a.size} values differ, first at {i}: "
+                             f"actual {a[i]!r} expected {e[i]!r}")
+
+
+def assert_close(actual, expected, dtype=None, rtol=None, atol=None) -> None:
+    """Close within the precision of ``dtype`` (default: the actual dtype)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    d = np.dtype(dtype or actual.dtype)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != expected {expected.shape}"
+    if rtol is None:
+        rtol = {F32: 1e-5, BF16: 1.6e-2, F16: 2e-3}.get(d, 1e-5)
+    if atol is None:
+        atol = {F32: 1e-5, BF16: 1e-2, F16: 1e-3}.get(d, 1e-5)
+    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
+                               equal_nan=True)
+
+
+# ---- a one-op kernel for sweeps ------------------------------------------------------------------------
+
+@nki.jit
+def apply_kernel(inputs, fn):
+    """Load every input (HBM -> SBUF), call ``fn(*tiles)`` and store the returned tile."""
+    tiles = [nl.load(x) for x in inputs]
+    res = fn(*tiles)
+    out = nl.ndarray(res.shape, dtype=res.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=res)
+    return out
+
+
+def apply(fn, *arrays):
+    """Run ``fn`` on SBUF tiles of ``arrays`` in the simulator; return the stored result."""
+    return apply_kernel(list(arrays), fn)
+
+
+# ---- blame checks for negative tests -------------------------------------------------------------------
+
+def line_of(func, marker: str) -> int:
+    """Line number (in its file) of the one source line of ``func`` that contains ``marker``."""
+    func = getattr(func, "func", func)  # a nki.jit Kernel wraps the function
+    lines, start = inspect.getsourcelines(func)
+    hits = [start + i for i, text in enumerate(lines) if marker in text]
+    assert len(hits) == 1, f"marker {marker!r} found {len(hits)} times in {func.__name__}"
+    return hits[0]
+
+
+def assert_blames(excinfo, func, marker: str = "# <- blame") -> None:
+    """The KernelError points at the marked line of ``func`` (file and line)."""
+    err = excinfo.value
+    f = getattr(func, "func", func)
+    want_file = inspect.getsourcefile(f)
+    assert err.filename is not None and os.path.samefile(err.filename, want_file), \
+        f"blamed file {err.filename}, expected {want_file}"
+    want = line_of(func, marker)
+    assert err.lineno == want, f"blamed line {err.lineno}, expected {want}: {err}"
