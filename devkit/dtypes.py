@@ -107,12 +107,25 @@ def as_dtype(x: object) -> np.dtype | _TF32:
     )
 
 
+_NAME_CACHE: dict[object, str] = {}
+
+
 def name_of(dt: object) -> str:
     """Canonical NKI name of a dtype (``"bfloat16"``, ``"float32"``...)."""
+    try:
+        return _NAME_CACHE[dt]
+    except (KeyError, TypeError):
+        pass
     if isinstance(dt, _TF32):
-        return "tfloat32"
-    d = np.dtype(dt)  # type: ignore[arg-type]
-    return "bool" if d == bool_ else d.name
+        name = "tfloat32"
+    else:
+        d = np.dtype(dt)  # type: ignore[arg-type]
+        name = "bool" if d == bool_ else d.name
+    try:
+        _NAME_CACHE[dt] = name
+    except TypeError:
+        pass
+    return name
 
 
 def itemsize(dt: object) -> int:

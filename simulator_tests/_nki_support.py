@@ -11,13 +11,12 @@ import inspect
 import os
 
 import ml_dtypes
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 FP8 = np.dtype(ml_dtypes.float8_e4m3)
@@ -25,11 +24,17 @@ FP8_E5 = np.dtype(ml_dtypes.float8_e5m2)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 FLOATS = (F32, BF16, F16)
-INTS = (np.dtype(np.int8), np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.uint8), np.dtype(np.uint16),
-        np.dtype(np.uint32))
+INTS = (
+    np.dtype(np.int8),
+    np.dtype(np.int16),
+    np.dtype(np.int32),
+    np.dtype(np.uint8),
+    np.dtype(np.uint16),
+    np.dtype(np.uint32),
+)
 
 #: default hypothesis budget (the whole suite must stay fast on 2 cores); heavy sweeps use SLOW
-FAST = settings(max_examples=12)
+FAST = settings(max_examples=15)
 SLOW = settings(max_examples=150)
 slow = pytest.mark.slow
 
@@ -87,8 +92,9 @@ def assert_exact(actual, expected) -> None:
     same = (a == e) | (np.isnan(a) & np.isnan(e))
     if not same.all():
         i = tuple(int(v[0]) for v in np.nonzero(~same))
-        raise AssertionError(f"{int((~same).sum())} of {a.size} values differ, first at {i}: "
-                             f"actual {a[i]!r} expected {e[i]!r}")
+        raise AssertionError(
+            f"{int((~same).sum())} of {a.size} values differ, first at {i}: actual {a[i]!r} expected {e[i]!r}"
+        )
 
 
 def assert_close(actual, expected, dtype=None, rtol=None, atol=None) -> None:
@@ -100,11 +106,13 @@ def assert_close(actual, expected, dtype=None, rtol=None, atol=None) -> None:
         rtol = {F32: 1e-5, BF16: 1.6e-2, F16: 2e-3}.get(d, 1e-5)
     if atol is None:
         atol = {F32: 1e-5, BF16: 1e-2, F16: 1e-3}.get(d, 1e-5)
-    np.testing.assert_allclose(actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol,
-                               equal_nan=True)
+    np.testing.assert_allclose(
+        actual.astype(np.float64), expected.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+    )
 
 
 # ---- a one-op kernel for sweeps ------------------------------------------------------------------------
+
 
 @nki.jit
 def apply_kernel(inputs, fn):
@@ -123,6 +131,7 @@ def apply(fn, *arrays):
 
 # ---- blame checks for negative tests -------------------------------------------------------------------
 
+
 def line_of(func, marker: str) -> int:
     """Line number (in its file) of the one source line of ``func`` that contains ``marker``."""
     func = getattr(func, "func", func)  # a nki.jit Kernel wraps the function
@@ -137,7 +146,8 @@ def assert_blames(excinfo, func, marker: str = "# <- blame") -> None:
     err = excinfo.value
     f = getattr(func, "func", func)
     want_file = inspect.getsourcefile(f)
-    assert err.filename is not None and os.path.samefile(err.filename, want_file), \
+    assert err.filename is not None and os.path.samefile(err.filename, want_file), (
         f"blamed file {err.filename}, expected {want_file}"
+    )
     want = line_of(func, marker)
     assert err.lineno == want, f"blamed line {err.lineno}, expected {want}: {err}"

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import (
@@ -25,29 +28,44 @@ from _nki_support import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
-import neuronxcc.nki.language as nl
-
 ACT = {
-    "exp": (nl.exp, np.exp), "np.exp": (np.exp, np.exp), "tanh": (nl.tanh, np.tanh),
-    "np.tanh": (np.tanh, np.tanh), "square": (nl.square, np.square), "np.square": (np.square, np.square),
-    "copy": (nl.copy, lambda x: x), "relu": (nl.relu, lambda x: np.maximum(x, 0)),
-    "sigmoid": (nl.sigmoid, lambda x: 1 / (1 + np.exp(-x))), "abs": (nl.abs, np.abs),
-    "sign": (nl.sign, np.sign), "rsqrt": (nl.rsqrt, lambda x: 1 / np.sqrt(x)),
-    "sqrt": (nl.sqrt, np.sqrt), "log": (nl.log, np.log), "reciprocal": (nl.reciprocal, lambda x: 1 / x),
-    "gelu_apprx_tanh": (nl.gelu_apprx_tanh,
-                        lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))),
-    "silu": (nl.silu, lambda x: x / (1 + np.exp(-x))), "arctan": (nl.arctan, np.arctan),
-    "sin": (nl.sin, np.sin), "softplus": (nl.softplus, lambda x: np.logaddexp(0, x)),
+    "exp": (nl.exp, np.exp),
+    "np.exp": (np.exp, np.exp),
+    "tanh": (nl.tanh, np.tanh),
+    "np.tanh": (np.tanh, np.tanh),
+    "square": (nl.square, np.square),
+    "np.square": (np.square, np.square),
+    "copy": (nl.copy, lambda x: x),
+    "relu": (nl.relu, lambda x: np.maximum(x, 0)),
+    "sigmoid": (nl.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "abs": (nl.abs, np.abs),
+    "sign": (nl.sign, np.sign),
+    "rsqrt": (nl.rsqrt, lambda x: 1 / np.sqrt(x)),
+    "sqrt": (nl.sqrt, np.sqrt),
+    "log": (nl.log, np.log),
+    "reciprocal": (nl.reciprocal, lambda x: 1 / x),
+    "gelu_apprx_tanh": (
+        nl.gelu_apprx_tanh,
+        lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    ),
+    "silu": (nl.silu, lambda x: x / (1 + np.exp(-x))),
+    "arctan": (nl.arctan, np.arctan),
+    "sin": (nl.sin, np.sin),
+    "softplus": (nl.softplus, lambda x: np.logaddexp(0, x)),
 }
 POSITIVE = {"rsqrt", "sqrt", "log", "reciprocal"}
 
 
 @pytest.mark.parametrize("name", sorted(ACT))
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, scale_kind=st.sampled_from(["scalar", "vector"]),
-       with_bias=st.booleans())
+@given(
+    p=partitions,
+    f=frees,
+    dtype=float_dtypes,
+    seed=seeds,
+    scale_kind=st.sampled_from(["scalar", "vector"]),
+    with_bias=st.booleans(),
+)
 def test_activation_scale_and_bias(name, p, f, dtype, seed, scale_kind, with_bias):
     op, ref = ACT[name]
     rng = rng_of(seed)
@@ -77,7 +95,9 @@ def test_activation_scale_and_bias(name, p, f, dtype, seed, scale_kind, with_bia
         # the composed fp32 arithmetic (x*scale + bias) is what the engine evaluates
         assert_exact(got, cast(ref(z.astype(np.float32)), dtype))
     else:
-        assert_close(got, want, dtype, rtol=1e-5 if dtype == F32 else None, atol=1e-5 if dtype == F32 else None)
+        assert_close(
+            got, want, dtype, rtol=1e-5 if dtype == F32 else None, atol=1e-5 if dtype == F32 else None
+        )
 
 
 def test_activation_dtype_casts_the_fp32_result():
@@ -86,8 +106,9 @@ def test_activation_dtype_casts_the_fp32_result():
     @nki.jit
     def k(a):
         out = nl.ndarray((1, 3), dtype=nl.bfloat16, buffer=nl.shared_hbm)
-        nl.store(out, value=nisa.activation(op=np.square, data=nl.load(a), scale=1.0 + 2**-9,
-                                            dtype=nl.bfloat16))
+        nl.store(
+            out, value=nisa.activation(op=np.square, data=nl.load(a), scale=1.0 + 2**-9, dtype=nl.bfloat16)
+        )
         return out
 
     want = (x * np.float32(1 + 2**-9)) ** 2
@@ -116,6 +137,7 @@ def test_activation_mask(p, f, seed, data):
 
 # ---- accumulator registers ---------------------------------------------------------------------------
 
+
 @FAST
 @given(p=partitions, f=frees, seed=seeds, reduce_op=st.sampled_from([nl.add, np.add, np.sum]))
 def test_activation_reduce_writes_the_row_sum(p, f, seed, reduce_op):
@@ -128,8 +150,9 @@ def test_activation_reduce_writes_the_row_sum(p, f, seed, reduce_op):
         out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
         red = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
         res = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
-        e = nisa.activation_reduce(op=nl.exp, data=nl.load(a), bias=nl.load(b), reduce_op=reduce_op,
-                                   reduce_res=res)
+        e = nisa.activation_reduce(
+            op=nl.exp, data=nl.load(a), bias=nl.load(b), reduce_op=reduce_op, reduce_res=res
+        )
         nl.store(out, value=e)
         nl.store(red, value=res)
         return out, red
@@ -150,15 +173,37 @@ def test_activation_accumulator_registers_chain_across_instructions():
     def k(a0, a1, a2):
         r = nl.ndarray((p, 4), dtype=nl.float32, buffer=nl.shared_hbm)
         res = nl.ndarray((p, 4), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(op=nl.copy, data=nl.load(a0), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-        nisa.activation(op=nl.copy, data=nl.load(a1), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reduce,
-                        reduce_res=res[:, 0])
-        nisa.activation(op=nl.square, data=nl.load(a2), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.idle,
-                        reduce_res=res[:, 1])
-        nisa.activation(op=nl.square, data=nl.load(a2), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reduce,
-                        reduce_res=res[:, 2])
-        nisa.activation(op=nl.copy, data=nl.load(a0), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset,
-                        reduce_res=res[:, 3])
+        nisa.activation(
+            op=nl.copy, data=nl.load(a0), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce
+        )
+        nisa.activation(
+            op=nl.copy,
+            data=nl.load(a1),
+            reduce_op=nl.add,
+            reduce_cmd=nisa.reduce_cmd.reduce,
+            reduce_res=res[:, 0],
+        )
+        nisa.activation(
+            op=nl.square,
+            data=nl.load(a2),
+            reduce_op=nl.add,
+            reduce_cmd=nisa.reduce_cmd.idle,
+            reduce_res=res[:, 1],
+        )
+        nisa.activation(
+            op=nl.square,
+            data=nl.load(a2),
+            reduce_op=nl.add,
+            reduce_cmd=nisa.reduce_cmd.reduce,
+            reduce_res=res[:, 2],
+        )
+        nisa.activation(
+            op=nl.copy,
+            data=nl.load(a0),
+            reduce_op=nl.add,
+            reduce_cmd=nisa.reduce_cmd.reset,
+            reduce_res=res[:, 3],
+        )
         nl.store(r, value=res)
         return r
 
@@ -178,8 +223,13 @@ def test_activation_max_reduce_on_trn2():
     def k(a):
         r = nl.ndarray((32, 1), dtype=nl.float32, buffer=nl.shared_hbm)
         res = nl.ndarray((32, 1), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(op=nl.exp, data=nl.load(a), reduce_op=nl.max, reduce_res=res,
-                        reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        nisa.activation(
+            op=nl.exp,
+            data=nl.load(a),
+            reduce_op=nl.max,
+            reduce_res=res,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+        )
         nl.store(r, value=res)
         return r
 
@@ -197,8 +247,14 @@ def test_softmax_pattern_with_activation_reduce():
         t = nl.load(a)
         neg_max = nisa.tensor_reduce(np.max, t, axis=(1,), negate=True, keepdims=True)
         sums = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        e = nisa.activation(op=nl.exp, data=t, bias=neg_max, reduce_op=nl.add, reduce_res=sums,
-                            reduce_cmd=nisa.reduce_cmd.reset_reduce)
+        e = nisa.activation(
+            op=nl.exp,
+            data=t,
+            bias=neg_max,
+            reduce_op=nl.add,
+            reduce_res=sums,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+        )
         inv = nisa.reciprocal(sums)
         nl.store(out, value=nisa.tensor_scalar(e, np.multiply, inv))
         return out

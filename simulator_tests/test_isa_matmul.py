@@ -3,6 +3,9 @@ tiling, double-row on trn2) and nisa.nc_transpose (TensorE and VectorE) against 
 
 from __future__ import annotations
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import (
@@ -23,9 +26,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import devkit
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
-import neuronxcc.nki.language as nl
 from devkit.errors import TileShapeError
 
 LOW = (BF16, F16, FP8, FP8_E5)
@@ -47,8 +47,14 @@ def nc_matmul_kernel(stationary, moving):
 
 
 @FAST
-@given(k=st.integers(1, 128), m=st.integers(1, 128), n=st.integers(1, 512), ds=st.sampled_from(LOW),
-       dm=st.sampled_from(LOW), seed=seeds)
+@given(
+    k=st.integers(1, 128),
+    m=st.integers(1, 128),
+    n=st.integers(1, 512),
+    ds=st.sampled_from(LOW),
+    dm=st.sampled_from(LOW),
+    seed=seeds,
+)
 def test_nc_matmul_low_precision_operands(k, m, n, ds, dm, seed):
     rng = rng_of(seed)
     s = _ints(rng, (k, m), ds)
@@ -86,8 +92,8 @@ def test_nc_matmul_psum_accumulation_over_k_tiles(kt, m, n, seed):
         out = nl.ndarray((m, n), dtype=nl.float32, buffer=nl.shared_hbm)
         acc = nl.zeros((m, n), dtype=nl.float32, buffer=nl.psum)
         for i in nl.affine_range(kt):
-            a = nl.load(st_[i * 128:(i + 1) * 128, :])
-            b = nl.load(mv_[i * 128:(i + 1) * 128, :])
+            a = nl.load(st_[i * 128 : (i + 1) * 128, :])
+            b = nl.load(mv_[i * 128 : (i + 1) * 128, :])
             acc += nisa.nc_matmul(a, b)
         nl.store(out, value=nl.copy(acc, dtype=nl.float32))
         return out
@@ -105,7 +111,7 @@ def test_nc_matmul_accumulation_into_a_block_dim_psum_tile():
         out = nl.ndarray((2, 64, 256), dtype=nl.float32, buffer=nl.shared_hbm)
         acc = nl.zeros((2, nl.par_dim(64), 256), dtype=nl.float32, buffer=nl.psum)
         for b in nl.affine_range(2):
-            for i in nl.affine_range(3):
+            for _i in nl.affine_range(3):
                 acc[b] += nisa.nc_matmul(nl.load(st_[b]), nl.load(mv_[b]))
             nl.store(out[b], value=acc[b])
         return out
@@ -219,6 +225,7 @@ def test_get_nc_version_follows_the_target():
 
 # ---- nc_transpose --------------------------------------------------------------------------------------
 
+
 @FAST
 @given(p=st.integers(1, 128), f=st.integers(1, 128), dtype=st.sampled_from((F32, BF16, F16)), seed=seeds)
 def test_nc_transpose_tensor_engine(p, f, dtype, seed):
@@ -235,8 +242,13 @@ def test_nc_transpose_tensor_engine(p, f, dtype, seed):
 
 
 @FAST
-@given(p=st.integers(1, 32), f=st.integers(1, 32), dtype=st.sampled_from((F32, BF16, np.dtype(np.int32))),
-       seed=seeds, from_psum=st.booleans())
+@given(
+    p=st.integers(1, 32),
+    f=st.integers(1, 32),
+    dtype=st.sampled_from((F32, BF16, np.dtype(np.int32))),
+    seed=seeds,
+    from_psum=st.booleans(),
+)
 def test_nc_transpose_vector_engine(p, f, dtype, seed, from_psum):
     x = rand(rng_of(seed), (p, f), dtype, -100, 100)
 

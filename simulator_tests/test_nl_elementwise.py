@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import math
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import (
     BF16,
-    F16,
     F32,
     FAST,
     FLOATS,
@@ -32,9 +33,6 @@ from _nki_support import (
 )
 from hypothesis import given
 from hypothesis import strategies as st
-
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -63,10 +61,16 @@ UNARY = {
     "sigmoid": (_sig, (-6, 6), False),
     "relu": (lambda x: np.maximum(x, 0), (-4, 4), True),
     "gelu": (lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), (-4, 4), False),
-    "gelu_dx": (lambda x: 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
-                (-4, 4), False),
-    "gelu_apprx_tanh": (lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
-                        (-4, 4), False),
+    "gelu_dx": (
+        lambda x: 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-x * x / 2) / math.sqrt(2 * math.pi),
+        (-4, 4),
+        False,
+    ),
+    "gelu_apprx_tanh": (
+        lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+        (-4, 4),
+        False,
+    ),
     "gelu_apprx_sigmoid": (lambda x: x * _sig(1.702 * x), (-4, 4), False),
     "silu": (lambda x: x * _sig(x), (-6, 6), False),
     "silu_dx": (lambda x: _sig(x) * (1 + x * (1 - _sig(x))), (-6, 6), False),
@@ -127,12 +131,25 @@ def test_unary_dtype_argument_casts_output():
 # ---- binary ops ------------------------------------------------------------------------------------
 
 BINARY = {
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "maximum": np.maximum, "minimum": np.minimum, "power": np.power, "mod": np.mod, "fmod": np.fmod,
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": np.power,
+    "mod": np.mod,
+    "fmod": np.fmod,
 }
 COMPARE = {
-    "equal": np.equal, "not_equal": np.not_equal, "greater": np.greater, "greater_equal": np.greater_equal,
-    "less": np.less, "less_equal": np.less_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
 }
 
@@ -177,6 +194,14 @@ def test_binary_matches_numpy_with_broadcasting(name, bcast, p, f, dx, dy, seed)
         assert_exact(got, cast(want, want_dtype))
 
 
+@slow
+@pytest.mark.parametrize("name", sorted(BINARY))
+@SLOW
+@given(p=partitions, f=frees, dx=float_dtypes, dy=float_dtypes, seed=seeds, bcast=st.sampled_from(_BCAST))
+def test_binary_matches_numpy_sweep(name, p, f, dx, dy, seed, bcast):
+    test_binary_matches_numpy_with_broadcasting.hypothesis.inner_test(name, bcast, p, f, dx, dy, seed)
+
+
 @pytest.mark.parametrize("name", sorted(COMPARE))
 @FAST
 @given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, bcast=st.sampled_from(_BCAST))
@@ -199,8 +224,11 @@ def test_comparison_with_numeric_dtype_gives_one_and_zero(name):
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_binary_with_python_scalar(name, scalar, side):
     rng = rng_of(7)
-    x = rand(rng, (37, 41), np.float32, 0.5, 3) if name in ("power", "mod", "fmod") \
+    x = (
+        rand(rng, (37, 41), np.float32, 0.5, 3)
+        if name in ("power", "mod", "fmod")
         else rand(rng, (37, 41), np.float32)
+    )
     op = getattr(nl, name)
     fn = (lambda t: op(t, scalar)) if side == "left" else (lambda t: op(scalar, t))
     got = apply(fn, x)
@@ -246,10 +274,18 @@ def test_engines_compute_in_fp32_not_in_the_input_dtype():
 # ---- type promotion -----------------------------------------------------------------------------------
 
 PROMOTION = [
-    (np.int32, np.float16, np.float16), (np.float32, BF16, np.float32), (np.float16, BF16, np.float32),
-    (FP8, np.float16, np.float16), (FP8, BF16, BF16), (np.int16, np.int32, np.int32),
-    (np.uint8, np.uint16, np.uint16), (np.uint16, np.int32, np.int32), (np.int8, np.uint8, np.int16),
-    (np.int8, np.uint16, np.int32), (np.int32, np.uint32, np.float32), (np.float32, np.float32, np.float32),
+    (np.int32, np.float16, np.float16),
+    (np.float32, BF16, np.float32),
+    (np.float16, BF16, np.float32),
+    (FP8, np.float16, np.float16),
+    (FP8, BF16, BF16),
+    (np.int16, np.int32, np.int32),
+    (np.uint8, np.uint16, np.uint16),
+    (np.uint16, np.int32, np.int32),
+    (np.int8, np.uint8, np.int16),
+    (np.int8, np.uint16, np.int32),
+    (np.int32, np.uint32, np.float32),
+    (np.float32, np.float32, np.float32),
 ]
 
 
@@ -263,10 +299,16 @@ def test_type_promotion_table(a, b, want):
         np.testing.assert_array_equal(got.astype(np.float32), 3.0)
 
 
-@pytest.mark.parametrize(("dtype", "scalar", "want"), [
-    (np.int8, 2, np.int32), (np.float16, 1.5, np.float32), (np.uint8, True, np.uint8),
-    (BF16, 2, BF16), (np.int16, 2.5, np.float32),
-])
+@pytest.mark.parametrize(
+    ("dtype", "scalar", "want"),
+    [
+        (np.int8, 2, np.int32),
+        (np.float16, 1.5, np.float32),
+        (np.uint8, True, np.uint8),
+        (BF16, 2, BF16),
+        (np.int16, 2.5, np.float32),
+    ],
+)
 def test_weak_python_scalar_promotion(dtype, scalar, want):
     x = np.ones((2, 3), dtype)
     got = apply(lambda t: nl.add(t, scalar), x)
@@ -276,8 +318,11 @@ def test_weak_python_scalar_promotion(dtype, scalar, want):
 
 # ---- integer and bitwise ops ----------------------------------------------------------------------
 
+
 @FAST
-@given(p=partitions, f=frees, dtype=int_dtypes, seed=seeds, bcast=st.sampled_from(["PF,PF", "PF,P1", "PF,1F"]))
+@given(
+    p=partitions, f=frees, dtype=int_dtypes, seed=seeds, bcast=st.sampled_from(["PF,PF", "PF,P1", "PF,1F"])
+)
 def test_integer_arithmetic_rounds_and_saturates_into_the_int_dtype(p, f, dtype, seed, bcast):
     rng = rng_of(seed)
     sx, sy = (_shape(c, p, f) for c in bcast.split(","))
@@ -336,8 +381,11 @@ def test_logical_not():
 
 # ---- where ----------------------------------------------------------------------------------------
 
+
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, ybc=st.sampled_from(["PF", "P1", "1F", "scalar"]))
+@given(
+    p=partitions, f=frees, dtype=float_dtypes, seed=seeds, ybc=st.sampled_from(["PF", "P1", "1F", "scalar"])
+)
 def test_where(p, f, dtype, seed, ybc):
     rng = rng_of(seed)
     c = rng.random((p, f)) < 0.5
@@ -353,6 +401,7 @@ def test_where(p, f, dtype, seed, ybc):
 
 
 # ---- masks ------------------------------------------------------------------------------------------
+
 
 @FAST
 @given(p=partitions, f=frees, seed=seeds, data=st.data())
@@ -400,8 +449,10 @@ def test_mask_square_tutorial_example():
 # ---- Python operators on tiles ---------------------------------------------------------------------
 
 OPS = {
-    "+": (lambda a, b: a + b, np.add), "-": (lambda a, b: a - b, np.subtract),
-    "*": (lambda a, b: a * b, np.multiply), "/": (lambda a, b: a / b, np.divide),
+    "+": (lambda a, b: a + b, np.add),
+    "-": (lambda a, b: a - b, np.subtract),
+    "*": (lambda a, b: a * b, np.multiply),
+    "/": (lambda a, b: a / b, np.divide),
 }
 
 
@@ -437,3 +488,72 @@ def test_fp16_and_bf16_saturation_is_ieee_overflow_to_inf(dtype):
     x = np.array([[60000.0, -60000.0, 1e30]], np.float32)
     got = apply(lambda t: nl.multiply(t, 2.0, dtype=dtype), x)
     assert_exact(got, cast(x * np.float32(2.0), dtype))
+
+
+# ---- more shapes: 3-D tiles, reduction results as (P, 1) operands, in-place updates -------------------
+
+
+@FAST
+@given(p=partitions, g=st.integers(1, 6), f=st.integers(1, 64), seed=seeds, dtype=float_dtypes)
+def test_three_dimensional_broadcasting(p, g, f, seed, dtype):
+    rng = rng_of(seed)
+    x = rand(rng, (p, 1, f), dtype)
+    y = rand(rng, (p, g, 1), dtype)
+    z = rand(rng, (1, g, f), dtype)
+    got = apply(lambda a, b, c: nl.subtract(nl.multiply(a, b), c), x, y, z)
+    want = cast(cast(f32(x) * f32(y), dtype).astype(np.float32) - f32(z), dtype)
+    assert_exact(got, want)
+
+
+@FAST
+@given(p=partitions, f=frees, seed=seeds)
+def test_reduction_result_used_as_a_per_partition_operand(p, f, seed):
+    """The RMSNorm tutorial: nl.multiply(a_tile, nl.rsqrt(nl.sum(sq, axis=[1]))) with a (P,) reduction."""
+    x = rand(rng_of(seed), (p, f), np.float32, 0.5, 2)
+    got = apply(lambda t: nl.multiply(t, nl.rsqrt(nl.sum(nl.square(t), axis=[1]))), x)
+    want = x.astype(np.float64) / np.sqrt((x.astype(np.float64) ** 2).sum(axis=1, keepdims=True))
+    assert_close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["+=", "-=", "*=", "/="])
+@FAST
+@given(p=partitions, f=frees, seed=seeds, dtype=float_dtypes, scalar=st.booleans())
+def test_augmented_assignment_updates_in_place(op, p, f, seed, dtype, scalar):
+    rng = rng_of(seed)
+    x = rand(rng, (p, f), dtype)
+    y = rand(rng, (p, f), dtype, 0.5, 2)
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        u = 1.5 if scalar else nl.load(b)
+        if op == "+=":
+            t += u
+        elif op == "-=":
+            t -= u
+        elif op == "*=":
+            t[...] *= u
+        else:
+            t[...] /= u
+        nl.store(out, value=t)
+        return out
+
+    ref = {"+=": np.add, "-=": np.subtract, "*=": np.multiply, "/=": np.divide}[op]
+    want = cast(ref(f32(x), np.float32(1.5) if scalar else f32(y)), dtype)
+    assert_exact(k(x, y), want)
+
+
+def test_elementwise_on_psum_operands_and_results_assigned_to_psum():
+    x = rand(rng_of(5), (64, 128), np.float32)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        ps = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.psum)
+        ps[...] = nl.load(a)
+        ps[...] = nl.exp(ps)
+        nl.store(out, value=nl.add(ps, 1.0))
+        return out
+
+    assert_close(k(x), np.exp(x.astype(np.float64)) + 1, rtol=1e-6)

@@ -1,8 +1,10 @@
 """nl.matmul (both layouts, accumulation over K tiles in PSUM, operand masking), nl.transpose and the
-NKI matmul tutorial kernels, against NumPy.  TensorE multiplies the *stored* values and accumulates in fp32."""
+NKI matmul tutorial kernels, against NumPy.  TensorE multiplies the *stored* values, accumulates in fp32."""
 
 from __future__ import annotations
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import (
@@ -22,9 +24,6 @@ from _nki_support import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
-
 mm_dtypes = st.sampled_from(FLOATS)
 K = st.integers(1, 128)
 M = st.integers(1, 128)
@@ -38,8 +37,9 @@ def _ints(rng, shape, dtype):
 
 @nki.jit
 def matmul_kernel(x, y, transpose_x):
-    out = nl.ndarray((x.shape[0] if not transpose_x else x.shape[1], y.shape[1]), dtype=nl.float32,
-                     buffer=nl.shared_hbm)
+    out = nl.ndarray(
+        (x.shape[0] if not transpose_x else x.shape[1], y.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm
+    )
     tx = nl.load(x)
     ty = nl.load(y)
     res = nl.matmul(tx, ty, transpose_x=transpose_x)
@@ -111,19 +111,24 @@ def _tiled(a_t, b, tk, tm, tn):
                 for k in nl.affine_range(K // tk):
                     lhsT_tile = nl.ndarray((tk, tm), dtype=lhsT.dtype, buffer=nl.sbuf)
                     rhs_tile = nl.ndarray((tk, tn), dtype=rhs.dtype, buffer=nl.sbuf)
-                    lhsT_tile[...] = nl.load(lhsT[k * tk:(k + 1) * tk, m * tm:(m + 1) * tm])
-                    rhs_tile[...] = nl.load(rhs[k * tk:(k + 1) * tk, n * tn:(n + 1) * tn])
+                    lhsT_tile[...] = nl.load(lhsT[k * tk : (k + 1) * tk, m * tm : (m + 1) * tm])
+                    rhs_tile[...] = nl.load(rhs[k * tk : (k + 1) * tk, n * tn : (n + 1) * tn])
                     res_psum += nl.matmul(lhsT_tile[...], rhs_tile[...], transpose_x=True)
                 res_sb = nl.copy(res_psum, dtype=result.dtype)
-                nl.store(result[m * tm:(m + 1) * tm, n * tn:(n + 1) * tn], value=res_sb)
+                nl.store(result[m * tm : (m + 1) * tm, n * tn : (n + 1) * tn], value=res_sb)
         return result
 
     return nki_matmul_tiled_(a_t, b)
 
 
 @FAST
-@given(kt=st.integers(1, 4), mt=st.integers(1, 2), nt=st.integers(1, 2), seed=seeds,
-       tiles=st.sampled_from([(128, 128, 512), (64, 32, 96), (128, 128, 33), (7, 5, 3)]))
+@given(
+    kt=st.integers(1, 4),
+    mt=st.integers(1, 2),
+    nt=st.integers(1, 2),
+    seed=seeds,
+    tiles=st.sampled_from([(128, 128, 512), (64, 32, 96), (128, 128, 33), (7, 5, 3)]),
+)
 def test_tiled_matmul_accumulates_over_k_tiles(kt, mt, nt, seed, tiles):
     tk, tm, tn = tiles
     rng = rng_of(seed)
@@ -158,14 +163,15 @@ def test_matmul_fully_optimized_style_block_dims():
         lhsT_tiles = nl.ndarray((K // TK, nl.par_dim(TK), M), dtype=lhsT.dtype, buffer=nl.sbuf)
         rhs_tiles = nl.ndarray((K // TK, nl.par_dim(TK), N), dtype=rhs.dtype, buffer=nl.sbuf)
         for kk in nl.affine_range(K // TK):
-            lhsT_tiles[kk] = nl.load(lhsT[kk * TK:(kk + 1) * TK, :])
-            rhs_tiles[kk] = nl.load(rhs[kk * TK:(kk + 1) * TK, :])
+            lhsT_tiles[kk] = nl.load(lhsT[kk * TK : (kk + 1) * TK, :])
+            rhs_tiles[kk] = nl.load(rhs[kk * TK : (kk + 1) * TK, :])
         for n in nl.affine_range(N // TN):
             res_psum = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
             for kk in nl.affine_range(K // TK):
-                res_psum += nl.matmul(lhsT_tiles[kk, :, 0:TM], rhs_tiles[kk, :, n * TN:(n + 1) * TN],
-                                      transpose_x=True)
-            nl.store(result[:, n * TN:(n + 1) * TN], value=nl.copy(res_psum))
+                res_psum += nl.matmul(
+                    lhsT_tiles[kk, :, 0:TM], rhs_tiles[kk, :, n * TN : (n + 1) * TN], transpose_x=True
+                )
+            nl.store(result[:, n * TN : (n + 1) * TN], value=nl.copy(res_psum))
         return result
 
     assert_exact(k(a_t, b), f32(a_t).T @ f32(b))
@@ -181,8 +187,11 @@ def test_matmul_accumulation_into_fresh_ndarray_psum_starts_from_the_first_produ
         out = nl.ndarray((64, 100), dtype=nl.float32, buffer=nl.shared_hbm)
         acc = nl.ndarray((64, 100), dtype=nl.float32, buffer=nl.psum)
         for i in nl.affine_range(3):
-            acc += nl.matmul(nl.load(a[i * 128:(i + 1) * 128, :]), nl.load(b[i * 128:(i + 1) * 128, :]),
-                             transpose_x=True)
+            acc += nl.matmul(
+                nl.load(a[i * 128 : (i + 1) * 128, :]),
+                nl.load(b[i * 128 : (i + 1) * 128, :]),
+                transpose_x=True,
+            )
         nl.store(out, value=acc)
         return out
 
@@ -237,6 +246,7 @@ def test_matmul_operand_masking(k, m, n, seed, data):
 
 
 # ---- nl.transpose ------------------------------------------------------------------------------------
+
 
 @FAST
 @given(p=st.integers(1, 128), f=st.integers(1, 128), dtype=mm_dtypes, seed=seeds)

@@ -3,6 +3,8 @@ fused helpers softmax and rms_norm, against NumPy."""
 
 from __future__ import annotations
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import (
@@ -25,8 +27,6 @@ from _nki_support import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.language as nl
 from devkit.errors import IndexingError
 
 REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean, "var": np.var}
@@ -70,8 +70,14 @@ def test_reductions_match_numpy(name, case, keepdims, p, f, dtype, seed):
 @slow
 @pytest.mark.parametrize("name", sorted(REDUCE))
 @SLOW
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, keepdims=st.booleans(),
-       case=st.integers(0, len(AXES) - 1))
+@given(
+    p=partitions,
+    f=frees,
+    dtype=float_dtypes,
+    seed=seeds,
+    keepdims=st.booleans(),
+    case=st.integers(0, len(AXES) - 1),
+)
 def test_reductions_match_numpy_sweep(name, case, keepdims, p, f, dtype, seed):
     _check_reduce(name, case, keepdims, p, f, dtype, seed)
 
@@ -122,7 +128,7 @@ def test_masked_reduction_only_reduces_the_masked_region(p, f, seed, data):
     assert_close(got[:, 1], x[:mp, :mf].sum(axis=1), atol=1e-4 * f)
 
 
-@pytest.mark.parametrize("axis", [0, [0, 1], [1] + [0]])
+@pytest.mark.parametrize("axis", [0, [0, 1], [1, 0]])
 def test_reducing_the_partition_axis_is_an_error(axis):
     x = np.ones((4, 8), np.float32)
     with pytest.raises(IndexingError):
@@ -136,6 +142,7 @@ def test_reduction_axes_must_be_the_trailing_free_axes():
 
 
 # ---- softmax / rms_norm ----------------------------------------------------------------------------
+
 
 def _softmax(x, axis):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
@@ -187,3 +194,42 @@ def test_reductions_of_block_tile_need_indexing():
         return out
 
     assert_exact(k(x), x.max(axis=2))
+
+
+@pytest.mark.parametrize("name", ["mean", "var", "prod", "min", "all"])
+@FAST
+@given(p=partitions, f=st.integers(2, 200), seed=seeds, data=st.data())
+def test_masked_statistics_only_see_the_masked_elements(name, p, f, seed, data):
+    mf = data.draw(st.integers(1, f))
+    rng = rng_of(seed)
+    x = rand(rng, (p, f), np.float32, 0.9, 1.1) if name != "all" else (rng.random((p, f)) < 0.9).astype(np.float32)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_f = nl.arange(f)[None, :]
+        r = getattr(nl, name)(nl.load(a), axis=1, mask=(i_f < mf), dtype=nl.float32)
+        nl.store(out, value=r)
+        return out
+
+    ref = {"mean": np.mean, "var": np.var, "prod": np.prod, "min": np.min, "all": np.all}[name]
+    want = ref(x[:, :mf].astype(np.float64), axis=1, keepdims=True).astype(np.float32)
+    assert_close(k(x), want, rtol=1e-5, atol=1e-6)
+
+
+@FAST
+@given(p=partitions, f=st.integers(1, 130), seed=seeds, square=st.booleans())
+def test_reduction_result_broadcasts_along_the_free_axis_on_assignment(p, f, seed, square):
+    """t[...] = nl.sum(x, axis=1): the (P,) result is one value per partition (also when P == F)."""
+    f = p if square else f
+    x = rand(rng_of(seed), (p, f), np.float32)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.sbuf)
+        t[...] = nl.max(nl.load(a), axis=1)
+        nl.store(out, value=t)
+        return out
+
+    assert_exact(k(x), np.broadcast_to(x.max(axis=1, keepdims=True), (p, f)).copy())

@@ -29,7 +29,7 @@ from devkit.trace import HBM, Access, Instr
 #: DMA opcodes with a specific rule (every DMA opcode goes through the same mechanism).
 DMA_OPCODES = frozenset({
     "dma_copy", "load", "store", "load_transpose2d", "dma_transpose", "atomic_rmw",
-    "load_indirect", "store_indirect", "spill", "reload",
+    "load_indirect", "store_indirect", "spill_store", "spill_load",
 })
 TRANSPOSE_OPCODES = frozenset({"load_transpose2d", "dma_transpose"})
 

@@ -1,9 +1,19 @@
-"""The pool of DMA engines of one core, as groups of engines that become free at the same time.
+"""The pool of DMA engines of one core: when each engine is busy, with back-filling of idle gaps.
 
-A transfer takes the ``n`` engines that free up first; each starts when it is free (but not before
-the transfer's data may start) and works ``occ`` ns.  Engines are identical, so the pool only keeps
-sorted ``(free time, engine count)`` groups: after a 16-engine transfer all engines form one group,
-which makes the common cases O(1).
+A transfer is split into ``n`` packets of ``occ`` ns on ``n`` distinct engines; each packet starts
+as early as its engine allows (never before the transfer may start).  Engines are tracked as bit
+masks, grouped by state:
+
+* the *tail*: sorted ``(free time, engine mask)`` groups: from that time on the engines are idle
+  for good (after a 16-engine transfer all engines form one group: the common case is O(1));
+* *holes*: idle gaps ``[start, end)`` left on some engines when a transfer started later than the
+  engine was free (it waited for its dependencies).  A transfer that the scheduler sees later in
+  program order but that is ready earlier (a load issued after a store that waits for compute)
+  fills a hole when it fits, as the hardware's other DMA queues would.  Only the ``max_holes`` most
+  recent holes are kept, which bounds memory and time.
+
+Among engines that can start a packet equally early, the one idle the shortest before it goes
+first, then the one whose gap closes first (best fit).
 
 Units: ns.
 """
@@ -12,77 +22,160 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+_INF = float("inf")
+
+
+def _lowest_bits(mask: int, k: int) -> int:
+    """The ``k`` lowest set bits of ``mask``."""
+    out = 0
+    for _ in range(k):
+        bit = mask & -mask
+        out |= bit
+        mask ^= bit
+    return out
+
 
 class DmaPool:
-    """Free times of ``engines`` identical DMA engines."""
+    """Busy/idle state of ``engines`` identical DMA engines."""
 
-    __slots__ = ("counts", "engines", "times")
+    __slots__ = ("engines", "hole_ends", "holes", "longest_hole", "masks", "max_holes", "times")
 
-    def __init__(self, engines: int) -> None:
+    def __init__(self, engines: int, max_holes: int = 64) -> None:
         self.engines = engines
+        self.max_holes = max_holes
         self.times: list[float] = [0.0]
-        self.counts: list[int] = [engines]
-
-    def earliest(self) -> float:
-        """When the first engine is free."""
-        return self.times[0]
+        self.masks: list[int] = [(1 << engines) - 1]
+        self.hole_ends: list[float] = []
+        self.holes: list[tuple[float, int]] = []  # (start, engine mask), parallel to hole_ends
+        #: Upper bound on the length of any kept hole (exact after removals of the longest).
+        self.longest_hole = 0.0
 
     def take(self, n: int, ready: float, occ: float, not_before: float = 0.0) -> tuple[float, float]:
-        """Occupy the ``n`` first-free engines for ``occ`` ns each, none starting before ``ready``.
+        """Occupy ``n`` engines for ``occ`` ns each, none starting before ``ready``.
 
         No engine is released before ``not_before`` (a transfer held back by the HBM cap keeps its
         engines).  Returns ``(first start, last end)`` of the transfer.
         """
-        times, counts = self.times, self.counts
-        f0 = times[0]
-        first = f0 if f0 > ready else ready
-        c0 = counts[0]
-        if c0 >= n:
-            end = first + occ
-            if end < not_before:
-                end = not_before
-            if c0 > n:
-                counts[0] = c0 - n
-            elif len(times) == 1:
-                times[0] = end
-                return first, end
-            else:
-                del times[0]
-                del counts[0]
-            self._insert(end, n)
-            return first, end
-        new_t: list[float] = []
-        new_c: list[int] = []
-        need = n
-        i = 0
-        while need:
-            c = counts[i]
-            f = times[i]
-            take = c if c <= need else need
-            end = (f if f > ready else ready) + occ
-            if end < not_before:
-                end = not_before
-            if new_t and new_t[-1] == end:
-                new_c[-1] += take
-            else:
-                new_t.append(end)
-                new_c.append(take)
-            need -= take
-            if take == c:
-                i += 1
-            else:
-                counts[i] = c - take
-        del times[:i]
-        del counts[:i]
-        for t, c in zip(new_t, new_c):
-            self._insert(t, c)
-        return first, new_t[-1]
+        times = self.times
+        if len(times) != 1 or (occ <= self.longest_hole and bisect_left(
+            self.hole_ends, ready + occ if ready + occ > not_before else not_before
+        ) < len(self.hole_ends)):
+            return self._take_general(n, ready, occ, not_before)
+        # one group of engines, no idle gap to fill: the common case
+        f, mask = times[0], self.masks[0]
+        first = f if f > ready else ready
+        end = first + occ if first + occ > not_before else not_before
+        if n >= mask.bit_count():
+            picked, rest = mask, 0
+        else:
+            picked = _lowest_bits(mask, n)
+            rest = mask ^ picked
+        if ready > f:
+            self._add_hole(f, ready, picked)
+        if rest:
+            self.masks[0] = rest
+            self._insert(end, picked)
+        else:
+            times[0] = end
+        return first, end
 
-    def _insert(self, t: float, c: int) -> None:
+    def _take_general(self, n: int, ready: float, occ: float, not_before: float) -> tuple[float, float]:
+        ends, holes = self.hole_ends, self.holes
+        times, masks = self.times, self.masks
+        need_end = ready + occ if ready + occ > not_before else not_before
+        # (start, idle time before it, end of the gap, engines, hole index or -1 - tail index)
+        slots: list[tuple[float, float, float, int, int]] = []
+        first_hole = bisect_left(ends, need_end) if occ <= self.longest_hole else len(ends)
+        for j in range(first_hole, len(ends)):
+            start, mask = holes[j]
+            s = start if start > ready else ready
+            e = s + occ if s + occ > not_before else not_before
+            if e <= ends[j]:
+                slots.append((s, s - start, ends[j], mask, j))
+        for i, f in enumerate(times):
+            s = f if f > ready else ready
+            slots.append((s, s - f, _INF, masks[i], -1 - i))
+        slots.sort()
+        chosen = 0
+        remaining = n
+        used: list[tuple[int, int, float]] = []  # (where, picked mask, start)
+        for s, _, _, mask, where in slots:
+            free = mask & ~chosen
+            if not free:
+                continue
+            count = free.bit_count()
+            picked = free if count <= remaining else _lowest_bits(free, remaining)
+            chosen |= picked
+            used.append((where, picked, s))
+            remaining -= count if count <= remaining else remaining
+            if not remaining:
+                break
+        first = used[0][2]
+        last = 0.0
+        new_holes: list[tuple[float, float, int]] = []
+        new_tail: list[tuple[float, int]] = []
+        hole_updates: dict[int, int] = {}
+        tail_updates: dict[int, int] = {}
+        for where, picked, s in used:
+            e = s + occ if s + occ > not_before else not_before
+            if e > last:
+                last = e
+            if where >= 0:
+                start = holes[where][0]
+                hole_updates[where] = hole_updates.get(where, holes[where][1]) & ~picked
+                new_holes.append((start, s, picked))
+                new_holes.append((e, ends[where], picked))
+            else:
+                i = -1 - where
+                tail_updates[i] = tail_updates.get(i, masks[i]) & ~picked
+                new_holes.append((times[i], s, picked))
+                new_tail.append((e, picked))
+        removed_longest = False
+        for j in sorted(hole_updates, reverse=True):
+            if hole_updates[j]:
+                holes[j] = (holes[j][0], hole_updates[j])
+            else:
+                removed_longest |= ends[j] - holes[j][0] >= self.longest_hole
+                del holes[j]
+                del ends[j]
+        if removed_longest:
+            self._recompute_longest()
+        for i in sorted(tail_updates, reverse=True):
+            if tail_updates[i]:
+                masks[i] = tail_updates[i]
+            else:
+                del times[i]
+                del masks[i]
+        for t, m in new_tail:
+            self._insert(t, m)
+        for start, end, m in new_holes:
+            self._add_hole(start, end, m)
+        return first, last
+
+    def _insert(self, t: float, mask: int) -> None:
         times = self.times
         i = bisect_left(times, t)
         if i < len(times) and times[i] == t:
-            self.counts[i] += c
+            self.masks[i] |= mask
         else:
             times.insert(i, t)
-            self.counts.insert(i, c)
+            self.masks.insert(i, mask)
+
+    def _add_hole(self, start: float, end: float, mask: int) -> None:
+        if end <= start:
+            return
+        ends = self.hole_ends
+        i = bisect_left(ends, end)
+        ends.insert(i, end)
+        self.holes.insert(i, (start, mask))
+        if end - start > self.longest_hole:
+            self.longest_hole = end - start
+        if len(ends) > self.max_holes:
+            dropped = ends[0] - self.holes[0][0]
+            del ends[0]
+            del self.holes[0]
+            if dropped >= self.longest_hole:
+                self._recompute_longest()
+
+    def _recompute_longest(self) -> None:
+        self.longest_hole = max((e - h[0] for e, h in zip(self.hole_ends, self.holes)), default=0.0)

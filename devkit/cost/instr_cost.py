@@ -166,7 +166,8 @@ def _v_copy_like(instr: Instr, k: _Consts) -> float:
 
 
 @_rule(VECTOR, "nc_transpose", "transpose", "tensor_copy_predicated", "dropout", "max8", "nc_find_index8",
-       "nc_match_replace8", "nc_stream_shuffle", "bn_stats", "range_select", "select_reduce", "select")
+       "nc_match_replace8", "nc_stream_shuffle", "bn_stats", "range_select", "select_reduce", "select",
+       "tensor_scalar_cumulative")
 def _v_one_input(instr: Instr, k: _Consts) -> float:
     n = _streamed(instr)
     return n if n > k.v_min_ii else k.v_min_ii
@@ -226,7 +227,7 @@ def _v_memset(instr: Instr, k: _Consts) -> float:
     return max(k.v_min_ii, n / k.memset_div if fast else n)
 
 
-@_rule(VECTOR, "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
+@_rule(VECTOR, "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "tensor_copy_dynamic")
 def _v_dynamic_copy(instr: Instr, k: _Consts) -> float:
     return max(k.dyn_copy_min, _streamed(instr))
 
@@ -247,8 +248,12 @@ def _s_activation_reduce(instr: Instr, k: _Consts) -> float:
 # --- GpSimd --------------------------------------------------------------------------------------
 
 @_rule(GPSIMD, "iota", "affine_select", "local_gather", "memset", "tensor_copy", "copy", "tensor_scalar",
-       "tensor_partition_reduce", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst")
+       "tensor_partition_reduce", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "gather_flattened",
+       "rand", "sequence_bounds")
 def _g_one_input(instr: Instr, k: _Consts) -> float:
+    """``150 + N`` [B1-ISA iota/affine_select/local_gather]; the general GpSimd rule of
+    reference/nki_api.md s4.5 for the ops without a documented figure (partition reduce,
+    gather_flattened, rand, sequence_bounds)."""
     return k.g_start + _streamed(instr)
 
 

@@ -37,7 +37,8 @@ BUSY_KEYS = ENGINES  # ("tensor", "vector", "scalar", "gpsimd", "dma")
 
 @dataclass(frozen=True)
 class Hotspot:
-    """Work attributed to one kernel source line."""
+    """Work attributed to one kernel source line (DMA busy = engine time / DMA engines, as in
+    ``engine_busy_us``)."""
 
     filename: str
     lineno: int
@@ -134,12 +135,14 @@ def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: 
     bounds_ns["dma/hbm"] = max(busy_ns[DMA], hbm_ns, totals.queue_busy_ns) + totals.spill_tail_ns
     bound_by = max(bounds_ns, key=lambda k: bounds_ns[k])
     parts = stats.partitions
-    hot = sorted(totals.hotspots.items(), key=lambda kv: -sum(kv[1][1:]))[:hotspot_limit]
-    hotspots = tuple(
-        Hotspot(filename=f, lineno=line, instructions=v[0],
-                busy_us={name: v[i + 1] * ns_to_us for i, name in enumerate(ENGINES)})
-        for (f, line), v in hot
-    )
+    n = len(ENGINES)
+    dma_index = ENGINES.index(DMA)
+    hotspots = []
+    for (filename, lineno), v in totals.hotspots.items():
+        busy = {name: v[n + i] * ns_to_us for i, name in enumerate(ENGINES)}
+        busy[DMA] = v[n + dma_index] * ns_to_us / target.dma.engines
+        hotspots.append(Hotspot(filename=filename, lineno=lineno, instructions=sum(v[:n]), busy_us=busy))
+    hotspots.sort(key=lambda h: (-h.total_busy_us, h.filename, h.lineno))
     return CostReport(
         target=target.name,
         kernel=kernel_name,
@@ -169,7 +172,7 @@ def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: 
         resource_bounds_us={k: v * ns_to_us for k, v in bounds_ns.items()},
         dma_transfers=totals.dma_transfers,
         dma_descriptors=totals.dma_descriptors,
-        hotspots=hotspots,
+        hotspots=tuple(hotspots[:hotspot_limit]),
         unknown_opcodes={f"{e}.{op}": c for (e, op), c in sorted(totals.unknown_opcodes.items())},
         params=params.as_dict(),
         timeline=timeline,

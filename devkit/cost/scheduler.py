@@ -16,15 +16,22 @@ Model (reference/nki_api.md section 4.3-4.5):
 * **DMA**: a transfer is issued on its queue (``attrs["queue"]``, else its source line: one call
   site = one queue) when its dependencies are ready and the queue has finished the fixed part of
   the previous transfer (``dma_queue_busy_ns``, FIFO within a queue [DMAOV]).  Its bytes start
-  moving ``dma_fixed_latency_ns`` after issue, on the ``n`` DMA engines of the pool of
-  ``dma.engines`` that free up first (:mod:`devkit.cost.dma_cost`); each engine starts when it is
-  free, the transfer ends when its last engine ends.
+  moving ``dma_fixed_latency_ns`` after issue, as ``n`` packets of equal length on ``n`` distinct
+  engines of the pool (:mod:`devkit.cost.dma_cost` for ``n`` and the packet length,
+  :mod:`devkit.cost.dma_pool` for the placement): each packet takes the engine that can start it
+  first, back-filling idle gaps left by transfers that waited for their dependencies, so a load
+  seen after a store that waits for compute still runs early, as on another hardware queue.  The
+  transfer ends when its last packet ends.
 * **HBM cap**: the HBM bytes of every transfer are booked on one per-core ledger
-  (:mod:`devkit.cost.hbm`); a transfer cannot end before its HBM share is served.
+  (:mod:`devkit.cost.hbm`); a transfer cannot end before its HBM share is served.  Booking starts
+  where the transfer's first packet can start (at its ready time when it may back-fill an idle
+  gap).  On targets where all DMA engines together cannot outrun HBM with one-sided transfers
+  (trn1, inf2: 16 x 17 B/ns < 410 B/ns) only HBM->HBM copies are booked, since nothing else can
+  reach the cap.
 * **Spills**: DMA instructions with ``attrs["spill"]`` are scheduled like any transfer and counted
   in ``spill_bytes``.  Spill bytes that :class:`devkit.trace.MemoryStats` reports beyond the traced
-  ones are charged at :meth:`finish` as a serial tail: written and read back once at the full DMA
-  rate.
+  ones are charged in :meth:`Scheduler.totals` as a serial tail: written and read back once at the
+  full DMA rate (the lower of the DMA engines' aggregate and the HBM bandwidth).
 
 Recorded: per-engine busy time and instruction count, makespan, HBM read/write bytes, SBUF<->PSUM
 bytes (bytes written to / read from PSUM by any engine), SBUF->SBUF DMA bytes, spill bytes, FLOPs
@@ -33,7 +40,6 @@ bytes (bytes written to / read from PSUM by any engine), SBUF->SBUF DMA bytes, s
 
 Units: ns inside; the report converts to us.
 """
-
 
 from __future__ import annotations
 
@@ -149,6 +155,11 @@ class Scheduler:
         hbm_used = self._hbm.used
         bucket_ns = self._hbm.bucket_ns
         hbm_bw = t.hbm.bw_bytes_per_ns
+        # the cap can only bind if the DMA engines, all busy, could outrun HBM (one-sided transfers
+        # move each byte through HBM once, HBM->HBM copies twice)
+        dma_peak = t.dma.engines * t.dma.engine_bw_bytes_per_ns
+        book_one_sided = dma_peak > hbm_bw
+        book_two_sided = 2 * dma_peak > hbm_bw
         queues = self._queues
         q_busy = p.dma_queue_busy_ns
         dma_latency = p.dma_fixed_latency_ns
@@ -156,9 +167,7 @@ class Scheduler:
         tl_add = timeline.add
         tl_events = timeline.events
         tl_limit = timeline.limit
-        tl_rows = timeline.histogram
-        tl_bins = timeline.bins
-        tl_scale = timeline.scale
+        tl_lo, tl_hi, tl_acc = timeline.lo, timeline.hi, timeline.acc
         code_of = _CODE.get
         flops_total = 0
         peak_time = 0.0
@@ -238,23 +247,25 @@ class Scheduler:
                 transfers += 1
                 descriptors_total += descriptors
                 if hbm_bytes:
-                    f0 = pool.times[0]
-                    if f0 < ready:
-                        f0 = ready
-                    need = hbm_bytes / hbm_bw
-                    bucket = int(f0 // bucket_ns)
-                    lo = bucket * bucket_ns
-                    used = hbm_used.get(bucket, 0.0)
-                    begin = lo + used if lo + used > f0 else f0
-                    if begin + need <= lo + bucket_ns:
-                        hbm_used[bucket] = used + need
-                        served = begin + need
-                    else:
-                        served = hbm_book(f0, need)
                     hbm_r += rd
                     hbm_w += wr
-                    if transfers % _PRUNE_EVERY == 0:
-                        self._hbm.prune(f0)
+                    if book_one_sided or (book_two_sided and rd and wr):
+                        # book from where the first packet can start (`ready` if it may back-fill)
+                        f0 = pool.times[0]
+                        if f0 < ready or occ <= pool.longest_hole:
+                            f0 = ready
+                        need = hbm_bytes / hbm_bw
+                        bucket = int(f0 // bucket_ns)
+                        lo = bucket * bucket_ns
+                        used = hbm_used.get(bucket, 0.0)
+                        begin = lo + used if lo + used > f0 else f0
+                        if begin + need <= lo + bucket_ns:
+                            hbm_used[bucket] = used + need
+                            served = begin + need
+                        else:
+                            served = hbm_book(f0, need)
+                        if transfers % _PRUNE_EVERY == 0:
+                            self._hbm.prune(min([pool.times[0]] + [h[0] for h in pool.holes]))
                 elif instr.ins and instr.outs and instr.ins[0].buffer == SBUF == instr.outs[0].buffer:
                     s2s += moved
                 first, end = pool_take(engines, ready, occ, served)
@@ -270,10 +281,8 @@ class Scheduler:
             line[_N + e] += busy
             if n < tl_limit:
                 tl_events.append((e, first, end))
-            scale = tl_scale[0]
-            b = int(first * scale)
-            if b == int(end * scale) and b < tl_bins:
-                tl_rows[e][b] += busy
+            if tl_lo[e] <= first and end <= tl_hi[e]:
+                tl_acc[e] += busy
             else:
                 tl_add(e, first, end, busy)
 

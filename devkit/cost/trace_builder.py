@@ -14,9 +14,15 @@ Sizes: ``elems`` are elements per partition, ``bytes_per_partition`` bytes per p
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from devkit.cost.dtypes import itemsize
 from devkit.trace import DMA, GPSIMD, HBM, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr, MemoryStats
+
+if TYPE_CHECKING:
+    from devkit.cost.params import Params
+    from devkit.cost.report import CostReport
+    from devkit.cost.target import Target
 
 
 def access(buffer: str, dtype: str, partitions: int, elems: int, run_bytes: int | None = None) -> Access:
@@ -77,17 +83,20 @@ class TraceBuilder:
                         deps=deps, line=line, **attrs)
 
     def vector(self, opcode: str = "tensor_copy", elems: int = 512, **kw: object) -> int:
+        """A VectorE instruction (see :meth:`compute`)."""
         return self.compute(VECTOR, opcode, elems, **kw)  # type: ignore[arg-type]
 
     def scalar(self, opcode: str = "activation", elems: int = 512, **kw: object) -> int:
+        """A ScalarE instruction (see :meth:`compute`)."""
         return self.compute(SCALAR, opcode, elems, **kw)  # type: ignore[arg-type]
 
     def gpsimd(self, opcode: str = "iota", elems: int = 512, **kw: object) -> int:
+        """A GpSimd instruction (see :meth:`compute`)."""
         return self.compute(GPSIMD, opcode, elems, **kw)  # type: ignore[arg-type]
 
-    def schedule(self, target: object = "trn1", params: object = None, stats: MemoryStats | None = None):
+    def schedule(self, target: str | Target = "trn1", params: Params | None = None,
+                 stats: MemoryStats | None = None) -> CostReport:
         """Schedule the trace and return its :class:`devkit.cost.report.CostReport`."""
         from devkit.cost.scheduler import schedule
 
-        return schedule(self.instrs, target, stats=stats, params=params,  # type: ignore[arg-type]
-                        kernel_name=self.filename)
+        return schedule(self.instrs, target, stats=stats, params=params, kernel_name=self.filename)

@@ -10,13 +10,14 @@ tile overwrote its bytes; the simulator checks exactly that (see :class:`DirectP
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from devkit.errors import CapacityError, KernelArgumentError, TileShapeError
+from devkit.errors import CapacityError, KernelArgumentError, SpillWarning, TileShapeError
 from devkit.sim.tensor import Storage, Tensor
 
 
@@ -140,12 +141,57 @@ class DirectPlacement:
     partitions: int
 
 
+_WARNED: set = set()
+
+
+def _check_sbuf_range(m: Any, name: str, idx: tuple[int, ...], addr: int, fbytes: int, loc: tuple[str, int]) -> None:
+    """A directly allocated SBUF tile must lie inside the partition.
+
+    Past the target's usable size (``total_available_sbuf_size``) or its physical partition size the
+    kernel is only valid on a larger NeuronCore: that is a :class:`SpillWarning` (an error with
+    ``strict_capacity``), and an error past the largest partition of any target.
+    """
+    from devkit.nki.runner import largest_sbuf_bytes_per_partition
+
+    g = m.geometry
+    end = addr + fbytes
+    what = f"SBUF allocation of {name or 'tensor'} block {list(idx)}: bytes [{addr}, {end}) per partition"
+    if addr < 0 or end > largest_sbuf_bytes_per_partition():
+        raise CapacityError(f"{what} run past the end of the partition ({largest_sbuf_bytes_per_partition()} bytes on "
+                            "the largest target)", rule="direct-alloc-range", filename=loc[0], lineno=loc[1])
+    for limit, what_limit in ((g.sbuf_bytes_per_partition, "physical partition size"),
+                              (g.sbuf_usable_bytes_per_partition, "usable size (total_available_sbuf_size)")):
+        if end > limit:
+            msg = f"{what} run past the {limit}-byte {what_limit} of {g.name}"
+            if m.options.strict_capacity:
+                raise CapacityError(msg + " (strict_capacity is on)", rule="direct-alloc-range",
+                                    filename=loc[0], lineno=loc[1])
+            if (loc, limit) not in _WARNED:
+                _WARNED.add((loc, limit))
+                warnings.warn_explicit(msg + "; the kernel only fits a NeuronCore with more SBUF", SpillWarning,
+                                       loc[0], loc[1])
+            break
+
+
 class DirectAlloc:
     """An allocation policy from ``nki.compiler``: ``func(idx, pdim_size, fdim_size)``."""
 
     def __init__(self, buffer: str, func: Callable[..., Any]) -> None:
         self.buffer = buffer
         self.func = func
+
+    def _call(self, idx: tuple[int, ...], pdim: int, fbytes: int) -> Any:
+        """The SDK passes ``idx``, ``pdim_size`` and ``fdim_size`` by name (``functools.partial`` allocators
+        with leading bound arguments rely on it); plain positional allocators are supported too."""
+        import inspect
+
+        try:
+            params = inspect.signature(self.func).parameters
+        except (TypeError, ValueError):
+            params = {}
+        if all(k in params for k in ("idx", "pdim_size", "fdim_size")):
+            return self.func(idx=idx, pdim_size=pdim, fdim_size=fbytes)
+        return self.func(idx, pdim, fbytes)
 
     def create(self, m: Any, shape: tuple[int, ...], pax: int, dtype: Any, name: str,
                loc: tuple[str, int]) -> Tensor:
@@ -157,7 +203,7 @@ class DirectAlloc:
         g = m.geometry
         blocks: dict[tuple[int, ...], tuple[int, int]] = {}
         for idx in itertools.product(*[range(n) for n in shape[:nblock_dims]]):
-            r = self.func(tuple(idx), p, fbytes)
+            r = self._call(tuple(idx), p, fbytes)
             if self.buffer == "psum":
                 if not isinstance(r, tuple) or len(r) != 3:
                     raise KernelArgumentError("a PSUM allocator must return (bank, start_partition, byte_addr)")
@@ -176,12 +222,7 @@ class DirectAlloc:
                 if not isinstance(r, tuple) or len(r) != 2:
                     raise KernelArgumentError("an SBUF allocator must return (start_partition, byte_addr)")
                 sp, phys = (int(v) for v in r)
-                cap = g.sbuf_usable_bytes_per_partition
-                if phys < 0 or phys + fbytes > cap:
-                    raise CapacityError(
-                        f"SBUF allocation of {name or 'tensor'} block {idx}: bytes [{phys}, {phys + fbytes}) per "
-                        f"partition run past the {cap} usable bytes on {g.name}", rule="direct-alloc-range",
-                        filename=loc[0], lineno=loc[1])
+                _check_sbuf_range(m, name, idx, phys, fbytes, loc)
             if sp < 0 or sp + p > g.partitions:
                 raise CapacityError(f"allocation of {name or 'tensor'} block {idx}: partitions [{sp}, {sp + p}) "
                                     f"run past {g.partitions}", rule="direct-alloc-range",

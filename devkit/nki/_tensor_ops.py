@@ -153,13 +153,18 @@ def _broadcast_to(self: Tensor, shape: Any) -> Tensor:
         start, step, count, ax = e
         if count == 1 and shp[ax] != 1:
             dims[d] = (start, 0, shp[ax], ax)
-    v = Tensor(self.st, tuple(dims), shp, self.pax)
-    # axes that had no storage dim (size-1 inserted) cannot broadcast through a view
+    # a size-1 axis with no storage dim behind it (e.g. from t[g, i_p, 0]) broadcasts through a storage
+    # dim held at a fixed coordinate: step 0 repeats that coordinate
     covered = {e[3] for e in dims if not isinstance(e, int)}
     for a, n in enumerate(shp):
-        if a not in covered and n != 1:
+        if a in covered or n == 1:
+            continue
+        d = next((d for d, e in enumerate(dims) if isinstance(e, int)), None)
+        if d is None:
             raise TileShapeError(f"cannot broadcast shape {list(self.shape)} to {list(shp)} along axis {a}")
-    return v
+        dims[d] = (dims[d], 0, n, a)
+        covered.add(a)
+    return Tensor(self.st, tuple(dims), shp, self.pax)
 
 
 def _expand(self: Tensor, axis: Any) -> Tensor:

@@ -167,6 +167,9 @@ def _vector_operand(x: Any, p: int, api: str, name: str) -> Any:
     if isinstance(x, Tensor):
         t = _x.tile(x, api, name)
         s = _x.aligned_shape(t)
+        if s[0] not in (p, 1) and int(np.prod(s[1:])) == 1:
+            raise PartitionMismatchError(f"{api}: {name} has {s[0]} partitions but the data has {p}; use a "
+                                         f"({p}, 1) vector tile", rule="partition-mismatch")
         if s[0] not in (p, 1) or int(np.prod(s[1:])) != 1:
             raise TileShapeError(f"{api}: {name} must be a scalar or a ({p}, 1) vector tile, got shape {list(t.shape)}",
                                  rule="vector-operand-shape")
@@ -677,7 +680,7 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
     pend = m.emit(eng, "memset", [], [out], 0, None, loc)
     vals = None
     if m.numerics:
-        vals = np.full(shp, value, dtype=np.float32 if _dt.is_float(odt) else np.int64)
+        vals = np.full(shp, value, dtype=np.float32 if _dt.is_float(odt) else np.float64)
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, shp, api))
 
 
@@ -734,6 +737,8 @@ def range_select(*, on_true_tile: Tensor, comp_op0: Any, comp_op1: Any, bound0: 
         keep = (ALU[c0](idx, _val(b0, (p, 1))) != 0) & (ALU[c1](idx, _val(b1, (p, 1))) != 0)
         v = np.where(keep, x, np.float32(on_false_value)).astype(np.float32)
         vals = v.reshape(shape)
+        if marr is not None:  # masked-off elements take no part in the reduction
+            v = np.where(marr.reshape(p, -1), v, _IDENT.get(rname, -np.inf))
         _vector_accumulate(m, reduce_cmd, rname, v, reduce_res, p)
     elif reduce_res is not None:
         reduce_res.mark_written()
@@ -775,9 +780,11 @@ def select_reduce(*, dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: 
         pv = np.broadcast_to(pr.read().reshape(_x.aligned_shape(pr)), shape) != 0
         if reverse_pred:
             pv = ~pv
-        v = np.where(pv, _x.value_of(ot, shape, None), _val(of, shape)).astype(np.float32)
-        d.write(_dt.round_to(v, d.dtype))
-        _vector_accumulate(m, reduce_cmd, rname, v, reduce_res, p)
+        marr = _x.mask_array(mask, shape, api)  # masked-off elements are neither written nor reduced
+        v = np.where(pv, _x.value_of(ot, shape, marr), _val(of, shape)).astype(np.float32)
+        d.write(_dt.round_to(v, d.dtype), marr)
+        red_in = v if marr is None else np.where(marr, v, _IDENT.get(rname, -np.inf))
+        _vector_accumulate(m, reduce_cmd, rname, red_in, reduce_res, p)
     else:
         d.mark_written()
         if reduce_res is not None:
@@ -1051,7 +1058,8 @@ def nc_stream_shuffle(src: Tensor, dst: Tensor, shuffle_mask: Any, *, dtype: Any
             if src_row >= s.shape[0]:
                 raise IndexingError(f"{api}: shuffle_mask entry {k} selects partition {src_row} outside src")
             dv[r] = sv[src_row]
-    d.write(_dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype))
+    d.write(_dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype),
+            _x.mask_array(mask, d.shape, api))  # the mask applies to dst
 
 
 def sequence_bounds(*, segment_ids: Tensor, dtype: Any = None, **kwargs: Any) -> Tensor:

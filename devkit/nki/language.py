@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 from typing import Any
 
 import numpy as np
@@ -81,21 +82,21 @@ def affine_range(*args: int, **kwargs: Any) -> Any:
     """Parallel loop: iterations must not depend on each other (checked by the simulator)."""
     m = _x.current()
     r = _range_args("affine_range", args)
-    return m.iterate("affine", r) if m is not None else iter(r)
+    return m.iterate("affine", r, sys._getframe(1)) if m is not None else iter(r)
 
 
 def sequential_range(*args: int, **kwargs: Any) -> Any:
     """Ordered loop: iterations may depend on earlier ones."""
     m = _x.current()
     r = _range_args("sequential_range", args)
-    return m.iterate("sequential", r) if m is not None else iter(r)
+    return m.iterate("sequential", r, sys._getframe(1)) if m is not None else iter(r)
 
 
 def static_range(*args: int, **kwargs: Any) -> Any:
     """Fully unrolled loop."""
     m = _x.current()
     r = _range_args("static_range", args)
-    return m.iterate("static", r) if m is not None else iter(r)
+    return m.iterate("static", r, sys._getframe(1)) if m is not None else iter(r)
 
 
 def program_id(axis: int) -> int:
@@ -194,6 +195,8 @@ def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) 
             raise KernelArgumentError(f"{api}: directly allocated tensors cannot have an initial value",
                                       rule="direct-init-value")
         return buf.direct.create(m, shp, pax, d, name, loc)
+    if not isinstance(fill, str):  # the fill value is written in the declared dtype (RNE; ints saturate)
+        fill = _dt.round_to(np.float32(fill) if _dt.is_float(d) else np.asarray(fill), d).item()
     st = m.new_storage(shp, d, buf.kind, par_axis=pax, fill=fill if fill != "poison" else "poison", name=name,
                        loc=loc)
     t = Tensor.whole(st)
@@ -671,6 +674,8 @@ def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, ke
     axes = _axes(api, t, axis)
     out_shape = tuple(1 if i in axes else n for i, n in enumerate(shape_in)) if keepdims else \
         tuple(n for i, n in enumerate(shape_in) if i not in axes)
+    if len(out_shape) < 2:
+        out_shape = (out_shape[0], 1)  # on-chip tiles are at least 2-D: (P,) is (P, 1)
     odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
     marr = _x.mask_array(mask, shape_in, api)
     out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
@@ -678,11 +683,22 @@ def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, ke
     p = m.emit(VECTOR, "tensor_reduce", [t], [out], t.size, {"op": opname}, loc)
     vals = None
     if m.numerics:
-        v = _x.value_of(t, shape_in, marr)
+        bit = opname.startswith("bitwise")  # bitvec reductions work on the raw integers, not through fp32
+        v = _x.value_of(t, shape_in, marr, to_float=not bit)
         if marr is not None:
-            v = np.where(marr, v, _REDUCE_IDENTITY.get(opname, 0.0)).astype(np.float32)
+            ident = np.array(-1 if opname == "bitwise_and" else 0).astype(v.dtype) if bit else \
+                _REDUCE_IDENTITY.get(opname, 0.0)
+            v = np.where(marr, v, ident) if bit else np.where(marr, v, ident).astype(np.float32)
         with np.errstate(all="ignore"):
-            vals = np.asarray(fn(v, axis=axes, keepdims=keepdims), dtype=np.float32)
+            if marr is not None and opname in ("mean", "var"):  # statistics of the masked elements only
+                n = np.sum(marr, axis=axes, keepdims=True)
+                mu = np.sum(v, axis=axes, keepdims=True) / n
+                if opname == "var":
+                    mu = np.sum(np.where(marr, (v - mu) ** 2, 0), axis=axes, keepdims=True) / n
+                r = mu
+                vals = np.asarray(r if keepdims else np.squeeze(r, axis=axes), dtype=np.float32)
+            else:
+                vals = np.asarray(fn(v, axis=axes, keepdims=keepdims), dtype=None if bit else np.float32)
     return _x.commit(m, p, out, vals, None)
 
 

@@ -45,6 +45,14 @@ def geometry(target: str) -> Geometry:
     )
 
 
+@functools.lru_cache(maxsize=None)
+def largest_sbuf_bytes_per_partition() -> int:
+    """The largest physical SBUF partition of any known target (bytes)."""
+    from devkit.cost.target import TARGETS
+
+    return max(geometry(t).sbuf_bytes_per_partition for t in TARGETS)
+
+
 class TensorSpec:
     """A shape/dtype placeholder for a kernel argument (``nt.tensor[[8192, 4096], nl.bfloat16]``).
 

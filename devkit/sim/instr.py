@@ -26,6 +26,7 @@ from devkit.errors import (
 )
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
+from devkit.sim.races import REDUCE_CLASS as _REDUCE_CLASS
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
@@ -169,6 +170,9 @@ def commit(m: Machine, p: Pending, out: Tensor, values: np.ndarray | None, mask:
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     if m.numerics and values is not None:
+        values = np.asarray(values)
+        if values.shape != out.shape and values.size == out.size:
+            values = values.reshape(out.shape)
         v = np.broadcast_to(values, out.shape)
         out.write(v if exact else dt.round_to(v, out.dtype), mask)
         p.raw = v  # type: ignore[attr-defined]
@@ -283,6 +287,8 @@ def assign(dst: Tensor, value: Any) -> None:
 
 
 def _dst_shape_check(dst: Tensor, src_shape: tuple[int, ...], api: str) -> None:
+    if src_shape == dst.shape:
+        return
     try:
         np.broadcast_shapes(dst.shape, src_shape)
         ok = np.broadcast_shapes(dst.shape, src_shape) == tuple(dst.shape)
@@ -392,15 +398,20 @@ def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
             dst._fresh = ASSIGNED
             return dst
     fn = _INPLACE[op]
-    res = elementwise(
-        f"'{_SYM[op]}='",
-        VECTOR,
-        "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar",
-        fn,
-        [dst, value],
-        dtype=dst.dtype,
-    )
-    retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
+    prev = m.reducing  # the read and write of dst form one commutative update (race checker)
+    m.reducing = (dst.st, dst.box(), _REDUCE_CLASS.get(op, False))
+    try:
+        res = elementwise(
+            f"'{_SYM[op]}='",
+            VECTOR,
+            "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar",
+            fn,
+            [dst, value],
+            dtype=dst.dtype,
+        )
+        retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
+    finally:
+        m.reducing = prev
     dst._fresh = ASSIGNED
     return dst
 

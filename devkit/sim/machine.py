@@ -29,10 +29,11 @@ from devkit.errors import (
     user_location,
 )
 from devkit.sim.alloc import Placement, RingAllocator
-from devkit.sim.deps import DependencyTracker
+from devkit.sim.deps import DependencyTracker, keyspec_for
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.races import RaceChecker
 from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+from devkit.sim.tracelocals import LocalsGuard
 from devkit.trace import DMA, Access, Instr, MemoryStats, TraceSink
 
 _current = threading.local()
@@ -100,6 +101,9 @@ class Machine:
         self._shuffle = random.Random(options.seed) if options.affine_order == "shuffled" else None
         self.inputs: list[Storage] = []
         self.accumulators: dict[str, Any] = {}  # ScalarE / VectorE accumulator registers
+        # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
+        # are one commutative update (races.py lets affine_range iterations reduce into one location)
+        self.reducing: tuple | None = None
 
     # ---- activation --------------------------------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -214,6 +218,7 @@ class Machine:
             self._place(st, loc)
         if self.loops:
             self.loops[-1].scope.append(weakref.ref(st))
+            st.depth = len(self.loops)
         return st
 
     def _place(self, st: Storage, loc: tuple[str, int]) -> None:
@@ -316,20 +321,30 @@ class Machine:
         return st
 
     # ---- loops -------------------------------------------------------------------------------------
-    def iterate(self, kind: str, values: Iterable[int]) -> Iterator[int]:
-        """Run a kernel loop: every iteration executes; tensors created in an iteration die at its end."""
+    def iterate(self, kind: str, values: Iterable[int], caller: Any = None) -> Iterator[int]:
+        """Run a kernel loop: every iteration executes; tensors created in an iteration die at its end.
+
+        ``caller`` is the kernel frame running the loop: for ``affine``/``sequential`` loops its plain
+        Python locals are reset before every iteration (Beta 1 traces such loop bodies once; see
+        :mod:`devkit.sim.tracelocals`).
+        """
         self._loop_instance += 1
         frame = LoopFrame(kind, self._loop_instance)
         self.loops.append(frame)
         seq = list(values)
         if kind == "affine" and self._shuffle is not None:
             self._shuffle.shuffle(seq)
+        guard = LocalsGuard(caller) if kind != "static" and caller is not None else None
         try:
-            for v in seq:
+            for n, v in enumerate(seq):
                 frame.iter = v
+                if n and guard is not None:
+                    guard.restore()
                 yield v
                 self._end_scope(frame)
         finally:
+            if guard is not None:
+                guard.release()
             self._end_scope(frame)
             if frame in self.loops:
                 del self.loops[self.loops.index(frame) :]
@@ -387,24 +402,31 @@ class Machine:
         if sp is None:
             from devkit.sim.deps import _Space
 
-            sp = self._owners[st.buffer] = _Space(1, 1024)
+            sp = self._owners[st.buffer] = _Space(((1, 10),))
         for idx, region in self._direct_regions(t):
             me = (st.id, idx)
             if is_write:
+                (p0, p1), (b0, b1) = region
                 for rec in sp.overlapping(region):
-                    if all(a <= c and d <= b for (a, b), (c, d) in zip(region, rec[0])):
+                    (q0, q1), (c0, c1) = rec[0]
+                    if p0 <= q0 and q1 <= p1:
+                        # the new write owns [b0, b1) now; the old tile keeps what lies outside
                         sp.remove(rec)
-                sp.add([region, me, loc, st.describe(), st.name])
+                        for lo, hi in ((c0, min(c1, b0)), (max(c0, b1), c1)):
+                            if lo < hi:
+                                sp.add([((q0, q1), (lo, hi)), *rec[1:]])
+                sp.add([region, me, loc, st.describe(), st.name, st.origin])
             elif not accumulate:
                 for rec in sp.overlapping(region):
                     if rec[1] != me:
                         ofn, oln = rec[2]
                         raise CapacityError(
-                            f"{st.describe()} logical tile {list(idx)} is read after its memory "
-                            f"({st.buffer} partitions {list(region[0])}, bytes {list(region[1])}) was overwritten by "
-                            f"{rec[3]} logical tile {list(rec[1][1])} at {ofn}:{oln}: the two direct allocations "
-                            "overlap while both are in use; give them disjoint addresses or more buffers "
-                            "(num_free_tiles)", rule="direct-alloc-overlap", filename=loc[0], lineno=loc[1])
+                            f"{st.describe()} (allocated at {st.origin[0]}:{st.origin[1]}) logical tile {list(idx)} "
+                            f"is read after its memory ({st.buffer} partitions [{region[0][0]}, {region[0][1]}), "
+                            f"bytes [{region[1][0]}, {region[1][1]})) was overwritten by {rec[3]} (allocated at "
+                            f"{rec[5][0]}:{rec[5][1]}) logical tile {list(rec[1][1])} at {ofn}:{oln}: the two "
+                            "allocations overlap while both are in use; give them disjoint addresses or more "
+                            "buffers (num_free_tiles)", rule="direct-alloc-overlap", filename=loc[0], lineno=loc[1])
 
     def check_write(self, t: Tensor, loc: tuple[str, int] | None = None, *, accumulate: bool = False) -> None:
         st = t.st
@@ -420,13 +442,18 @@ class Machine:
                 lineno=loc[1],
             )
         if self.races is not None and self.loops:
+            r = self.reducing
+            if r is not None and r[0] is st and r[1] == t.box():
+                accumulate = r[2]
             self.races.access(t, True, accumulate, loc or user_location())
 
     def check_read(self, t: Tensor, loc: tuple[str, int] | None = None) -> None:
         if t.st.kind == "direct":
             self._check_direct(t, False, loc or user_location())
         if self.races is not None and self.loops:
-            self.races.access(t, False, False, loc or user_location())
+            r = self.reducing
+            red = r[2] if (r is not None and r[0] is t.st and r[1] == t.box()) else False
+            self.races.access(t, False, red, loc or user_location())
 
     # ---- instruction issue ---------------------------------------------------------------------------
     def emit(
@@ -522,16 +549,20 @@ class Machine:
             return
         if st.kind == "direct":
             # direct allocations alias on purpose: track them by physical address
-            sp = self.deps.space(("phys", st.buffer), 1, 1024)
+            sp = self.deps.space(("phys", st.buffer), ((1, 10),))
             for _, region in self._direct_regions(t):
                 self.deps.access(sp, region, iid, engine, is_write, deps)
             return
         if st.on_chip:
-            sp = self.deps.space(st.id, 0, 1 << 30)
+            sp = self.deps.space(st.id, ())
+            if sp.keyspec == ():
+                sp.keyspec = keyspec_for(st.shape, st.par_axis)
             if self.reuse_deps:
                 inherited = self.reuse_deps.pop(st.id, None)
                 if inherited:
                     deps |= inherited
         else:
-            sp = self.deps.space(("hbm", st.id), 0, 128)
+            sp = self.deps.space(("hbm", st.id), ())
+            if sp.keyspec == ():
+                sp.keyspec = keyspec_for(st.shape, None)
         self.deps.access(sp, t.box(), iid, engine, is_write, deps)

@@ -1,25 +1,48 @@
 """Detection of dependencies between iterations of ``nl.affine_range`` loops.
 
 NKI lets the compiler run ``affine_range`` iterations in any order and overlap them, so two iterations
-must not write the same location (except accumulating matmul results into PSUM with ``+=``), and one
-iteration must not read what another writes.  Every access inside a loop is recorded with its *loop
-context* -- the (loop instance, iteration) of each enclosing loop -- and compared with earlier accesses
-of the same tensor: two accesses conflict when their contexts first differ at an ``affine_range`` loop
-(same loop instance, different iterations) and their regions overlap.
+must not write the same location, and one iteration must not read what another writes.  The exception
+is an associative reduction: every iteration updating the same location with the same commutative
+in-place operation (``psum += nc_matmul(...)``, ``acc[...] += x`` in SBUF, ``dma_copy(dst_rmw_op=np.add)``)
+gives the same result in any order (NKI: "associative reductions are allowed"), so two such updates of
+one kind never conflict -- but reading a partially reduced location from another iteration does.
+
+Every access inside a loop is recorded with its *loop context* -- the ``(loop instance, iteration,
+kind)`` of each enclosing loop -- and compared with earlier accesses of the same tensor: two accesses
+conflict when their contexts first differ at an ``affine_range`` loop (same loop instance, different
+iterations), at least one writes, and the elements they touch overlap.  Overlap is decided on the
+bounding boxes first (cheap) and then exactly (strided views: arithmetic progressions per dimension;
+gathered views: sets of flat indices).  When a loop instance finishes, its records collapse onto the
+enclosing context, so the next iteration of an outer ``affine_range`` loop is compared with them too.
+
+Cost: tensors created inside the innermost ``affine_range`` loop of an access are private to one
+iteration and are not recorded at all; kernel inputs and constants are never written and are skipped.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from devkit.errors import RaceError
-from devkit.sim.deps import _Space
 
 if TYPE_CHECKING:
     from devkit.sim.machine import LoopFrame, Machine
     from devkit.sim.tensor import Tensor
 
-# record: [box, ctx, is_write, accumulate, loc]
+Box = tuple[tuple[int, int], ...]
+
+#: In-place operators whose repeated application commutes (``a - x - y == a - y - x``), so that
+#: ``affine_range`` iterations may apply them to one location in any order.  Value: the class of updates
+#: that commute with each other.
+REDUCE_CLASS = {"add": "add", "sub": "add", "mul": "mul", "div": "mul", "and": "and", "or": "or", "xor": "xor"}
+
+_EXACT_LIMIT = 1 << 18  # elements materialised for an exact overlap test of gathered views
+_MAX_KEYS = 32  # buckets one record may occupy before it is kept in the "wide" list
+
+# record: [box, ctx, is_write, reduce_class, loc, exact]
 
 
 def _diverge(a: tuple, b: tuple) -> tuple[int, str] | None:
@@ -32,74 +55,282 @@ def _diverge(a: tuple, b: tuple) -> tuple[int, str] | None:
     return None
 
 
+class _Records:
+    """Access records of one tensor, bucketed on its block dims and its leading/trailing dims."""
+
+    __slots__ = ("buckets", "spec", "wide")
+
+    def __init__(self, shape: tuple[int, ...], par_axis: int | None) -> None:
+        nd = len(shape)
+        spec: list[tuple[int, int]] = []
+        if par_axis:  # block dims: one bucket per logical tile
+            spec.extend((d, 0) for d in range(par_axis))
+        elif par_axis is None and nd:
+            spec.append((0, _shift(shape[0])))
+        if nd >= 2 and nd - 1 != par_axis:
+            spec.append((nd - 1, _shift(shape[-1])))
+        self.spec = tuple(spec)
+        self.buckets: dict[tuple[int, ...], list[list]] = {}
+        self.wide: list[list] = []
+
+    def _keys(self, box: Box) -> list[tuple[int, ...]] | None:
+        ranges = []
+        total = 1
+        for ax, sh in self.spec:
+            lo, hi = box[ax]
+            a = lo >> sh
+            b = ((max(hi, lo + 1) - 1) >> sh) + 1
+            total *= b - a
+            if total > _MAX_KEYS:
+                return None
+            ranges.append(range(a, b))
+        if total == 1:
+            return [tuple(r.start for r in ranges)]
+        return list(itertools.product(*ranges))
+
+    def overlapping(self, box: Box) -> list[list]:
+        keys = self._keys(box)
+        if keys is None:
+            cands: list[list] = list(self.wide)
+            for lst in self.buckets.values():
+                cands.extend(lst)
+            if len(self.buckets) > 1:
+                cands = list({id(r): r for r in cands}.values())
+        elif len(keys) == 1:
+            lst = self.buckets.get(keys[0])
+            cands = self.wide + lst if lst else self.wide
+        else:
+            seen: dict[int, list] = {}
+            for k in keys:
+                for r in self.buckets.get(k, ()):
+                    seen[id(r)] = r
+            cands = self.wide + list(seen.values())
+        found = []
+        for rec in cands:
+            for (a, b), (c, d) in zip(rec[0], box):
+                if a >= d or c >= b:
+                    break
+            else:
+                found.append(rec)
+        return found
+
+    def add(self, rec: list) -> None:
+        keys = self._keys(rec[0])
+        if keys is None:
+            self.wide.append(rec)
+            return
+        for k in keys:
+            lst = self.buckets.get(k)
+            if lst is None:
+                self.buckets[k] = [rec]
+            else:
+                lst.append(rec)
+
+    def remove(self, rec: list) -> None:
+        keys = self._keys(rec[0])
+        for k in keys if keys is not None else (None,):
+            lst = self.wide if k is None else self.buckets.get(k)
+            if not lst:
+                continue
+            for i, r in enumerate(lst):
+                if r is rec:
+                    del lst[i]
+                    break
+            if k is not None and not lst:
+                del self.buckets[k]
+
+    @property
+    def empty(self) -> bool:
+        return not self.wide and not self.buckets
+
+
+def _shift(n: int) -> int:
+    """Bucket width (log2) giving about 16 buckets along a dimension of size ``n``."""
+    return max(0, (max(n, 1) - 1).bit_length() - 4)
+
+
+# ---- exact overlap of two views ------------------------------------------------------------------
+
+
+def _prog(e: Any) -> tuple[int, int, int]:
+    """A view dimension as an increasing progression ``(start, step, count)`` (step >= 1)."""
+    if isinstance(e, int):
+        return (e, 1, 1)
+    start, step, count, _ = e
+    if count <= 1 or step == 0:
+        return (start, 1, 1 if count else 0)
+    if step < 0:
+        return (start + step * (count - 1), -step, count)
+    return (start, step, count)
+
+
+def _progs_meet(p: tuple[int, int, int], q: tuple[int, int, int]) -> bool:
+    s1, d1, n1 = p
+    s2, d2, n2 = q
+    if n1 == 0 or n2 == 0:
+        return False
+    e1, e2 = s1 + d1 * (n1 - 1), s2 + d2 * (n2 - 1)
+    lo, hi = max(s1, s2), min(e1, e2)
+    if lo > hi:
+        return False
+    if n1 == 1:
+        return (s1 - s2) % d2 == 0
+    if n2 == 1:
+        return (s2 - s1) % d1 == 0
+    if d1 == d2:
+        return (s1 - s2) % d1 == 0
+    if d1 > d2:  # enumerate the sparser progression inside the overlap
+        s1, d1, s2, d2 = s2, d2, s1, d1
+    first = s2 + -(-(lo - s2) // d2) * d2
+    if (hi - first) // d2 + 1 > _EXACT_LIMIT:
+        return True
+    v = np.arange(first, hi + 1, d2, dtype=np.int64)
+    return bool(((v - s1) % d1 == 0).any())
+
+
+def _flat(exact: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """Flat indices of the in-bounds elements a view touches (None when too many to materialise)."""
+    kind, data = exact
+    if kind == "d":
+        n = 1
+        for e in data:
+            n *= 1 if isinstance(e, int) else max(e[2], 1)
+        if n > _EXACT_LIMIT:
+            return None
+        nd = len(data)
+        arrs = []
+        for i, e in enumerate(data):
+            sh = [1] * nd
+            if isinstance(e, int):
+                arrs.append(np.full(sh, e, dtype=np.int64))
+            else:
+                start, step, count, _ = e
+                sh[i] = count
+                arrs.append((start + step * np.arange(count, dtype=np.int64)).reshape(sh))
+        full = [a.ravel() for a in np.broadcast_arrays(*arrs)]
+    else:
+        if data and data[0].size > _EXACT_LIMIT:
+            return None
+        full = [np.asarray(a).ravel() for a in np.broadcast_arrays(*data)]
+    ok = np.ones(full[0].shape, dtype=bool) if full else np.ones((), dtype=bool)
+    for a, n in zip(full, shape):
+        ok &= (a >= 0) & (a < n)
+    full = [a[ok] for a in full]
+    return np.unique(np.ravel_multi_index(tuple(full), shape)) if shape else np.zeros(1, np.int64)
+
+
+def _overlap(a: Any, b: Any, shape: tuple[int, ...]) -> bool:
+    """Whether two views of one storage (``("d", dims)`` or ``("g", index arrays)``) share an element."""
+    if a[0] == "d" and b[0] == "d":
+        return all(_progs_meet(_prog(x), _prog(y)) for x, y in zip(a[1], b[1]))
+    fa, fb = _flat(a, shape), _flat(b, shape)
+    if fa is None or fb is None:
+        return True  # too large to decide exactly: the bounding boxes overlap
+    return bool(np.intersect1d(fa, fb, assume_unique=True).size)
+
+
 class RaceChecker:
     """Per-tensor access records of the loops currently running."""
 
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
-        self._spaces: dict[int, _Space] = {}
+        self._spaces: dict[int, _Records] = {}
         self._records_by_instance: dict[int, list[tuple[int, list]]] = {}
+        self._ctx_key: tuple[int, int] | None = None
+        self._ctx: tuple = ()
+        self._deepest_affine = -1
 
-    def access(self, t: Tensor, is_write: bool, accumulate: bool, loc: tuple[str, int]) -> None:
-        ctx = self.machine.loop_context()
-        if not any(f[2] == "affine" for f in ctx):
-            return
+    def _context(self) -> None:
+        loops = self.machine.loops
+        f = loops[-1]
+        key = (f.instance, f.iter)
+        if key != self._ctx_key:
+            self._ctx_key = key
+            self._ctx = tuple((fr.instance, fr.iter, fr.kind) for fr in loops)
+            self._deepest_affine = max((i for i, fr in enumerate(loops) if fr.kind == "affine"), default=-1)
+
+    def access(self, t: Tensor, is_write: bool, reduce: Any, loc: tuple[str, int]) -> None:
+        """Record one access and raise :class:`RaceError` if it conflicts with another iteration.
+
+        ``reduce``: False for a plain access, else the class of commutative in-place update it is part
+        of (``True`` means ``"add"``: matmul accumulation, DMA read-modify-write add).
+        """
         st = t.st
         if st.is_input or st.kind == "constant":
             return  # never written, so never part of a race
+        self._context()
+        if self._deepest_affine < getattr(st, "depth", 0):
+            return  # created inside the innermost affine loop: private to one iteration
+        if reduce is True:
+            reduce = "add"
+        elif not reduce:
+            reduce = None
+        ctx = self._ctx
         box = t.box()
         sp = self._spaces.get(st.id)
         if sp is None:
-            sp = _Space(0, 64)
-            self._spaces[st.id] = sp
+            sp = self._spaces[st.id] = _Records(st.shape, st.par_axis)
+        exact = ("d", t.dims) if t.dims is not None else ("g", t._garr)
         found = sp.overlapping(box)
         for rec in found:
             rctx = rec[1]
-            if rctx == ctx:
-                continue
-            dv = _diverge(rctx, ctx)
-            if dv is None or dv[1] != "affine":
+            if rctx is ctx or rctx == ctx:
                 continue
             if not (is_write or rec[2]):
                 continue  # two reads never conflict
-            if is_write and rec[2] and accumulate and rec[3] and st.buffer == "psum":
-                continue  # matmul accumulation into PSUM is associative
-            self._raise(t, rec, ctx, is_write, loc, dv[0])
-        rec = [box, ctx, is_write, accumulate, loc]
-        # avoid unbounded growth: an identical record (same box, context, kind) is kept once
+            if reduce is not None and rec[3] == reduce:
+                continue  # commuting updates of one reduction
+            dv = _diverge(rctx, ctx)
+            if dv is None or dv[1] != "affine":
+                continue
+            if not _overlap(rec[5], exact, st.shape):
+                continue
+            self._raise(t, rec, ctx, is_write, reduce, loc, dv[0])
+        # an identical record (same elements, context and kind) is kept once
         for other in found:
-            if other[0] == box and other[1] == ctx and other[2] == is_write and other[3] == accumulate:
+            if (other[0] == box and other[1] == ctx and other[2] == is_write and other[3] == reduce
+                    and exact[0] == "d" and other[5] == exact):
                 return
+        rec = [box, ctx, is_write, reduce, loc, exact]
         sp.add(rec)
-        inst = ctx[-1][0]
-        self._records_by_instance.setdefault(inst, []).append((st.id, rec))
+        self._records_by_instance.setdefault(ctx[-1][0], []).append((st.id, rec))
 
-    def _raise(
-        self, t: Tensor, rec: list, ctx: tuple, is_write: bool, loc: tuple[str, int], level: int
-    ) -> None:
-        other_kind = "writes" if rec[2] else "reads"
-        this_kind = "writes" if is_write else "reads"
+    def _raise(self, t: Tensor, rec: list, ctx: tuple, is_write: bool, reduce: str | None,
+               loc: tuple[str, int], level: int) -> None:
+        def kind(w: bool, r: str | None) -> str:
+            if r is not None:
+                return f"updates ({r} reduction)"
+            return "writes" if w else "reads"
+
+        other_kind, this_kind = kind(rec[2], rec[3]), kind(is_write, reduce)
         it_a, it_b = rec[1][level][1], ctx[level][1]
         ofn, oln = rec[4]
-        what = "write the same location" if (is_write and rec[2]) else "depend on each other through memory"
+        if is_write and rec[2] and reduce is None and rec[3] is None:
+            what = "write the same location"
+        else:
+            what = "depend on each other through memory"
+        lo_hi = ", ".join(f"{a}:{b}" for a, b in rec[0])
         raise RaceError(
-            f"iterations {it_a} and {it_b} of an nl.affine_range loop {what}: {t.st.describe()} region "
-            f"{list(rec[0])} {other_kind} at {ofn}:{oln} (iteration {it_a}) and {this_kind} here "
-            f"(iteration {it_b}); use nl.sequential_range for a loop-carried dependency, or give each "
-            "iteration its own region",
+            f"iterations {it_a} and {it_b} of an nl.affine_range loop (loop level {level}) {what}: "
+            f"{t.st.describe()} [{lo_hi}] {other_kind} at {ofn}:{oln} (iteration {it_a}) and {this_kind} here "
+            f"(iteration {it_b}); give each iteration its own region (index with the loop variable), or use "
+            "nl.sequential_range for a loop-carried dependency",
             filename=loc[0],
             lineno=loc[1],
         )
 
     def loop_ended(self, frame: LoopFrame) -> None:
         """A loop instance finished: its records collapse onto the enclosing context."""
+        self._ctx_key = None
         recs = self._records_by_instance.pop(frame.instance, None)
         if not recs:
             return
+        touched = set()
         for sid, rec in recs:
             sp = self._spaces.get(sid)
             if sp is None:
                 continue
+            touched.add(sid)
             ctx = rec[1]
             keep = tuple(f for f in ctx if f[0] != frame.instance)
             sp.remove(rec)
@@ -108,18 +339,18 @@ class RaceChecker:
             rec[1] = keep
             dup = False
             for other in sp.overlapping(rec[0]):
-                if other[0] == rec[0] and other[1] == keep and other[2] == rec[2] and other[3] == rec[3]:
+                if (other[0] == rec[0] and other[1] == keep and other[2] == rec[2] and other[3] == rec[3]
+                        and rec[5][0] == "d" and other[5] == rec[5]):
                     dup = True
                     break
             if dup:
                 continue
             sp.add(rec)
             self._records_by_instance.setdefault(keep[-1][0], []).append((sid, rec))
-        for sid in [s for s, sp in self._spaces.items() if not sp.buckets]:
-            del self._spaces[sid]
+        for sid in touched:
+            sp = self._spaces.get(sid)
+            if sp is not None and sp.empty:
+                del self._spaces[sid]
 
     def forget(self, sid: int) -> None:
         self._spaces.pop(sid, None)
-
-
-_ = Any

@@ -43,6 +43,7 @@ class Storage:
         "buffer",
         "bytes_pp",
         "data",
+        "depth",
         "dtype",
         "id",
         "is_input",
@@ -93,6 +94,7 @@ class Storage:
         self.addr: int | None = None
         self.spilled = False
         self.written = False
+        self.depth = 0  # loops enclosing the creation (set by Machine.new_storage; races.py uses it)
         if par_axis is None:
             self.bytes_pp = 0
         else:
@@ -165,13 +167,18 @@ class Tensor:
         self._garr = garr
         self.omask: np.ndarray | None = None
         self._fresh: Any = None
-        self._key: Any = None
-        self._perm: Any = None
-        self._bshape: Any = None
-        self._oob = False
-        self._bcast: Any = None
-        if dims is not None:
+        if dims is None:
+            self._key = self._perm = self._bshape = self._bcast = None
+            self._oob = False
+        # otherwise the NumPy key is compiled on first use (see __getattr__): cost-only runs never need it
+
+    _LAZY = frozenset(("_key", "_perm", "_bshape", "_oob", "_bcast"))
+
+    def __getattr__(self, name: str) -> Any:
+        if name in Tensor._LAZY:
             self._compile()
+            return object.__getattribute__(self, name)
+        raise AttributeError(name)
 
     # ---- construction helpers ------------------------------------------------------------------
     @staticmethod
@@ -205,6 +212,9 @@ class Tensor:
                 axes.append(ax)
         self._oob = oob
         self._key = tuple(key)
+        self._perm = None
+        self._bshape = None
+        self._bcast = None
         if axes != sorted(axes):
             order = sorted(range(len(axes)), key=lambda i: axes[i])
             self._perm = tuple(order)
@@ -527,6 +537,22 @@ def _check_uninit(t: Tensor, u: np.ndarray, mask: np.ndarray | None) -> None:
 # ---- the indexing algebra ----------------------------------------------------------------------
 
 
+def broadcast_shapes(shapes: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """NumPy broadcasting of small shape tuples (None when they do not broadcast)."""
+    nd = max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        off = nd - len(s)
+        for i, n in enumerate(s):
+            cur = out[off + i]
+            if n != cur:
+                if cur == 1:
+                    out[off + i] = n
+                elif n != 1:
+                    return None
+    return tuple(out)
+
+
 def _norm_key(t: Tensor, key: Any) -> list[Any]:
     if not isinstance(key, tuple):
         key = (key,)
@@ -607,11 +633,19 @@ def _basic(t: Tensor, keys: list[Any]) -> Tensor:
     shape = []
     new_axis_of: list[int | None] = []  # old view axis -> new axis (None if dropped)
     sel: list[Any] = []
+    keep: set[int] = set()
+    if t.st.on_chip and t.pax is not None:
+        # on-chip tiles stay at least 2-D: t[:, i] of a (P, F) tile is (P, 1), as NKI's tiles are
+        ints = [ax for ax, k in enumerate(keys) if _as_int(k) is not None and ax > t.pax]
+        kept = sum(1 for ax, k in enumerate(keys) if _as_int(k) is None or ax == t.pax)
+        while kept < 2 and ints:
+            keep.add(ints.pop())
+            kept += 1
     for ax, k in enumerate(keys):
         n = t.shape[ax]
         i = _as_int(k)
         if i is not None:
-            if ax == t.pax and t.st.on_chip:
+            if (ax == t.pax and t.st.on_chip) or ax in keep:
                 if i < 0 or i >= n:
                     raise BoundsError(f"index {i} is outside partition dim of size {n} of {t.st.describe()}")
                 sel.append((i, 1, 1))
@@ -708,10 +742,9 @@ def _advanced(t: Tensor, keys: list[Any]) -> Tensor:
             shapes.append(k.shape)
         elif isinstance(k, np.ndarray):
             shapes.append(k.shape)
-    try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
-    except ValueError as e:
-        raise IndexingError(f"index expressions of shapes {shapes} do not broadcast together") from e
+    bshape = broadcast_shapes(shapes)
+    if bshape is None:
+        raise IndexingError(f"index expressions of shapes {shapes} do not broadcast together")
     nd = len(bshape)
     # fast path: affine exprs on distinct axes of the grid, view is affine
     if t.dims is not None and all(not isinstance(k, (Tensor, np.ndarray)) for k in keys):
@@ -818,10 +851,22 @@ def _from_view_coords(t: Tensor, vals: list[np.ndarray], bshape: tuple[int, ...]
     for v, n in zip(vals, t.shape):
         b = (v < 0) | (v >= n)
         oob = b if oob is None else (oob | b)
+    ext = None
+    if oob is not None and oob.any() and t.dims is not None:
+        # out-of-range positions of an affine view keep their (out-of-bounds) storage coordinate, so that
+        # a BoundsError can report the real index; positions outside the view but inside the storage stay -1
+        ext = [np.broadcast_to(e if isinstance(e, int) else e[0] + e[1] * vals[e[3]], oob.shape)
+               for e in t.dims]
+        ext_oob = np.zeros(oob.shape, dtype=bool)
+        for e, n in zip(ext, t.st.shape):
+            ext_oob |= (e < 0) | (e >= n)
+        ext_oob &= oob
     arrs = []
-    for a in base:
+    for d, a in enumerate(base):
         arr = np.broadcast_to(a, t.shape)[clipped]
         if oob is not None and oob.any():
             arr = np.where(oob, -1, arr)
+            if ext is not None:
+                arr = np.where(ext_oob, ext[d], arr)
         arrs.append(np.ascontiguousarray(np.broadcast_to(arr, bshape)))
     return Tensor(t.st, None, bshape, pax, tuple(arrs))

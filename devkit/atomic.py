@@ -1,0 +1,74 @@
+"""Crash-safe file writes: whole files by temp + fsync + rename, records by one ``O_APPEND`` write.
+
+Both functions either leave the previous state or the complete new state on disk; an interrupted
+process never leaves half a file or half a line behind a complete one.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Replace ``path`` with ``text`` atomically (temp file in the same directory, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+    return path
+
+
+def append_line(path: str | Path, line: str) -> Path:
+    """Append one line (no newline inside it) with a single ``O_APPEND`` write, then fsync.
+
+    If the file does not end in a newline (a previous writer died mid-line), the new record starts on
+    a fresh line so that it stays readable; the damaged line is left for readers to report.
+    """
+    if "\n" in line:
+        raise ValueError("append_line writes exactly one line; the text contains a newline")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    created = not path.exists()
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        prefix = ""
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    prefix = "\n"
+        data = (prefix + line + "\n").encode("utf-8")
+        written = os.write(fd, data)
+        if written != len(data):  # a regular file only short-writes when the disk is full
+            raise OSError(f"{path}: short write ({written} of {len(data)} bytes); the record is incomplete")
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        _fsync_dir(path.parent)
+    return path

@@ -1,0 +1,164 @@
+"""``devkit hw run`` / ``devkit hw report``: the hardware stage.
+
+``devkit hw run [--require-hardware] [--tox] [PYTEST ARGS...]`` runs ``hw_tests/`` with pytest in this
+environment (or, with ``--tox``, in tox's ``hw`` environment).  Without a Neuron device or the real
+``neuronx-cc`` every test is skipped with one reason; ``--require-hardware`` fails at once instead,
+naming what is missing, without starting pytest.
+
+``devkit hw report [--results DIR] [--out DIR]`` compares measured with predicted latency per kernel,
+shape, dtype and target from the results store (a table, and an HTML page with a plot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from devkit import hw
+
+_EXAMPLES = """examples:
+  devkit hw run                          # pytest hw_tests in this environment
+  devkit hw run --require-hardware -x    # fail at once unless a device and the real SDK are here
+  devkit hw run --tox                    # the same through `tox -e hw`
+  devkit hw report                       # measured vs predicted from results/
+  devkit hw report --out devkit-report   # ... and write devkit-report/hw.html with the plot
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hw", help="hardware stage: run hw_tests, compare measured with predicted",
+                       description=__doc__, epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.set_defaults(func=lambda a: _usage(p))
+    hsub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
+
+    r = hsub.add_parser("run", help="run hw_tests/ (skipped with one reason where there is no hardware)",
+                        description="Run the generated hardware tests. Arguments after the options go to pytest.")
+    r.add_argument("--require-hardware", action="store_true",
+                   help="fail at once, naming what is missing, unless a Neuron device and the real SDK exist")
+    r.add_argument("--tox", action="store_true", help="run through `tox -e hw` instead of pytest in this env")
+    r.add_argument("--tests", default=None, metavar="DIR", help="hardware test directory (default: hw_tests/)")
+    r.add_argument("--results-dir", default=None, metavar="DIR", help="results store (default: results/)")
+    r.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
+    r.set_defaults(func=run_tests)
+
+    rep = hsub.add_parser("report", help="measured vs predicted latency from the results store")
+    rep.add_argument("--results", default=str(hw.RESULTS_DIR), metavar="DIR", help="results store directory")
+    rep.add_argument("--out", default=None, metavar="DIR", help="also write DIR/hw.html with a plot")
+    rep.add_argument("--slack", type=float, default=0.25, help="mark rows outside ±slack (default 0.25)")
+    rep.add_argument("--include-fake", action="store_true", help="include records of the fake backend")
+    rep.add_argument("--json", action="store_true", help="print the rows as JSON")
+    rep.set_defaults(func=run_report)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _tests_dir(arg: str | None) -> Path:
+    if arg:
+        return Path(arg)
+    local = Path.cwd() / "hw_tests"
+    return local if local.is_dir() else hw.RESULTS_DIR.parent / "hw_tests"
+
+
+def run_tests(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    req = hw.check_requirements()
+    if args.require_hardware and not req.ok:
+        err.print("[red]devkit hw run --require-hardware: cannot run the hardware tests on this machine:[/]",
+                  highlight=False)
+        for item in req.missing:
+            err.print(f"  - {escape(item)}", highlight=False, soft_wrap=True)
+        return 2
+    tests = _tests_dir(args.tests)
+    if not tests.is_dir():
+        err.print(f"[red]error:[/] no hardware test directory {escape(str(tests))}", highlight=False)
+        return 2
+    extra = [a for a in args.pytest_args if a != "--"]
+    if args.require_hardware:
+        extra.insert(0, "--require-hardware")
+    if args.results_dir:
+        extra[:0] = ["--results-dir", args.results_dir]
+    if args.tox:
+        if shutil.which("tox") is None:
+            err.print("[red]error:[/] tox is not installed (pip install tox), or run without --tox", highlight=False)
+            return 2
+        cmd = ["tox", "-e", "hw", "--", *extra]
+    else:
+        cmd = [sys.executable, "-m", "pytest", str(tests), "-rs", *extra]
+    if not req.ok:
+        err.print(f"[yellow]note:[/] {escape(req.reason())}; the tests will be skipped", highlight=False,
+                  soft_wrap=True)
+    err.print(f"$ {escape(' '.join(cmd))}", highlight=False)
+    env = dict(os.environ)
+    return subprocess.call(cmd, cwd=str(tests.resolve().parent), env=env)
+
+
+def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[hw.Comparison], list[str]]:
+    """Comparison rows of a store (real backend only unless ``include_fake``) and its damaged lines."""
+    read = hw.ResultsStore(results).read()
+    records = [r for r in read.records if include_fake or r["backend"] != "fake"]
+    return hw.compare(records), read.damaged
+
+
+def hardware_section(rows: list[hw.Comparison], slack: float, caption: str) -> dict[str, Any]:
+    """The report template's ``hardware`` context (table rows and the measured-vs-predicted plot)."""
+    from devkit.report import plot_measured_vs_predicted
+
+    points = [(f"{c.kernel} ({c.dtype})", c.predicted_us, c.measured_p50_us) for c in rows if c.predicted_us]
+    png = plot_measured_vs_predicted(points, slack=slack) if points else None
+    out_rows = []
+    for c in rows:
+        d = c.to_dict()
+        ratio = c.ratio
+        d["ratio_class"] = "" if ratio is None else ("ok" if abs(ratio - 1) <= slack else "bad")
+        n = c.numerics_passed + c.numerics_failed
+        d["numerics"] = f"{c.numerics_passed}/{n} passed" if n else "-"
+        out_rows.append(d)
+    return {"rows": out_rows, "png": png, "caption": caption}
+
+
+def run_report(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 140))
+    rows, damaged = load_rows(args.results, args.include_fake)
+    for d in damaged:
+        err.print(f"[yellow]warning:[/] unreadable record skipped: {escape(d)}", highlight=False, soft_wrap=True)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows], indent=2))
+    elif not rows:
+        out.print(f"no hardware measurements in {escape(str(args.results))} yet: run `devkit hw run` on a "
+                  "Trainium/Inferentia host", highlight=False)
+    else:
+        out.print(hw.comparison_table(rows, args.slack))
+    if args.out:
+        import datetime
+
+        from devkit import __version__
+        from devkit.report import write_report
+
+        caption = (f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
+                   f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {args.results}.")
+        context = {
+            "title": "devkit hardware report", "devkit_version": __version__, "target": "per row",
+            "mode": "hardware", "git_commit": hw.git_commit(), "wall_s": None,
+            "generated": datetime.datetime.now().isoformat(timespec="seconds"), "status": None,
+            "validations": [], "comparison": None, "mlp": None, "timeline": None, "errors": [],
+            "hardware": hardware_section(rows, args.slack, caption),
+            "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
+        }
+        path = write_report(context, args.out, "hw.html")
+        out.print(f"wrote {escape(str(path))}", highlight=False)
+    return 0

@@ -1,0 +1,299 @@
+"""The main job behind ``devkit run``: validate every registered kernel, estimate the NeuronMM comparison.
+
+:func:`plan` turns the options into a list of independent :class:`Task` values; :func:`execute` runs
+them in worker processes (largest first) and hands each :class:`TaskResult` to a callback as it
+completes; :func:`summarise` folds the results into the figures the tables and the HTML report show.
+Nothing is cached: every run simulates every kernel again, so a regression can never hide behind a
+stale result.
+
+Workloads (all cost figures are modelled on ``target`` by the trace-based cost model):
+
+* validation: every registry kernel on its default validation shape (``--quick``: every dimension
+  divided by 4, which keeps ragged edges) in each dtype the registry lists, numerics on, against the
+  NumPy reference within the registry's tolerance;
+* the paper's microbenchmark ``(S, 8192)·(8192, 4096)·(4096, 16384)``: ``xuv_fused`` vs
+  ``xuv_sequential`` vs dense ``matmul_optimized`` on ``X[S, 8192]·W[8192, 16384]``, cost-only;
+* the MLPs of the small LLMs: ``svd_mlp`` vs ``dense_mlp`` at the NeuronMM ranks, cost-only.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+#: The paper's microbenchmark: X[S, H] . U[H, r] . V[r, N] (reference/neuronmm.md, issue 5).
+PAPER_H, PAPER_R, PAPER_N = 8192, 4096, 16384
+PAPER_S_FULL = (1024, 4096, 8192, 16384, 32768)
+PAPER_S_QUICK = (512, 1024, 2048)
+#: Kernels of the comparison: name in the report -> registry kernel.
+COMPARISON = {"fused": "xuv_fused", "sequential": "xuv_sequential", "dense": "matmul_optimized"}
+#: MLP comparison: models, compression ratios and tokens.
+MLP_MODELS_FULL = ("Llama-3.2-1B", "Llama-3.2-3B", "Qwen3-1.7B", "Qwen3-4B")
+MLP_MODELS_QUICK = ("Llama-3.2-1B",)
+MLP_RATIOS_FULL = (0.1, 0.2)
+MLP_RATIOS_QUICK = (0.2,)
+MLP_TOKENS_FULL = 1024
+MLP_TOKENS_QUICK = 256
+#: Which comparison point the engine timeline shows (index into the S list).
+TIMELINE_KERNEL = "xuv_fused"
+
+
+@dataclass(frozen=True)
+class Task:
+    """One independent unit of work (picklable: it crosses into a worker process)."""
+
+    kind: str  # "validate" | "estimate"
+    kernel: str
+    shape: tuple[tuple[str, int], ...]
+    dtype: str
+    target: str
+    group: str = ""
+    label: str = ""
+    timeline: bool = False
+
+    @property
+    def shape_dict(self) -> dict[str, int]:
+        return dict(self.shape)
+
+    @property
+    def shape_text(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.shape)
+
+    @property
+    def weight(self) -> float:
+        """Rough work estimate (for largest-first scheduling): product of the dimensions."""
+        w = float(prod(v for _, v in self.shape))
+        return w * (8.0 if self.kind == "validate" else 1.0)
+
+    def describe(self) -> str:
+        verb = "validate" if self.kind == "validate" else "estimate"
+        return f"{verb} {self.kernel} [{self.shape_text}] {self.dtype}"
+
+
+@dataclass
+class TaskResult:
+    """What a worker sends back (``error`` set when the kernel or the devkit raised)."""
+
+    task: Task
+    seconds: float
+    ok: bool
+    error: str | None = None
+    max_error: float | None = None
+    tolerance: float | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+    report: Any = None  # the CostReport (with its timeline) when task.timeline
+
+
+def _shape(d: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    return tuple((k, int(v)) for k, v in d.items())
+
+
+def quick_shape(shape: Mapping[str, int]) -> dict[str, int]:
+    """A validation shape a quarter of the size in every dimension (ragged edges survive)."""
+    return {k: max(1, int(v) // 4) for k, v in shape.items()}
+
+
+def plan(*, quick: bool, target: str = "trn1", registry: Any = None,
+         seq_lens: Sequence[int] | None = None) -> list[Task]:
+    """Every task of one run, in a deterministic order."""
+    if registry is None:
+        from kernels import registry
+    from devkit import llm
+
+    tasks: list[Task] = []
+    for spec in registry.all_specs():
+        shape = quick_shape(spec.default_shape) if quick else dict(spec.default_shape)
+        for dtype in spec.dtypes:
+            tasks.append(Task("validate", spec.name, _shape(shape), dtype, target))
+    s_values = tuple(seq_lens) if seq_lens else (PAPER_S_QUICK if quick else PAPER_S_FULL)
+    timeline_s = s_values[len(s_values) // 2]
+    for s in s_values:
+        for label, kernel in COMPARISON.items():
+            if kernel == "matmul_optimized":
+                shape = {"K": PAPER_H, "M": s, "N": PAPER_N}
+            else:
+                shape = {"S": s, "H": PAPER_H, "r": PAPER_R, "N": PAPER_N}
+            tasks.append(Task("estimate", kernel, _shape(shape), "bfloat16", target, group="paper", label=label,
+                              timeline=(kernel == TIMELINE_KERNEL and s == timeline_s)))
+    tokens = MLP_TOKENS_QUICK if quick else MLP_TOKENS_FULL
+    for model in (MLP_MODELS_QUICK if quick else MLP_MODELS_FULL):
+        cfg = llm.get_config(model)
+        tasks.append(Task("estimate", "dense_mlp", _shape({"S": tokens, "H": cfg.hidden, "I": cfg.intermediate}),
+                          "bfloat16", target, group=f"mlp:{model}", label="dense"))
+        for ratio in (MLP_RATIOS_QUICK if quick else MLP_RATIOS_FULL):
+            ranks = llm.mlp_ranks(cfg, ratio)
+            shape = {"S": tokens, "H": cfg.hidden, "I": cfg.intermediate, "r": ranks.gate}
+            tasks.append(Task("estimate", "svd_mlp", _shape(shape), "bfloat16", target,
+                              group=f"mlp:{model}", label=f"svd@{ratio:g}"))
+    return tasks
+
+
+def _error_text(exc: BaseException) -> str:
+    from devkit.errors import KernelError
+
+    if isinstance(exc, KernelError):
+        return f"{type(exc).__name__}: {exc}"
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
+def run_task(task: Task) -> TaskResult:
+    """Execute one task in this process (the worker entry point)."""
+    from kernels import registry
+
+    t0 = time.perf_counter()
+    spec = registry.get(task.kernel)
+    try:
+        if task.kind == "validate":
+            res = registry.validate(spec, task.shape_dict, task.dtype, seed=0, target=task.target)
+            return TaskResult(task, time.perf_counter() - t0, bool(res.ok), None if res.ok else
+                              f"max error {res.max_error:.3g} exceeds the tolerance {res.tolerance:.3g}",
+                              max_error=float(res.max_error), tolerance=float(res.tolerance))
+        report = spec.estimate(task.shape_dict, task.dtype, task.target)
+        figures = {k: v for k, v in report.to_dict().items() if k in (
+            "latency_us", "hbm_read_bytes", "hbm_write_bytes", "tensor_utilization", "bound_by", "instructions",
+            "flops", "mbu", "roofline_us", "sbuf_peak_bytes", "spill_bytes")}
+        return TaskResult(task, time.perf_counter() - t0, True, figures=figures,
+                          report=report if task.timeline else None)
+    except Exception as exc:  # reported per task; the run goes on and exits non-zero
+        return TaskResult(task, time.perf_counter() - t0, False, _error_text(exc))
+
+
+def _init_worker() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def default_jobs() -> int:
+    """Worker processes: one per core (at least 1)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def execute(tasks: Sequence[Task], *, jobs: int, on_start: Callable[[Task], None] | None = None,
+            on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
+    """Run ``tasks`` (largest first) on ``jobs`` worker processes; results come back in ``tasks`` order.
+
+    ``jobs <= 1`` runs everything in this process (no pool).
+    """
+    order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].weight, i))
+    results: dict[int, TaskResult] = {}
+    if jobs <= 1:
+        for i in order:
+            if on_start:
+                on_start(tasks[i])
+            results[i] = run_task(tasks[i])
+            if on_done:
+                on_done(results[i])
+        return [results[i] for i in range(len(tasks))]
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker) as pool:
+        pending: dict[Future, int] = {}
+        queue = list(order)
+
+        def submit() -> None:
+            while queue and len(pending) < jobs:
+                i = queue.pop(0)
+                pending[pool.submit(run_task, tasks[i])] = i
+                if on_start:
+                    on_start(tasks[i])
+
+        submit()
+        while pending:
+            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+            for fut in sorted(done, key=lambda f: pending[f]):
+                i = pending.pop(fut)
+                try:
+                    results[i] = fut.result()
+                except Exception as exc:  # the worker itself died (e.g. out of memory)
+                    results[i] = TaskResult(tasks[i], 0.0, False, f"worker failed: {_error_text(exc)}")
+                if on_done:
+                    on_done(results[i])
+            submit()
+    return [results[i] for i in range(len(tasks))]
+
+
+# --- summaries -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """Everything the tables and the report show, derived from the task results."""
+
+    validations: list[TaskResult]
+    paper_rows: list[dict[str, Any]]
+    mlp_rows: list[dict[str, Any]]
+    timeline: TaskResult | None
+    estimate_errors: list[TaskResult]
+
+    @property
+    def failures(self) -> list[TaskResult]:
+        return [v for v in self.validations if not v.ok]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failures and not self.estimate_errors
+
+
+def _speedup(base: float | None, new: float | None) -> float | None:
+    return base / new if base and new else None
+
+
+def summarise(results: Iterable[TaskResult]) -> Summary:
+    results = list(results)
+    validations = [r for r in results if r.task.kind == "validate"]
+    estimates = [r for r in results if r.task.kind == "estimate"]
+    errors = [r for r in estimates if not r.ok]
+    paper: dict[int, dict[str, TaskResult]] = {}
+    for r in estimates:
+        if r.task.group == "paper":
+            s = r.task.shape_dict.get("S", r.task.shape_dict.get("M"))
+            paper.setdefault(int(s), {})[r.task.label] = r
+    paper_rows = []
+    for s in sorted(paper):
+        by = paper[s]
+
+        def fig(label: str, key: str, by: dict[str, TaskResult] = by) -> Any:
+            r = by.get(label)
+            return r.figures.get(key) if r is not None and r.ok else None
+
+        lat = {label: fig(label, "latency_us") for label in COMPARISON}
+        hbm = {label: (fig(label, "hbm_read_bytes") or 0) + (fig(label, "hbm_write_bytes") or 0)
+               if fig(label, "hbm_read_bytes") is not None else None for label in COMPARISON}
+        paper_rows.append({"S": s, "latency_us": lat, "hbm_bytes": hbm,
+                           "speedup_dense": _speedup(lat["dense"], lat["fused"]),
+                           "speedup_sequential": _speedup(lat["sequential"], lat["fused"]),
+                           "tensor_utilization": fig("fused", "tensor_utilization"),
+                           "bound_by": fig("fused", "bound_by") or "-"})
+    mlp: dict[str, dict[str, TaskResult]] = {}
+    for r in estimates:
+        if r.task.group.startswith("mlp:"):
+            mlp.setdefault(r.task.group[4:], {})[r.task.label] = r
+    mlp_rows = []
+    for model, by in mlp.items():
+        dense = by.get("dense")
+        for label, r in by.items():
+            if not label.startswith("svd@"):
+                continue
+            shp = r.task.shape_dict
+            svd_us = r.figures.get("latency_us") if r.ok else None
+            dense_us = dense.figures.get("latency_us") if dense is not None and dense.ok else None
+            mlp_rows.append({
+                "model": model, "compression": label[4:], "S": shp["S"], "H": shp["H"], "I": shp["I"],
+                "ranks": str(shp["r"]), "svd_us": svd_us, "dense_us": dense_us,
+                "speedup": _speedup(dense_us, svd_us),
+                "svd_hbm": (r.figures["hbm_read_bytes"] + r.figures["hbm_write_bytes"]) if r.ok else None,
+                "dense_hbm": (dense.figures["hbm_read_bytes"] + dense.figures["hbm_write_bytes"])
+                if dense is not None and dense.ok else None})
+    timeline = next((r for r in estimates if r.task.timeline and r.ok and r.report is not None), None)
+    return Summary(validations, paper_rows, mlp_rows, timeline, errors)

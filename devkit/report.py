@@ -1,0 +1,221 @@
+"""The HTML report of ``devkit run`` / ``devkit hw report``: matplotlib plots and a jinja2 page.
+
+Every plot function takes plain data and returns a PNG as a base64 string, so the page is one
+self-contained file (no external scripts, styles or images).  :func:`render_html` fills
+``templates/report.html.j2`` with ``StrictUndefined``: a missing value is an error, never a blank.
+
+Plots:
+
+* :func:`plot_sweep` - one metric against sequence length, one line per kernel (log-log axes);
+* :func:`plot_timeline` - which engine is busy when: a Gantt chart of the first scheduled
+  instructions and a utilisation strip over the whole run, from a scheduler
+  :class:`~devkit.cost.timeline.Timeline`;
+* :func:`plot_measured_vs_predicted` - hardware P50 against the cost model's prediction.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import linecache
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from devkit import atomic
+
+TEMPLATE_DIR = Path(__file__).with_name("templates")
+#: Colours per engine (tensor, vector, scalar, gpsimd, dma) and per kernel role.
+ENGINE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759")
+KERNEL_COLOURS = ("#4e79a7", "#e15759", "#76b7b2", "#f28e2b", "#59a14f", "#b07aa1", "#9c755f")
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _tokens(n: float) -> str:
+    n = int(n)
+    return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def plot_sweep(x: Sequence[int], series: Mapping[str, Sequence[float | None]], *, ylabel: str,
+               title: str, xlabel: str = "sequence length S (tokens)") -> str:
+    """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    markers = "osD^v<>"
+    for i, (name, ys) in enumerate(series.items()):
+        pts = [(xi, yi) for xi, yi in zip(x, ys) if yi is not None and yi > 0]
+        if not pts:
+            continue
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)], label=name,
+                color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)], linewidth=1.8, markersize=5)
+    if len(set(x)) > 1:
+        ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(list(x))
+    ax.set_xticklabels([_tokens(v) for v in x])
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(frameon=False)
+    return _png(fig)
+
+
+def plot_timeline(timeline: Any, *, dma_engines: int, latency_us: float, title: str,
+                  max_events: int = 4000) -> str:
+    """Gantt chart of the first ``max_events`` scheduled intervals + utilisation over the whole run.
+
+    ``timeline`` is a :class:`devkit.cost.timeline.Timeline` (or its ``to_dict()``).
+    """
+    plt = _pyplot()
+    data = timeline.to_dict() if hasattr(timeline, "to_dict") else dict(timeline)
+    engines = list(data["engines"])
+    events = data["events"][:max_events]
+    fig, (gantt, strip) = plt.subplots(2, 1, figsize=(9.0, 4.8), gridspec_kw={"height_ratios": [3, 2]})
+    rows = list(range(len(engines)))
+    if events:
+        t_end_us = max(ev[2] for ev in events) * 1e-3
+        for e, name in enumerate(engines):
+            spans = [(ev[1] * 1e-3, max((ev[2] - ev[1]) * 1e-3, t_end_us * 1e-4)) for ev in events if ev[0] == e]
+            if spans:
+                gantt.broken_barh(spans, (e - 0.4, 0.8), facecolors=ENGINE_COLOURS[e % len(ENGINE_COLOURS)],
+                                  edgecolor="none")
+        gantt.set_xlim(0, t_end_us)
+        shown = f"first {len(events):,} instructions ({t_end_us:,.1f} us of {latency_us:,.1f} us)"
+    else:
+        shown = "no instructions recorded"
+    gantt.set_yticks(rows)
+    gantt.set_yticklabels(engines)
+    gantt.invert_yaxis()
+    gantt.set_xlabel("time (us)")
+    gantt.set_title(f"{title}: {shown}", fontsize=10)
+    gantt.grid(True, axis="x", alpha=0.3)
+
+    bin_us = float(data["bin_ns"]) * 1e-3
+    used = max(1, min(len(next(iter(data["histogram"].values()))), int(latency_us / bin_us) + 1))
+    matrix = []
+    for name in engines:
+        row = data["histogram"][name][:used]
+        div = bin_us * 1e3 * (dma_engines if name == "dma" else 1)
+        matrix.append([min(1.0, v / div) for v in row])
+    im = strip.imshow(matrix, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0.0, vmax=1.0,
+                      extent=(0, used * bin_us, len(engines) - 0.5, -0.5))
+    strip.set_yticks(rows)
+    strip.set_yticklabels(engines)
+    strip.set_xlabel("time (us), whole kernel")
+    strip.set_title("engine utilisation over the whole run (DMA: share of all DMA engines)", fontsize=10)
+    fig.colorbar(im, ax=strip, fraction=0.025, pad=0.01, label="busy")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def plot_measured_vs_predicted(points: Sequence[tuple[str, float, float]], *, slack: float | None = None,
+                               title: str = "hardware P50 vs cost-model prediction") -> str:
+    """Scatter of ``(label, predicted_us, measured_us)`` on log-log axes with y = x and a ±slack band."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.0, 5.0))
+    xs = [p[1] for p in points]
+    ys = [p[2] for p in points]
+    lo = min(xs + ys) / 1.5 if points else 1.0
+    hi = max(xs + ys) * 1.5 if points else 10.0
+    line = [lo, hi]
+    ax.plot(line, line, color="#555555", linewidth=1, label="measured = predicted")
+    if slack:
+        ax.fill_between(line, [v * (1 - slack) for v in line], [v * (1 + slack) for v in line],
+                        color="#bbbbbb", alpha=0.35, label=f"±{slack:.0%}")
+    labels = sorted({p[0] for p in points})
+    for i, label in enumerate(labels):
+        sel = [p for p in points if p[0] == label]
+        ax.scatter([p[1] for p in sel], [p[2] for p in sel], label=label, s=28,
+                   color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)], zorder=3)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("predicted latency (us)")
+    ax.set_ylabel("measured P50 (us)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, alpha=0.3)
+    ax.legend(frameon=False, fontsize=8)
+    return _png(fig)
+
+
+def source_line(filename: str, lineno: int) -> str:
+    """The stripped text of a kernel source line (empty when unavailable)."""
+    return linecache.getline(filename, lineno).strip()
+
+
+def short_path(filename: str, root: str | os.PathLike | None = None) -> str:
+    """``filename`` relative to ``root`` (default: the current directory) when it lies below it."""
+    base = os.path.abspath(root or os.getcwd())
+    full = os.path.abspath(filename)
+    return os.path.relpath(full, base) if full.startswith(base + os.sep) else filename
+
+
+def hotspot_rows(report: Any, limit: int = 12) -> list[dict[str, Any]]:
+    """Rows for the hotspot table of a :class:`~devkit.cost.report.CostReport` (busy us per engine)."""
+    rows = []
+    for h in report.hotspots[:limit]:
+        rows.append({"where": f"{short_path(h.filename)}:{h.lineno}", "code": source_line(h.filename, h.lineno),
+                     "instructions": h.instructions, "busy_us": dict(h.busy_us), "total_us": h.total_busy_us})
+    return rows
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)  # pragma: no cover
+
+
+def fmt_us(us: float | None) -> str:
+    """Latency with a unit that keeps 3-4 significant digits."""
+    if us is None:
+        return "-"
+    if us >= 10_000:
+        return f"{us / 1000:,.2f} ms"
+    if us >= 1:
+        return f"{us:,.1f} us"
+    return f"{us * 1000:,.0f} ns"
+
+
+def environment() -> Any:
+    """The jinja2 environment of the devkit templates (StrictUndefined, HTML autoescape)."""
+    import jinja2
+
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+                             undefined=jinja2.StrictUndefined, autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["us"] = fmt_us
+    env.filters["bytes"] = fmt_bytes
+    env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
+    env.filters["x"] = lambda v: "-" if v is None else f"{v:.2f}x"
+    return env
+
+
+def render_html(context: Mapping[str, Any], template: str = "report.html.j2") -> str:
+    """Render the report page (every name the template uses must be in ``context``)."""
+    return environment().get_template(template).render(**context)
+
+
+def write_report(context: Mapping[str, Any], out_dir: str | Path, filename: str = "index.html") -> Path:
+    """Render and write ``out_dir/filename`` atomically; returns the path."""
+    return atomic.write_text(Path(out_dir) / filename, render_html(context))

@@ -1,0 +1,26 @@
+"""The project's NKI kernels (written exactly like real NKI code) and their registry.
+
+Modules: :mod:`kernels.matmul` (dense baselines), :mod:`kernels.neuronmm` (fused X.U.V),
+:mod:`kernels.mlp` (SVD and dense MLP), :mod:`kernels.registry` (one declaration per kernel),
+:mod:`kernels.plans` (block plans and feasibility), :mod:`kernels.tuning` (default blocks).
+
+Importing this package on a machine without the real Neuron SDK binds ``neuronxcc.nki`` to the devkit
+simulator (DESIGN.md section 1: an explicit, project-scoped opt-in); with the real SDK present the
+kernels bind to it.
+"""
+
+from __future__ import annotations
+
+
+def _bind_nki() -> None:
+    try:
+        from devkit import compat
+    except ImportError:  # a hardware host without the devkit: the real SDK must be importable
+        return
+    if not compat.is_installed() and not compat.real_sdk_available():
+        compat.install()
+
+
+_bind_nki()
+
+__all__ = ["matmul", "mlp", "neuronmm", "plans", "registry", "tuning"]

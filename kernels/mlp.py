@@ -1,0 +1,381 @@
+"""SwiGLU MLP kernels: the fused SVD MLP (NeuronMLP) and the uncompressed dense baseline.
+
+``svd_mlp(x, u_gate, v_gate, u_up, v_up, u_down, v_down)`` -> [S, H]
+    ``= (silu(x·Ug·Vg) * (x·Uu·Vu)) · Ud · Vd`` with ``x`` [S, H], ``Ug``/``Uu`` [H, r], ``Vg``/``Vu``
+    [r, I], ``Ud`` [I, r_d], ``Vd`` [r_d, H].  Two passes inside one ``@nki.jit``:
+
+    1. gate/up: per token block, the ``(X·Ug)^T`` and ``(X·Uu)^T`` strips are cached in SBUF (one
+       shared ``X^T`` panel), then V_gate and V_up stream in lockstep as the *stationary* operand so
+       each PSUM bank pair is ``[128 i, 512 tok]`` of gate and up; the SwiGLU epilogue
+       (ScalarE silu from PSUM, VectorE multiply) writes the activation **transposed**, ``act^T``
+       [I, S], to an HBM scratch tensor.  Decode blocks (<= 128 tokens) use weights as the moving
+       operand and transpose the activation tile on the TensorE before the store.
+    2. down: ``act^T`` is already contraction-major, so it is the ``xT`` input of the fused
+       ``xtuv`` path (:func:`kernels.neuronmm.xuv_into` with ``x_rows=False``): no transpose at all.
+
+    Gate and up ranks may differ (then the gate activation goes through the scratch tensor first).
+
+``dense_mlp(x, w_gate, w_up, w_down)`` -> [S, H]: the same two passes with dense weights
+    (``W_gate``/``W_up`` [H, I] stationary against the ``X^T`` panel, SwiGLU into ``act^T``; then
+    :func:`kernels.matmul.matmul_into` with ``lhsT = act^T``).
+
+Blocks: see :mod:`kernels.neuronmm` (svd_mlp) and :mod:`kernels.plans` (``DENSE_MLP_BLOCKS``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+from kernels import _blocks as B
+from kernels import plans, tuning
+from kernels.matmul import matmul_into, matmul_plan_for
+from kernels.neuronmm import build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
+
+
+def _swiglu(gate_ps: Any, up: Any, dtype: Any) -> Any:
+    """``silu(gate) * up`` of a PSUM gate view and a PSUM/SBUF up view (fp32 math, ``dtype`` result)."""
+    g = nisa.activation(op=nl.silu, data=gate_ps, dtype=nl.float32)
+    return nl.multiply(g, up, dtype=dtype)
+
+
+def swiglu_transposed_epilogue(act_t: Any, tok0: Any) -> Any:
+    """weights_stationary epilogue for paired (gate, up) banks ``[i, tok]``: SwiGLU -> ``act_t[i, tok]``."""
+    dt = act_t.dtype
+
+    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
+        base = tok_tiles[0][0]
+        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
+        for g, (go, gs) in enumerate(row_tiles):
+            for _ in B.scope():
+                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
+                for t, (to, ts) in enumerate(tok_tiles):
+                    o[0:gs, to - base : to - base + ts] = _swiglu(
+                        ps[0][g][t][0:gs, 0:ts], ps[1][g][t][0:gs, 0:ts], dt
+                    )
+                i_p = nl.arange(gs)[:, None]
+                i_f = nl.arange(width)[None, :]
+                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
+
+    return epilogue
+
+
+def swiglu_natural_epilogue(act_t: Any, act_t3: Any, tok0: Any, n_tok: int, gate_sb: Any = None) -> Any:
+    """weights_moving epilogue (decode): SwiGLU of natural ``[tok, i]`` banks, TensorE-transposed into
+    ``act_t[i, tok0 + tok]``.  Banks are (gate, up) pairs, or up only with ``gate_sb`` holding
+    ``silu(gate)`` [tok, I] in SBUF."""
+    dt = act_t.dtype
+
+    def epilogue(ps: list, ct0: Any, c0: Any, tok_tiles: list, col_tiles: list) -> None:
+        gw = col_tiles[-1][0] + col_tiles[-1][1]
+        nat = nl.ndarray((B.P, gw), dtype=dt, buffer=nl.sbuf)
+        for m, (mo, ms) in enumerate(tok_tiles):
+            for n, (no, ns) in enumerate(col_tiles):
+                if gate_sb is None:
+                    nat[mo : mo + ms, no : no + ns] = _swiglu(
+                        ps[0][m][n][0:ms, 0:ns], ps[1][m][n][0:ms, 0:ns], dt
+                    )
+                else:
+                    nat[mo : mo + ms, no : no + ns] = nl.multiply(
+                        gate_sb[mo : mo + ms, nl.ds(c0 + no, ns)], ps[0][m][n][0:ms, 0:ns], dtype=dt
+                    )
+        B.transpose_store(nat, n_tok, gw, act_t, act_t3, ct0, tok0)
+
+    return epilogue
+
+
+def silu_natural_epilogue(dst: Any) -> Any:
+    """weights_moving epilogue writing ``silu(gate)`` banks into SBUF ``dst`` [tok, I] (fp32)."""
+
+    def epilogue(ps: list, ct0: Any, c0: Any, tok_tiles: list, col_tiles: list) -> None:
+        for m, (mo, ms) in enumerate(tok_tiles):
+            for n, (no, ns) in enumerate(col_tiles):
+                dst[mo : mo + ms, nl.ds(c0 + no, ns)] = nisa.activation(
+                    op=nl.silu, data=ps[0][m][n][0:ms, 0:ns], dtype=dst.dtype
+                )
+
+    return epilogue
+
+
+def silu_store_epilogue(act_t: Any, tok0: Any) -> Any:
+    """weights_stationary epilogue storing ``silu(gate)`` banks ``[i, tok]`` to ``act_t`` (gate pass of
+    the unequal-rank fallback)."""
+    dt = act_t.dtype
+
+    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
+        base = tok_tiles[0][0]
+        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
+        for g, (go, gs) in enumerate(row_tiles):
+            for _ in B.scope():
+                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
+                for t, (to, ts) in enumerate(tok_tiles):
+                    o[0:gs, to - base : to - base + ts] = nisa.activation(
+                        op=nl.silu, data=ps[0][g][t][0:gs, 0:ts], dtype=dt
+                    )
+                i_p = nl.arange(gs)[:, None]
+                i_f = nl.arange(width)[None, :]
+                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
+
+    return epilogue
+
+
+def mul_store_epilogue(act_t: Any, tok0: Any) -> Any:
+    """weights_stationary epilogue: ``act_t[i, tok] *= up`` (up pass of the unequal-rank fallback)."""
+    dt = act_t.dtype
+
+    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
+        base = tok_tiles[0][0]
+        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
+        for g, (go, gs) in enumerate(row_tiles):
+            for _ in B.scope():
+                i_p = nl.arange(gs)[:, None]
+                i_f = nl.arange(width)[None, :]
+                gate = nl.load(act_t[r0 + go + i_p, tok0 + base + i_f])
+                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
+                for t, (to, ts) in enumerate(tok_tiles):
+                    o[0:gs, to - base : to - base + ts] = nl.multiply(
+                        gate[0:gs, to - base : to - base + ts], ps[0][g][t][0:gs, 0:ts], dtype=dt
+                    )
+                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
+
+    return epilogue
+
+
+def _strips(x: Any, us: list[Any], tok0: Any, b: int, bl: dict[str, int]) -> list[Any]:
+    """``(X·U)^T`` strips [128, ceil(r/128), b] for each U (one shared X^T panel per sub-block)."""
+    h = x.shape[1]
+    dt = x.dtype
+    strips = [nl.ndarray((B.P, B.cdiv(u.shape[1], B.P), b), dtype=dt, buffer=nl.sbuf) for u in us]
+    if b <= plans.DECODE_MAX_TOKENS:
+        for _ in B.scope():
+            panel = build_panel(x, None, True, tok0, b, h)
+            for u, strip in zip(us, strips):
+                for _ in B.scope():
+                    xu = nl.ndarray((B.P, u.shape[1]), dtype=dt, buffer=nl.sbuf)
+                    B.weights_moving(
+                        [(panel, u, B.rows3(u))],
+                        b,
+                        0,
+                        u.shape[1],
+                        h,
+                        bl["u_chunk_tiles"],
+                        bl["psum_banks"],
+                        natural_sbuf_epilogue(xu),
+                    )
+                    B.transpose_into_panel(xu, b, u.shape[1], strip)
+        return strips
+
+    def sub_block(si: Any, off: Any, size: int) -> None:
+        panel = build_panel(x, None, True, tok0 + off, size, h)
+        for u, strip in zip(us, strips):
+            B.weights_stationary(
+                [(panel, u, B.rows3(u))],
+                size,
+                0,
+                u.shape[1],
+                h,
+                bl["u_chunk_tiles"],
+                bl["psum_banks"],
+                strip_epilogue(strip, off),
+            )
+
+    B.for_spans(b, min(bl["stage1_tokens"], b), sub_block)
+    return strips
+
+
+def gate_up_into(act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dict[str, int]) -> None:
+    """Pass 1 of :func:`svd_mlp`: ``act_t[I, S] = (silu(x·Ug·Vg) * (x·Uu·Vu))^T``."""
+    s_tok = x.shape[0]
+    i_dim = vg.shape[1]
+    act_t3 = B.rows3(act_t)
+    vg3, vu3 = B.rows3(vg), B.rows3(vu)
+    c2, banks = bl["v_chunk_tiles"], bl["psum_banks"]
+    paired = ug.shape[1] == uu.shape[1]
+
+    def block(bi: Any, tok0: Any, b: int) -> None:
+        sg, su = _strips(x, [ug, uu], tok0, b, bl)
+        rg, ru = ug.shape[1], uu.shape[1]
+        if b <= plans.DECODE_MAX_TOKENS:
+            if paired:
+                B.weights_moving(
+                    [(sg, vg, vg3), (su, vu, vu3)],
+                    b,
+                    0,
+                    i_dim,
+                    rg,
+                    c2,
+                    banks,
+                    swiglu_natural_epilogue(act_t, act_t3, tok0, b),
+                )
+            else:
+                gate_sb = nl.ndarray((B.P, i_dim), dtype=nl.float32, buffer=nl.sbuf)
+                B.weights_moving([(sg, vg, vg3)], b, 0, i_dim, rg, c2, banks, silu_natural_epilogue(gate_sb))
+                B.weights_moving(
+                    [(su, vu, vu3)],
+                    b,
+                    0,
+                    i_dim,
+                    ru,
+                    c2,
+                    banks,
+                    swiglu_natural_epilogue(act_t, act_t3, tok0, b, gate_sb),
+                )
+        elif paired:
+            B.weights_stationary(
+                [(sg, vg, vg3), (su, vu, vu3)],
+                b,
+                0,
+                i_dim,
+                rg,
+                c2,
+                banks,
+                swiglu_transposed_epilogue(act_t, tok0),
+            )
+        else:
+            B.weights_stationary(
+                [(sg, vg, vg3)], b, 0, i_dim, rg, c2, banks, silu_store_epilogue(act_t, tok0)
+            )
+            B.weights_stationary([(su, vu, vu3)], b, 0, i_dim, ru, c2, banks, mul_store_epilogue(act_t, tok0))
+
+    B.for_spans(s_tok, bl["block_tokens"], block)
+
+
+def svd_mlp_plans(
+    x: Any, ug: Any, vg: Any, uu: Any, vu: Any, ud: Any, vd: Any, blocks: dict[str, Any]
+) -> tuple[plans.Plan, plans.Plan]:
+    """Resolved plans of the gate/up and down passes of :func:`svd_mlp` (same block values)."""
+    B.check_same_dtype(x, ug, vg, uu, vu, ud, vd)
+    s_tok, h = x.shape
+    rg, ru, rd = ug.shape[1], uu.shape[1], ud.shape[1]
+    i_dim = vg.shape[1]
+    expect = {
+        "u_gate": (h, rg),
+        "v_gate": (rg, i_dim),
+        "u_up": (h, ru),
+        "v_up": (ru, i_dim),
+        "u_down": (i_dim, rd),
+        "v_down": (rd, h),
+    }
+    for (name, want), t in zip(expect.items(), (ug, vg, uu, vu, ud, vd)):
+        if tuple(t.shape) != want:
+            raise plans.BlockError(
+                f"svd_mlp: {name} has shape {list(t.shape)}, expected {list(want)} "
+                f"(x [S, H] = {list(x.shape)}, ranks gate {rg} up {ru} down {rd}, I {i_dim})"
+            )
+    given = {k: v for k, v in blocks.items() if v is not None}
+    dt = tuning.dtype_name(x.dtype)
+    shape = {"S": s_tok, "H": h, "r": max(rg, ru, rd), "I": i_dim}
+    defaults = tuning.blocks_for("svd_mlp", shape, dt, tuning.target_name())
+    s = B.itemsize(x.dtype)
+    usable = B.usable_sbuf_bytes()
+    p1 = plans.resolve_xuv(
+        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, given, "svd_mlp", "transposed", True, pairs=2
+    )
+    p2 = plans.resolve_xuv(s_tok, i_dim, rd, h, s, usable, p1.blocks, given, "svd_mlp", "natural", False)
+    if p2.blocks != p1.blocks:
+        p1 = plans.resolve_xuv(
+            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, given, "svd_mlp", "transposed", True, pairs=2
+        )
+    return p1, p2
+
+
+@nki.jit
+def svd_mlp(
+    x: Any,
+    u_gate: Any,
+    v_gate: Any,
+    u_up: Any,
+    v_up: Any,
+    u_down: Any,
+    v_down: Any,
+    block_tokens: int | None = None,
+    stage1_tokens: int | None = None,
+    u_chunk_tiles: int | None = None,
+    v_chunk_tiles: int | None = None,
+    psum_banks: int | None = None,
+) -> Any:
+    """SVD-compressed SwiGLU MLP -> [S, H] in the input dtype (see the module docstring)."""
+    p1, p2 = svd_mlp_plans(
+        x,
+        u_gate,
+        v_gate,
+        u_up,
+        v_up,
+        u_down,
+        v_down,
+        dict(
+            block_tokens=block_tokens,
+            stage1_tokens=stage1_tokens,
+            u_chunk_tiles=u_chunk_tiles,
+            v_chunk_tiles=v_chunk_tiles,
+            psum_banks=psum_banks,
+        ),
+    )
+    s_tok, h = x.shape
+    i_dim = v_gate.shape[1]
+    out = nl.ndarray((s_tok, h), dtype=x.dtype, buffer=nl.shared_hbm)
+    act_t = nl.ndarray((i_dim, s_tok), dtype=x.dtype, buffer=nl.hbm)
+    gate_up_into(act_t, x, u_gate, v_gate, u_up, v_up, p1.blocks)
+    xuv_into(out, act_t, u_down, v_down, p2, x_rows=False, transposed=False)
+    return out
+
+
+def dense_mlp_plan_for(x: Any, wg: Any, wu: Any, wd: Any, blocks: dict[str, Any]) -> plans.Plan:
+    B.check_same_dtype(x, wg, wu, wd)
+    s_tok, h = x.shape
+    i_dim = wg.shape[1]
+    for name, t, want in (("w_gate", wg, (h, i_dim)), ("w_up", wu, (h, i_dim)), ("w_down", wd, (i_dim, h))):
+        if tuple(t.shape) != want:
+            raise plans.BlockError(f"dense_mlp: {name} has shape {list(t.shape)}, expected {list(want)}")
+    given = {k: v for k, v in blocks.items() if v is not None}
+    defaults = tuning.blocks_for(
+        "dense_mlp", {"S": s_tok, "H": h, "I": i_dim}, tuning.dtype_name(x.dtype), tuning.target_name()
+    )
+    return plans.resolve_dense_mlp(
+        s_tok, h, i_dim, B.itemsize(x.dtype), B.usable_sbuf_bytes(), defaults, given
+    )
+
+
+@nki.jit
+def dense_mlp(
+    x: Any,
+    w_gate: Any,
+    w_up: Any,
+    w_down: Any,
+    block_tokens: int | None = None,
+    k_chunk_tiles: int | None = None,
+    psum_banks: int | None = None,
+) -> Any:
+    """Uncompressed SwiGLU MLP ``(silu(x·Wg) * (x·Wu)) · Wd`` -> [S, H] in the input dtype."""
+    plan = dense_mlp_plan_for(
+        x,
+        w_gate,
+        w_up,
+        w_down,
+        dict(block_tokens=block_tokens, k_chunk_tiles=k_chunk_tiles, psum_banks=psum_banks),
+    )
+    bl = plan.blocks
+    s_tok, h = x.shape
+    i_dim = w_gate.shape[1]
+    dt = x.dtype
+    out = nl.ndarray((s_tok, h), dtype=dt, buffer=nl.shared_hbm)
+    act_t = nl.ndarray((i_dim, s_tok), dtype=dt, buffer=nl.hbm)
+    act_t3 = B.rows3(act_t)
+    wg3, wu3 = B.rows3(w_gate), B.rows3(w_up)
+    c, banks = bl["k_chunk_tiles"], bl["psum_banks"]
+
+    def block(bi: Any, tok0: Any, b: int) -> None:
+        panel = build_panel(x, None, True, tok0, b, h)
+        pairs = [(panel, w_gate, wg3), (panel, w_up, wu3)]
+        if b <= plans.DECODE_MAX_TOKENS:
+            B.weights_moving(pairs, b, 0, i_dim, h, c, banks, swiglu_natural_epilogue(act_t, act_t3, tok0, b))
+        else:
+            B.weights_stationary(pairs, b, 0, i_dim, h, c, banks, swiglu_transposed_epilogue(act_t, tok0))
+
+    B.for_spans(s_tok, bl["block_tokens"], block)
+    down = matmul_plan_for(act_t, w_down, {"k_chunk_tiles": c, "psum_banks": banks}, "dense_mlp")
+    matmul_into(out, act_t, w_down, down)
+    return out

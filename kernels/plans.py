@@ -1,0 +1,354 @@
+"""Block plans of the kernels: resolved block sizes, SBUF footprint and feasibility (pure Python).
+
+The kernels call these in their Python prologue (before any instruction is issued) and raise
+:class:`BlockError` when a block choice breaks a hardware limit; the registry calls the same
+functions for ``feasible()`` and ``default_blocks()``, so the rule lives in one place.
+
+Footprints are in **bytes per SBUF partition** (the unit of ``nl.tile_size.total_available_sbuf_size``:
+180224 usable on trn1/inf2, 212984 on trn2).  Streamed buffers (weight chunks, staging tiles) are
+counted twice: the kernels need at least double buffering to overlap DMA with compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+P = 128
+FMAX = 512
+PSUM_BANKS = 8
+X_COLS = 2048
+DECODE_MAX_TOKENS = 128  # token blocks this small take the weights-moving (decode) path
+USABLE_SBUF = {"trn1": 180224, "inf2": 180224, "trn2": 212984, "trn3": 245752}
+
+
+class BlockError(ValueError):
+    """A block size or shape the kernel cannot run with; the message names the limit."""
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Resolved blocks of one kernel call and the SBUF bytes per partition they need."""
+
+    kernel: str
+    blocks: dict[str, int]
+    footprint: int
+    usable: int
+    parts: dict[str, int] = field(default_factory=dict)
+    mode: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return self.footprint <= self.usable
+
+    def sbuf_message(self) -> str:
+        detail = ", ".join(f"{k} {v}" for k, v in self.parts.items())
+        return (
+            f"{self.kernel}: SBUF limit: blocks {self.blocks} need {self.footprint} bytes per partition "
+            f"({detail}) but only {self.usable} are usable per partition "
+            "(nl.tile_size.total_available_sbuf_size); use smaller blocks"
+        )
+
+
+def _ints(kernel: str, blocks: Mapping[str, Any], names: tuple[str, ...]) -> dict[str, int]:
+    out = {}
+    for n in names:
+        v = blocks[n]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise BlockError(f"{kernel}: block '{n}' must be a positive int, got {v!r}")
+        out[n] = int(v)
+    unknown = set(blocks) - set(names)
+    if unknown:
+        raise BlockError(f"{kernel}: unknown block argument(s) {sorted(unknown)}; valid: {list(names)}")
+    return out
+
+
+def _check_banks(kernel: str, banks: int, pairs: int = 1) -> None:
+    if banks > PSUM_BANKS:
+        raise BlockError(
+            f"{kernel}: PSUM limit: psum_banks={banks} but a NeuronCore has {PSUM_BANKS} PSUM banks "
+            "(2 KiB per partition each)"
+        )
+    if banks < pairs:
+        raise BlockError(
+            f"{kernel}: PSUM limit: psum_banks={banks} is fewer than the {pairs} accumulators "
+            "that must be live together"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# dense matmul
+
+MATMUL_BLOCKS = ("block_m", "k_chunk_tiles", "psum_banks")
+MATMUL_FALLBACK = {"block_m": 1024, "k_chunk_tiles": 8, "psum_banks": 8}
+
+
+def matmul_plan(
+    k: int,
+    m: int,
+    n: int,
+    itemsize: int,
+    blocks: Mapping[str, Any],
+    usable: int,
+    kernel: str = "matmul_optimized",
+) -> Plan:
+    """Plan of :func:`kernels.matmul.matmul_optimized` (lhsT [k, m], rhs [k, n])."""
+    b = _ints(kernel, blocks, MATMUL_BLOCKS)
+    _check_banks(kernel, b["psum_banks"])
+    s = itemsize
+    bm = min(b["block_m"], m)
+    tm = min(cdiv(bm, P), b["psum_banks"])
+    tn = max(1, b["psum_banks"] // tm)
+    w = min(tn * FMAX, n)
+    kt = cdiv(k, P)
+    c = min(b["k_chunk_tiles"], kt)
+    chunk = c * w * s
+    staging = w * s
+    resident = {"panel": kt * bm * s, "rhs_chunks": 2 * chunk, "staging": 2 * staging}
+    fp = sum(resident.values())
+    if fp <= usable:
+        return Plan(kernel, b, fp, usable, resident, "panel")
+    stream = {"lhsT_chunks": 2 * c * bm * s, "rhs_chunks": 2 * chunk, "staging": 2 * staging}
+    return Plan(kernel, b, sum(stream.values()), usable, stream, "stream")
+
+
+def resolve_matmul(
+    k: int,
+    m: int,
+    n: int,
+    itemsize: int,
+    usable: int,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    kernel: str = "matmul_optimized",
+) -> Plan:
+    """Merge fallback < tuning defaults < explicit overrides; shrink defaulted sizes that do not fit."""
+    blocks = {**MATMUL_FALLBACK, **defaults, **overrides}
+    plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
+    while not plan.fits and "k_chunk_tiles" not in overrides and blocks["k_chunk_tiles"] > 1:
+        blocks["k_chunk_tiles"] = max(1, blocks["k_chunk_tiles"] // 2)
+        plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
+    while not plan.fits and "block_m" not in overrides and blocks["block_m"] > P:
+        blocks["block_m"] = max(P, blocks["block_m"] // 2)
+        plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
+    if plan.mode == "panel" and "block_m" not in overrides:
+        # prefer the widest resident panel that fits (fewer rhs re-streams)
+        while blocks["block_m"] < min(m, P * plan.blocks["psum_banks"]):
+            trial = {**blocks, "block_m": blocks["block_m"] + P}
+            tp = matmul_plan(k, m, n, itemsize, trial, usable, kernel)
+            if not (tp.fits and tp.mode == "panel"):
+                break
+            blocks, plan = trial, tp
+    if not plan.fits:
+        raise BlockError(plan.sbuf_message())
+    return plan
+
+
+# --------------------------------------------------------------------------------------------------
+# fused X.U.V
+
+XUV_BLOCKS = ("block_tokens", "stage1_tokens", "u_chunk_tiles", "v_chunk_tiles", "psum_banks")
+XUV_FALLBACK = {
+    "block_tokens": 1024,
+    "stage1_tokens": 512,
+    "u_chunk_tiles": 8,
+    "v_chunk_tiles": 8,
+    "psum_banks": 8,
+}
+
+
+def _xuv_block_parts(
+    b: int, h: int, r: int, n: int, s: int, bl: Mapping[str, int], out: str, x_rows: bool, pairs: int
+) -> tuple[dict[str, int], dict[str, int]]:
+    """(stage 1 parts, stage 2 parts) for one token block of ``b`` tokens."""
+    banks = bl["psum_banks"]
+    per = max(1, banks // pairs)
+    ht, rt = cdiv(h, P), cdiv(r, P)
+    c1, c2 = min(bl["u_chunk_tiles"], ht), min(bl["v_chunk_tiles"], rt)
+    xstage = min(h, X_COLS) * s if x_rows else 0
+    if b <= DECODE_MAX_TOKENS:
+        w1 = min(per * FMAX, r)
+        w2 = min(per * FMAX, n)
+        s1 = {
+            "x_panel": ht * b * s,
+            "x_stage": 2 * xstage,
+            "xu": pairs * r * s,
+            "u_chunks": 2 * pairs * c1 * w1 * s,
+            "strips": pairs * rt * b * s,
+        }
+        s2 = {
+            "strips": pairs * rt * b * s,
+            "v_chunks": 2 * pairs * c2 * w2 * s,
+            "staging": 2 * pairs * w2 * s,
+        }
+        if out == "transposed":
+            s2["transpose_staging"] = 2 * min(32, cdiv(n, P)) * b * s
+        return s1, s2
+    b1 = min(bl["stage1_tokens"], b)
+    tt1 = min(cdiv(b1, FMAX), per)
+    w1 = min(max(1, per // tt1) * P, r)
+    s1 = {
+        "strips": pairs * rt * b * s,
+        "x_panel": ht * b1 * s,
+        "stream": max(2 * xstage, 2 * pairs * c1 * w1 * s),
+    }
+    if out == "natural":
+        tm = min(cdiv(b, P), per)
+        w2 = min(max(1, per // tm) * FMAX, n)
+        staging = w2 * s
+    else:
+        tt = min(cdiv(b, FMAX), per)
+        w2 = min(max(1, per // tt) * P, n)
+        staging = min(b, tt * FMAX) * s * (2 if pairs > 1 else 1)
+    s2 = {"strips": pairs * rt * b * s, "v_chunks": 2 * pairs * c2 * w2 * s, "staging": 2 * staging}
+    return s1, s2
+
+
+def xuv_plan(
+    s_tok: int,
+    h: int,
+    r: int,
+    n: int,
+    itemsize: int,
+    blocks: Mapping[str, Any],
+    usable: int,
+    kernel: str = "xuv_fused",
+    out: str = "natural",
+    x_rows: bool = True,
+    pairs: int = 1,
+) -> Plan:
+    """Plan of the fused X.U.V kernels (``out``: "natural" [S, N] or "transposed" [N, S]; ``x_rows``:
+    x given as [S, H] (transposed on chip) rather than [H, S]; ``pairs``: U/V pairs sharing X)."""
+    bl = _ints(kernel, blocks, XUV_BLOCKS)
+    _check_banks(kernel, bl["psum_banks"], pairs)
+    s = itemsize
+    b2 = min(bl["block_tokens"], s_tok)
+    sizes = {b2}
+    if s_tok % b2:
+        sizes.add(s_tok % b2)
+    worst: dict[str, int] = {}
+    fp = 0
+    for b in sorted(sizes):
+        s1, s2 = _xuv_block_parts(b, h, r, n, s, bl, out, x_rows, pairs)
+        for parts in (s1, s2):
+            tot = sum(parts.values())
+            if tot > fp:
+                fp, worst = tot, dict(parts)
+    mode = "decode" if b2 <= DECODE_MAX_TOKENS else "prefill"
+    return Plan(kernel, bl, fp, usable, worst, mode)
+
+
+def resolve_xuv(
+    s_tok: int,
+    h: int,
+    r: int,
+    n: int,
+    itemsize: int,
+    usable: int,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    kernel: str = "xuv_fused",
+    out: str = "natural",
+    x_rows: bool = True,
+    pairs: int = 1,
+) -> Plan:
+    """Merge fallback < tuning defaults < explicit overrides; shrink defaulted sizes that do not fit."""
+    blocks = {**XUV_FALLBACK, **defaults, **overrides}
+    if "stage1_tokens" not in overrides:
+        blocks["stage1_tokens"] = min(blocks["stage1_tokens"], blocks["block_tokens"])
+
+    def plan_of(bl: Mapping[str, Any]) -> Plan:
+        return xuv_plan(s_tok, h, r, n, itemsize, bl, usable, kernel, out, x_rows, pairs)
+
+    plan = plan_of(blocks)
+    # shrink the defaulted blocks (never an explicit one) until the plan fits: weight chunks first,
+    # then token blocks (decode-sized blocks of a few tokens still run), then PSUM group width
+    shrink = [
+        name
+        for name in ("u_chunk_tiles", "v_chunk_tiles", "stage1_tokens", "block_tokens", "psum_banks")
+        if name not in overrides
+    ]
+    for name in shrink:
+        floor = {"stage1_tokens": P, "block_tokens": 1, "psum_banks": pairs}.get(name, 1)
+        while not plan.fits and blocks[name] > floor:
+            blocks[name] = max(floor, blocks[name] // 2)
+            if name == "block_tokens" and "stage1_tokens" not in overrides:
+                blocks["stage1_tokens"] = min(blocks["stage1_tokens"], blocks["block_tokens"])
+            plan = plan_of(blocks)
+    if not plan.fits:
+        raise BlockError(plan.sbuf_message())
+    return plan
+
+
+# --------------------------------------------------------------------------------------------------
+# dense MLP
+
+DENSE_MLP_BLOCKS = ("block_tokens", "k_chunk_tiles", "psum_banks")
+DENSE_MLP_FALLBACK = {"block_tokens": 512, "k_chunk_tiles": 8, "psum_banks": 8}
+
+
+def dense_mlp_plan(
+    s_tok: int,
+    h: int,
+    i: int,
+    itemsize: int,
+    blocks: Mapping[str, Any],
+    usable: int,
+    kernel: str = "dense_mlp",
+) -> Plan:
+    """Plan of :func:`kernels.mlp.dense_mlp`: gate/up pass (act^T to HBM) then a dense down pass."""
+    bl = _ints(kernel, blocks, DENSE_MLP_BLOCKS)
+    _check_banks(kernel, bl["psum_banks"], 2)
+    s = itemsize
+    b = min(bl["block_tokens"], s_tok)
+    ht = cdiv(h, P)
+    c = min(bl["k_chunk_tiles"], ht)
+    per = bl["psum_banks"] // 2
+    tt = min(cdiv(b, FMAX), per)
+    w = min(max(1, per // tt) * P, i)
+    gate_up = {
+        "x_panel": ht * b * s,
+        "x_stage": 2 * min(h, X_COLS) * s,
+        "w_chunks": 2 * 2 * c * w * s,
+        "staging": 2 * min(b, tt * FMAX) * 4,
+    }
+    if b <= DECODE_MAX_TOKENS:
+        w = min(per * FMAX, i)
+        gate_up = {
+            "x_panel": ht * b * s,
+            "x_stage": 2 * min(h, X_COLS) * s,
+            "w_chunks": 2 * 2 * c * w * s,
+            "staging": 2 * w * s,
+        }
+    # the down pass (lhsT = act^T) resolves its own panel width and falls back to streaming, so it
+    # always fits; only the gate/up pass constrains these blocks
+    return Plan(
+        kernel, bl, sum(gate_up.values()), usable, gate_up, "decode" if b <= DECODE_MAX_TOKENS else "prefill"
+    )
+
+
+def resolve_dense_mlp(
+    s_tok: int,
+    h: int,
+    i: int,
+    itemsize: int,
+    usable: int,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+    kernel: str = "dense_mlp",
+) -> Plan:
+    blocks = {**DENSE_MLP_FALLBACK, **defaults, **overrides}
+    plan = dense_mlp_plan(s_tok, h, i, itemsize, blocks, usable, kernel)
+    for name in ("k_chunk_tiles", "block_tokens"):
+        floor = P if name == "block_tokens" else 1
+        while not plan.fits and name not in overrides and blocks[name] > floor:
+            blocks[name] = max(floor, blocks[name] // 2)
+            plan = dense_mlp_plan(s_tok, h, i, itemsize, blocks, usable, kernel)
+    if not plan.fits:
+        raise BlockError(plan.sbuf_message())
+    return plan
