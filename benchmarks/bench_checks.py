@@ -31,12 +31,12 @@ from devkit import compat
 if not compat.is_installed():
     compat.install()
 
-import neuronxcc.nki as nki  # noqa: E402
-import neuronxcc.nki.isa as nisa  # noqa: E402
-import neuronxcc.nki.language as nl  # noqa: E402
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 
-import devkit  # noqa: E402
-from devkit.sim.options import SimOptions  # noqa: E402
+import devkit
+from devkit.sim.options import SimOptions
 
 GOAL = 0.30
 TILE_K, TILE_M, TILE_N = 128, 128, 512
@@ -52,11 +52,13 @@ def mm_tiled(lhsT: Any, rhs: Any) -> Any:
         for n in nl.affine_range(N // TILE_N):
             acc = nl.zeros((TILE_M, TILE_N), nl.float32, buffer=nl.psum)
             for k in nl.affine_range(K // TILE_K):
-                a = nl.load(lhsT[k * TILE_K:(k + 1) * TILE_K, m * TILE_M:(m + 1) * TILE_M])
-                b = nl.load(rhs[k * TILE_K:(k + 1) * TILE_K, n * TILE_N:(n + 1) * TILE_N])
+                a = nl.load(lhsT[k * TILE_K : (k + 1) * TILE_K, m * TILE_M : (m + 1) * TILE_M])
+                b = nl.load(rhs[k * TILE_K : (k + 1) * TILE_K, n * TILE_N : (n + 1) * TILE_N])
                 acc += nl.matmul(a, b, transpose_x=True)
-            nl.store(out[m * TILE_M:(m + 1) * TILE_M, n * TILE_N:(n + 1) * TILE_N],
-                     value=nl.copy(acc, dtype=out.dtype))
+            nl.store(
+                out[m * TILE_M : (m + 1) * TILE_M, n * TILE_N : (n + 1) * TILE_N],
+                value=nl.copy(acc, dtype=out.dtype),
+            )
     return out
 
 
@@ -110,8 +112,10 @@ def mm_optimized(lhsT: Any, rhs: Any, bm: int = 2, bn: int = 2, bk: int = 4) -> 
                     for jm in nl.affine_range(bm):
                         acc = nl.zeros((TILE_M, TILE_N), dtype=nl.float32, buffer=nl.psum)
                         for kk in nl.affine_range(bk):
-                            acc[...] += nisa.nc_matmul(lt[kk, i_mm_l.p, jm * TILE_M + i_mm_l.x],
-                                                       rt[kk, i_mm_r.p, jn * TILE_N + i_mm_r.x])
+                            acc[...] += nisa.nc_matmul(
+                                lt[kk, i_mm_l.p, jm * TILE_M + i_mm_l.x],
+                                rt[kk, i_mm_r.p, jn * TILE_N + i_mm_r.x],
+                            )
                         res[m, jm, jn, i_o.p, i_o.x] += acc[i_o.p, i_o.x]
         for m in nl.affine_range(M // BM):
             for jm in nl.affine_range(bm):
@@ -141,12 +145,15 @@ def cases(size: int, project: bool) -> list[tuple[str, Any, tuple]]:
     rng = np.random.default_rng(0)
     lhsT = rng.standard_normal((size, size)).astype(np.float32)
     rhs = rng.standard_normal((size, size)).astype(np.float32)
-    out = [("tiled", mm_tiled, (lhsT, rhs)), ("hoisted", mm_hoisted, (lhsT, rhs)),
-           ("optimized", mm_optimized, (lhsT, rhs))]
+    out = [
+        ("tiled", mm_tiled, (lhsT, rhs)),
+        ("hoisted", mm_hoisted, (lhsT, rhs)),
+        ("optimized", mm_optimized, (lhsT, rhs)),
+    ]
     if project:
         try:
             from kernels import matmul as km
-        except Exception as e:  # noqa: BLE001 - optional, reported below
+        except Exception as e:
             print(f"(kernels.matmul not importable: {e})")
         else:
             for name in ("matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"):

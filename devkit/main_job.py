@@ -31,7 +31,7 @@ from typing import Any
 #: The paper's microbenchmark: X[S, H] . U[H, r] . V[r, N] (reference/neuronmm.md, issue 5).
 PAPER_H, PAPER_R, PAPER_N = 8192, 4096, 16384
 PAPER_S_FULL = (1024, 4096, 8192, 16384, 32768)
-PAPER_S_QUICK = (512, 1024, 2048)
+PAPER_S_QUICK = (256, 512, 1024)
 #: Kernels of the comparison: name in the report -> registry kernel.
 COMPARISON = {"fused": "xuv_fused", "sequential": "xuv_sequential", "dense": "matmul_optimized"}
 #: MLP comparison: models, compression ratios and tokens.
@@ -100,8 +100,9 @@ def quick_shape(shape: Mapping[str, int]) -> dict[str, int]:
     return {k: max(1, int(v) // 4) for k, v in shape.items()}
 
 
-def plan(*, quick: bool, target: str = "trn1", registry: Any = None,
-         seq_lens: Sequence[int] | None = None) -> list[Task]:
+def plan(
+    *, quick: bool, target: str = "trn1", registry: Any = None, seq_lens: Sequence[int] | None = None
+) -> list[Task]:
     """Every task of one run, in a deterministic order."""
     if registry is None:
         from kernels import registry
@@ -120,18 +121,46 @@ def plan(*, quick: bool, target: str = "trn1", registry: Any = None,
                 shape = {"K": PAPER_H, "M": s, "N": PAPER_N}
             else:
                 shape = {"S": s, "H": PAPER_H, "r": PAPER_R, "N": PAPER_N}
-            tasks.append(Task("estimate", kernel, _shape(shape), "bfloat16", target, group="paper", label=label,
-                              timeline=(kernel == TIMELINE_KERNEL and s == timeline_s)))
+            tasks.append(
+                Task(
+                    "estimate",
+                    kernel,
+                    _shape(shape),
+                    "bfloat16",
+                    target,
+                    group="paper",
+                    label=label,
+                    timeline=(kernel == TIMELINE_KERNEL and s == timeline_s),
+                )
+            )
     tokens = MLP_TOKENS_QUICK if quick else MLP_TOKENS_FULL
-    for model in (MLP_MODELS_QUICK if quick else MLP_MODELS_FULL):
+    for model in MLP_MODELS_QUICK if quick else MLP_MODELS_FULL:
         cfg = llm.get_config(model)
-        tasks.append(Task("estimate", "dense_mlp", _shape({"S": tokens, "H": cfg.hidden, "I": cfg.intermediate}),
-                          "bfloat16", target, group=f"mlp:{model}", label="dense"))
-        for ratio in (MLP_RATIOS_QUICK if quick else MLP_RATIOS_FULL):
+        tasks.append(
+            Task(
+                "estimate",
+                "dense_mlp",
+                _shape({"S": tokens, "H": cfg.hidden, "I": cfg.intermediate}),
+                "bfloat16",
+                target,
+                group=f"mlp:{model}",
+                label="dense",
+            )
+        )
+        for ratio in MLP_RATIOS_QUICK if quick else MLP_RATIOS_FULL:
             ranks = llm.mlp_ranks(cfg, ratio)
             shape = {"S": tokens, "H": cfg.hidden, "I": cfg.intermediate, "r": ranks.gate}
-            tasks.append(Task("estimate", "svd_mlp", _shape(shape), "bfloat16", target,
-                              group=f"mlp:{model}", label=f"svd@{ratio:g}"))
+            tasks.append(
+                Task(
+                    "estimate",
+                    "svd_mlp",
+                    _shape(shape),
+                    "bfloat16",
+                    target,
+                    group=f"mlp:{model}",
+                    label=f"svd@{ratio:g}",
+                )
+            )
     return tasks
 
 
@@ -150,19 +179,46 @@ def run_task(task: Task) -> TaskResult:
     from kernels import registry
 
     t0 = time.perf_counter()
-    spec = registry.get(task.kernel)
     try:
+        spec = registry.get(task.kernel)
         if task.kind == "validate":
             res = registry.validate(spec, task.shape_dict, task.dtype, seed=0, target=task.target)
-            return TaskResult(task, time.perf_counter() - t0, bool(res.ok), None if res.ok else
-                              f"max error {res.max_error:.3g} exceeds the tolerance {res.tolerance:.3g}",
-                              max_error=float(res.max_error), tolerance=float(res.tolerance))
+            return TaskResult(
+                task,
+                time.perf_counter() - t0,
+                bool(res.ok),
+                None
+                if res.ok
+                else f"max error {res.max_error:.3g} exceeds the tolerance {res.tolerance:.3g}",
+                max_error=float(res.max_error),
+                tolerance=float(res.tolerance),
+            )
         report = spec.estimate(task.shape_dict, task.dtype, task.target)
-        figures = {k: v for k, v in report.to_dict().items() if k in (
-            "latency_us", "hbm_read_bytes", "hbm_write_bytes", "tensor_utilization", "bound_by", "instructions",
-            "flops", "mbu", "roofline_us", "sbuf_peak_bytes", "spill_bytes")}
-        return TaskResult(task, time.perf_counter() - t0, True, figures=figures,
-                          report=report if task.timeline else None)
+        figures = {
+            k: v
+            for k, v in report.to_dict().items()
+            if k
+            in (
+                "latency_us",
+                "hbm_read_bytes",
+                "hbm_write_bytes",
+                "tensor_utilization",
+                "bound_by",
+                "instructions",
+                "flops",
+                "mbu",
+                "roofline_us",
+                "sbuf_peak_bytes",
+                "spill_bytes",
+            )
+        }
+        if task.timeline:
+            from devkit.report import hotspot_code
+
+            figures["hotspot_code"] = hotspot_code(report)
+        return TaskResult(
+            task, time.perf_counter() - t0, True, figures=figures, report=report if task.timeline else None
+        )
     except Exception as exc:  # reported per task; the run goes on and exits non-zero
         return TaskResult(task, time.perf_counter() - t0, False, _error_text(exc))
 
@@ -180,8 +236,13 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def execute(tasks: Sequence[Task], *, jobs: int, on_start: Callable[[Task], None] | None = None,
-            on_done: Callable[[TaskResult], None] | None = None) -> list[TaskResult]:
+def execute(
+    tasks: Sequence[Task],
+    *,
+    jobs: int,
+    on_start: Callable[[Task], None] | None = None,
+    on_done: Callable[[TaskResult], None] | None = None,
+) -> list[TaskResult]:
     """Run ``tasks`` (largest first) on ``jobs`` worker processes; results come back in ``tasks`` order.
 
     ``jobs <= 1`` runs everything in this process (no pool).
@@ -268,13 +329,23 @@ def summarise(results: Iterable[TaskResult]) -> Summary:
             return r.figures.get(key) if r is not None and r.ok else None
 
         lat = {label: fig(label, "latency_us") for label in COMPARISON}
-        hbm = {label: (fig(label, "hbm_read_bytes") or 0) + (fig(label, "hbm_write_bytes") or 0)
-               if fig(label, "hbm_read_bytes") is not None else None for label in COMPARISON}
-        paper_rows.append({"S": s, "latency_us": lat, "hbm_bytes": hbm,
-                           "speedup_dense": _speedup(lat["dense"], lat["fused"]),
-                           "speedup_sequential": _speedup(lat["sequential"], lat["fused"]),
-                           "tensor_utilization": fig("fused", "tensor_utilization"),
-                           "bound_by": fig("fused", "bound_by") or "-"})
+        hbm = {
+            label: (fig(label, "hbm_read_bytes") or 0) + (fig(label, "hbm_write_bytes") or 0)
+            if fig(label, "hbm_read_bytes") is not None
+            else None
+            for label in COMPARISON
+        }
+        paper_rows.append(
+            {
+                "S": s,
+                "latency_us": lat,
+                "hbm_bytes": hbm,
+                "speedup_dense": _speedup(lat["dense"], lat["fused"]),
+                "speedup_sequential": _speedup(lat["sequential"], lat["fused"]),
+                "tensor_utilization": fig("fused", "tensor_utilization"),
+                "bound_by": fig("fused", "bound_by") or "-",
+            }
+        )
     mlp: dict[str, dict[str, TaskResult]] = {}
     for r in estimates:
         if r.task.group.startswith("mlp:"):
@@ -288,12 +359,22 @@ def summarise(results: Iterable[TaskResult]) -> Summary:
             shp = r.task.shape_dict
             svd_us = r.figures.get("latency_us") if r.ok else None
             dense_us = dense.figures.get("latency_us") if dense is not None and dense.ok else None
-            mlp_rows.append({
-                "model": model, "compression": label[4:], "S": shp["S"], "H": shp["H"], "I": shp["I"],
-                "ranks": str(shp["r"]), "svd_us": svd_us, "dense_us": dense_us,
-                "speedup": _speedup(dense_us, svd_us),
-                "svd_hbm": (r.figures["hbm_read_bytes"] + r.figures["hbm_write_bytes"]) if r.ok else None,
-                "dense_hbm": (dense.figures["hbm_read_bytes"] + dense.figures["hbm_write_bytes"])
-                if dense is not None and dense.ok else None})
+            mlp_rows.append(
+                {
+                    "model": model,
+                    "compression": label[4:],
+                    "S": shp["S"],
+                    "H": shp["H"],
+                    "I": shp["I"],
+                    "ranks": str(shp["r"]),
+                    "svd_us": svd_us,
+                    "dense_us": dense_us,
+                    "speedup": _speedup(dense_us, svd_us),
+                    "svd_hbm": (r.figures["hbm_read_bytes"] + r.figures["hbm_write_bytes"]) if r.ok else None,
+                    "dense_hbm": (dense.figures["hbm_read_bytes"] + dense.figures["hbm_write_bytes"])
+                    if dense is not None and dense.ok
+                    else None,
+                }
+            )
     timeline = next((r for r in estimates if r.task.timeline and r.ok and r.report is not None), None)
     return Summary(validations, paper_rows, mlp_rows, timeline, errors)

@@ -52,8 +52,14 @@ def _tokens(n: float) -> str:
     return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
 
 
-def plot_sweep(x: Sequence[int], series: Mapping[str, Sequence[float | None]], *, ylabel: str,
-               title: str, xlabel: str = "sequence length S (tokens)") -> str:
+def plot_sweep(
+    x: Sequence[int],
+    series: Mapping[str, Sequence[float | None]],
+    *,
+    ylabel: str,
+    title: str,
+    xlabel: str = "sequence length S (tokens)",
+) -> str:
     """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
@@ -62,8 +68,15 @@ def plot_sweep(x: Sequence[int], series: Mapping[str, Sequence[float | None]], *
         pts = [(xi, yi) for xi, yi in zip(x, ys) if yi is not None and yi > 0]
         if not pts:
             continue
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)], label=name,
-                color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)], linewidth=1.8, markersize=5)
+        ax.plot(
+            [p[0] for p in pts],
+            [p[1] for p in pts],
+            marker=markers[i % len(markers)],
+            label=name,
+            color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+            linewidth=1.8,
+            markersize=5,
+        )
     if len(set(x)) > 1:
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -78,8 +91,9 @@ def plot_sweep(x: Sequence[int], series: Mapping[str, Sequence[float | None]], *
     return _png(fig)
 
 
-def plot_timeline(timeline: Any, *, dma_engines: int, latency_us: float, title: str,
-                  max_events: int = 4000) -> str:
+def plot_timeline(
+    timeline: Any, *, dma_engines: int, latency_us: float, title: str, max_events: int = 4000
+) -> str:
     """Gantt chart of the first ``max_events`` scheduled intervals + utilisation over the whole run.
 
     ``timeline`` is a :class:`devkit.cost.timeline.Timeline` (or its ``to_dict()``).
@@ -92,11 +106,17 @@ def plot_timeline(timeline: Any, *, dma_engines: int, latency_us: float, title: 
     rows = list(range(len(engines)))
     if events:
         t_end_us = max(ev[2] for ev in events) * 1e-3
-        for e, name in enumerate(engines):
-            spans = [(ev[1] * 1e-3, max((ev[2] - ev[1]) * 1e-3, t_end_us * 1e-4)) for ev in events if ev[0] == e]
+        for e in range(len(engines)):
+            spans = [
+                (ev[1] * 1e-3, max((ev[2] - ev[1]) * 1e-3, t_end_us * 1e-4)) for ev in events if ev[0] == e
+            ]
             if spans:
-                gantt.broken_barh(spans, (e - 0.4, 0.8), facecolors=ENGINE_COLOURS[e % len(ENGINE_COLOURS)],
-                                  edgecolor="none")
+                gantt.broken_barh(
+                    spans,
+                    (e - 0.4, 0.8),
+                    facecolors=ENGINE_COLOURS[e % len(ENGINE_COLOURS)],
+                    edgecolor="none",
+                )
         gantt.set_xlim(0, t_end_us)
         shown = f"first {len(events):,} instructions ({t_end_us:,.1f} us of {latency_us:,.1f} us)"
     else:
@@ -115,8 +135,15 @@ def plot_timeline(timeline: Any, *, dma_engines: int, latency_us: float, title: 
         row = data["histogram"][name][:used]
         div = bin_us * 1e3 * (dma_engines if name == "dma" else 1)
         matrix.append([min(1.0, v / div) for v in row])
-    im = strip.imshow(matrix, aspect="auto", interpolation="nearest", cmap="viridis", vmin=0.0, vmax=1.0,
-                      extent=(0, used * bin_us, len(engines) - 0.5, -0.5))
+    im = strip.imshow(
+        matrix,
+        aspect="auto",
+        interpolation="nearest",
+        cmap="viridis",
+        vmin=0.0,
+        vmax=1.0,
+        extent=(0, used * bin_us, len(engines) - 0.5, -0.5),
+    )
     strip.set_yticks(rows)
     strip.set_yticklabels(engines)
     strip.set_xlabel("time (us), whole kernel")
@@ -126,8 +153,12 @@ def plot_timeline(timeline: Any, *, dma_engines: int, latency_us: float, title: 
     return _png(fig)
 
 
-def plot_measured_vs_predicted(points: Sequence[tuple[str, float, float]], *, slack: float | None = None,
-                               title: str = "hardware P50 vs cost-model prediction") -> str:
+def plot_measured_vs_predicted(
+    points: Sequence[tuple[str, float, float]],
+    *,
+    slack: float | None = None,
+    title: str = "hardware P50 vs cost-model prediction",
+) -> str:
     """Scatter of ``(label, predicted_us, measured_us)`` on log-log axes with y = x and a ±slack band."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 5.0))
@@ -138,13 +169,25 @@ def plot_measured_vs_predicted(points: Sequence[tuple[str, float, float]], *, sl
     line = [lo, hi]
     ax.plot(line, line, color="#555555", linewidth=1, label="measured = predicted")
     if slack:
-        ax.fill_between(line, [v * (1 - slack) for v in line], [v * (1 + slack) for v in line],
-                        color="#bbbbbb", alpha=0.35, label=f"±{slack:.0%}")
+        ax.fill_between(
+            line,
+            [v * (1 - slack) for v in line],
+            [v * (1 + slack) for v in line],
+            color="#bbbbbb",
+            alpha=0.35,
+            label=f"±{slack:.0%}",
+        )
     labels = sorted({p[0] for p in points})
     for i, label in enumerate(labels):
         sel = [p for p in points if p[0] == label]
-        ax.scatter([p[1] for p in sel], [p[2] for p in sel], label=label, s=28,
-                   color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)], zorder=3)
+        ax.scatter(
+            [p[1] for p in sel],
+            [p[2] for p in sel],
+            label=label,
+            s=28,
+            color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+            zorder=3,
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -169,12 +212,30 @@ def short_path(filename: str, root: str | os.PathLike | None = None) -> str:
     return os.path.relpath(full, base) if full.startswith(base + os.sep) else filename
 
 
-def hotspot_rows(report: Any, limit: int = 12) -> list[dict[str, Any]]:
-    """Rows for the hotspot table of a :class:`~devkit.cost.report.CostReport` (busy us per engine)."""
+def hotspot_code(report: Any, limit: int = 12) -> dict[str, str]:
+    """``{"file:line": source text}`` of the top hotspots, read now (call it where the kernel ran, so the
+    text matches the code that was traced even if the file changes later)."""
+    return {f"{h.filename}:{h.lineno}": source_line(h.filename, h.lineno) for h in report.hotspots[:limit]}
+
+
+def hotspot_rows(report: Any, limit: int = 12, code: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Rows for the hotspot table of a :class:`~devkit.cost.report.CostReport` (busy us per engine).
+
+    ``code`` maps ``"file:line"`` to the source text (see :func:`hotspot_code`); missing lines are read now.
+    """
     rows = []
     for h in report.hotspots[:limit]:
-        rows.append({"where": f"{short_path(h.filename)}:{h.lineno}", "code": source_line(h.filename, h.lineno),
-                     "instructions": h.instructions, "busy_us": dict(h.busy_us), "total_us": h.total_busy_us})
+        key = f"{h.filename}:{h.lineno}"
+        text = code[key] if code and key in code else source_line(h.filename, h.lineno)
+        rows.append(
+            {
+                "where": f"{short_path(h.filename)}:{h.lineno}",
+                "code": text,
+                "instructions": h.instructions,
+                "busy_us": dict(h.busy_us),
+                "total_us": h.total_busy_us,
+            }
+        )
     return rows
 
 
@@ -190,7 +251,7 @@ def fmt_us(us: float | None) -> str:
     """Latency with a unit that keeps 3-4 significant digits."""
     if us is None:
         return "-"
-    if us >= 10_000:
+    if us >= 1000:
         return f"{us / 1000:,.2f} ms"
     if us >= 1:
         return f"{us:,.1f} us"
@@ -201,9 +262,14 @@ def environment() -> Any:
     """The jinja2 environment of the devkit templates (StrictUndefined, HTML autoescape)."""
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
-                             undefined=jinja2.StrictUndefined, autoescape=jinja2.select_autoescape(["html", "j2"]),
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters["us"] = fmt_us
     env.filters["bytes"] = fmt_bytes
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"

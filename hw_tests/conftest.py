@@ -25,16 +25,37 @@ _FAKE_MODES = ("ok", "wrong", "slow")
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("devkit-hardware")
-    group.addoption("--require-hardware", action="store_true", default=False,
-                    help="fail at once (instead of skipping) when the Neuron device or real neuronx-cc is missing")
-    group.addoption("--results-dir", default=None, metavar="DIR",
-                    help=f"results store to append to (default: {hw.RESULTS_DIR})")
-    group.addoption("--latency-slack", type=float, default=None, metavar="FRACTION",
-                    help="override the slack written into the tests: |P50 - predicted| <= slack * predicted")
-    group.addoption("--hw-target", default=None, metavar="TARGET",
-                    help="cost-model target of this host (default: from the instance type)")
-    group.addoption("--fake-neuron", default=None, choices=_FAKE_MODES,
-                    help="TESTING THE GLUE ONLY: a fake SDK instead of the device (needs --results-dir)")
+    group.addoption(
+        "--require-hardware",
+        action="store_true",
+        default=False,
+        help="fail at once (instead of skipping) when the Neuron device or real neuronx-cc is missing",
+    )
+    group.addoption(
+        "--results-dir",
+        default=None,
+        metavar="DIR",
+        help=f"results store to append to (default: {hw.RESULTS_DIR})",
+    )
+    group.addoption(
+        "--latency-slack",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="override the slack written into the tests: |P50 - predicted| <= slack * predicted",
+    )
+    group.addoption(
+        "--hw-target",
+        default=None,
+        metavar="TARGET",
+        help="cost-model target of this host (default: from the instance type)",
+    )
+    group.addoption(
+        "--fake-neuron",
+        default=None,
+        choices=_FAKE_MODES,
+        help="TESTING THE GLUE ONLY: a fake SDK instead of the device (needs --results-dir)",
+    )
 
 
 def _state(config: Any) -> dict[str, Any]:
@@ -42,8 +63,11 @@ def _state(config: Any) -> dict[str, Any]:
     if state is None:
         fake = config.getoption("--fake-neuron")
         results = config.getoption("--results-dir")
-        state = {"fake": fake, "requirements": None if fake else hw.check_requirements(),
-                 "results_dir": Path(results) if results else hw.RESULTS_DIR}
+        state = {
+            "fake": fake,
+            "requirements": None if fake else hw.check_requirements(),
+            "results_dir": Path(results) if results else hw.RESULTS_DIR,
+        }
         config._devkit_hw = state
     return state
 
@@ -52,15 +76,20 @@ def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "hardware: needs a Neuron device and the real neuronx-cc")
     state = _state(config)
     if state["fake"]:
-        if config.getoption("--results-dir") is None or \
-                Path(state["results_dir"]).resolve() == hw.RESULTS_DIR.resolve():
-            raise pytest.UsageError("--fake-neuron needs --results-dir DIR other than the project's results/ "
-                                    "(fake measurements never enter the real store)")
+        if (
+            config.getoption("--results-dir") is None
+            or Path(state["results_dir"]).resolve() == hw.RESULTS_DIR.resolve()
+        ):
+            raise pytest.UsageError(
+                "--fake-neuron needs --results-dir DIR other than the project's results/ "
+                "(fake measurements never enter the real store)"
+            )
         return
     req = state["requirements"]
     if config.getoption("--require-hardware") and not req.ok:
-        raise pytest.UsageError("--require-hardware: cannot run the hardware tests on this machine: "
-                                + "; ".join(req.missing))
+        raise pytest.UsageError(
+            "--require-hardware: cannot run the hardware tests on this machine: " + "; ".join(req.missing)
+        )
 
 
 def pytest_report_header(config: Any) -> str:
@@ -69,7 +98,8 @@ def pytest_report_header(config: Any) -> str:
         return f"hardware: FAKE Neuron SDK (mode {state['fake']}); results -> {state['results_dir']}"
     req = state["requirements"]
     if req.ok:
-        return f"hardware: {', '.join(req.devices)}; neuronx-cc {hw.sdk_version()}; results -> {state['results_dir']}"
+        devices = ", ".join(req.devices)
+        return f"hardware: {devices}; neuronx-cc {hw.sdk_version()}; results -> {state['results_dir']}"
     return f"hardware: unavailable, every test will be skipped ({req.reason()})"
 
 
@@ -78,7 +108,7 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         item.add_marker(pytest.mark.hardware)
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture(scope="session", autouse=True)
 def _hardware_gate(request: Any) -> None:
     """Skip (one reason for all) unless the hardware stage can run; raised here so pytest -rs groups it."""
     state = _state(request.config)
@@ -90,7 +120,7 @@ def _hardware_gate(request: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def kernel_registry(request: Any) -> Any:
+def kernel_registry(request: Any, _hardware_gate: None) -> Any:
     """``kernels.registry``, imported only after the hardware gate (the real SDK binds the kernels)."""
     if not _state(request.config)["fake"]:
         hw.load_sdk()  # refuses the simulator before the kernels package can bind anything

@@ -44,6 +44,11 @@ def tile_sizes(total: int, size: int) -> list[int]:
     return [size] * n + ([rem] if rem else [])
 
 
+def banks_leaving_one(banks: int) -> int:
+    """Group banks when the epilogue needs a PSUM bank of its own (TensorE transposes)."""
+    return max(1, min(banks, PSUM_BANKS - 1))
+
+
 def usable_sbuf_bytes() -> int:
     """Usable SBUF bytes per partition on the current target (180224 on trn1/inf2)."""
     return int(getattr(nl.tile_size, "total_available_sbuf_size", 180224))
@@ -395,7 +400,9 @@ def panel_from_rows(x: Any, tok0: Any, n_tok: int, panel: Any, tok0_panel: int =
             for q0, grp in groups:
                 ps = nl.ndarray((P, TRANSPOSES_PER_BANK, P), dtype=nl.float32, buffer=nl.psum)
                 for q, hs in enumerate(grp):
-                    ps[0:hs, q, 0:rows] = nisa.nc_transpose(xn[0:rows, (q0 + q) * P : (q0 + q) * P + hs])
+                    ps[0:hs, q, 0:rows] = nisa.nc_transpose(
+                        xn[0:rows, (q0 + q) * P : (q0 + q) * P + hs], engine=nisa.tensor_engine
+                    )
                 full = [hs for hs in grp if hs == P]
                 a = tok0_panel + t * P
                 if full:
@@ -463,7 +470,9 @@ def _transposes(
         blocks = tile_sizes(gcols, P)
         ps = nl.ndarray((P, q, n_tok), dtype=nl.float32, buffer=nl.psum)
         for b, bs in enumerate(blocks):
-            ps[0:bs, b, 0:n_tok] = nisa.nc_transpose(nat[0:n_tok, nl.ds(c0 + b * P, bs)])
+            ps[0:bs, b, 0:n_tok] = nisa.nc_transpose(
+                nat[0:n_tok, nl.ds(c0 + b * P, bs)], engine=nisa.tensor_engine
+            )
         emit(ps, gi * q, blocks)
 
     for_spans(n_cols, q * P, grp)

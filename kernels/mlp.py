@@ -207,7 +207,7 @@ def gate_up_into(act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dic
                     i_dim,
                     rg,
                     c2,
-                    banks,
+                    B.banks_leaving_one(banks),
                     swiglu_natural_epilogue(act_t, act_t3, tok0, b),
                 )
             else:
@@ -220,7 +220,7 @@ def gate_up_into(act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dic
                     i_dim,
                     ru,
                     c2,
-                    banks,
+                    B.banks_leaving_one(banks),
                     swiglu_natural_epilogue(act_t, act_t3, tok0, b, gate_sb),
                 )
         elif paired:
@@ -371,7 +371,16 @@ def dense_mlp(
         panel = build_panel(x, None, True, tok0, b, h)
         pairs = [(panel, w_gate, wg3), (panel, w_up, wu3)]
         if b <= plans.DECODE_MAX_TOKENS:
-            B.weights_moving(pairs, b, 0, i_dim, h, c, banks, swiglu_natural_epilogue(act_t, act_t3, tok0, b))
+            B.weights_moving(
+                pairs,
+                b,
+                0,
+                i_dim,
+                h,
+                c,
+                B.banks_leaving_one(banks),
+                swiglu_natural_epilogue(act_t, act_t3, tok0, b),
+            )
         else:
             B.weights_stationary(pairs, b, 0, i_dim, h, c, banks, swiglu_transposed_epilogue(act_t, tok0))
 

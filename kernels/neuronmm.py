@@ -181,8 +181,16 @@ def stage2(
     if not transposed:
         B.weights_moving([(strip, v, v3)], b, 0, n, r, c2, banks, store_natural(out, tok0, out.dtype))
     elif b <= plans.DECODE_MAX_TOKENS:
+        # one PSUM bank stays free for the epilogue's TensorE transposes
         B.weights_moving(
-            [(strip, v, v3)], b, 0, n, r, c2, banks, transpose_store_epilogue(out, out3, tok0, b)
+            [(strip, v, v3)],
+            b,
+            0,
+            n,
+            r,
+            c2,
+            B.banks_leaving_one(banks),
+            transpose_store_epilogue(out, out3, tok0, b),
         )
     else:
         B.weights_stationary([(strip, v, v3)], b, 0, n, r, c2, banks, store_transposed_epilogue(out, tok0))

@@ -416,7 +416,7 @@ _register(
         name="matmul_optimized",
         module="kernels.matmul",
         function="matmul_optimized",
-        description="dense lhsT.T @ rhs: resident lhsT panel, streamed rhs, full-K PSUM accumulation (NKI XW)",
+        description="dense lhsT.T @ rhs: resident lhsT panel, streamed rhs, full-K PSUM accumulation",
         shape_params=("K", "M", "N"),
         default_shape=_ro({"K": 2048, "M": 256, "N": 8192}),
         arg_shapes=_mm_shapes,

@@ -253,3 +253,8 @@ def test_simulator_opcodes_have_cost_rules() -> None:
     }
     covered = covered_opcodes()
     assert sorted(pair for pair in found if pair[1] not in covered[pair[0]]) == []
+
+
+def test_psum_memset_is_elided_sbuf_memset_is_not() -> None:
+    assert TRN1.cycles(_compute(VECTOR, "memset", 512, out_buffer=PSUM, value=0)) == 0
+    assert TRN1.cycles(_compute(VECTOR, "memset", 512, value=0)) == 512

@@ -333,3 +333,16 @@ def test_schedule_helper_with_target_name() -> None:
     assert report.target == "trn1"
     assert report.latency_us == pytest.approx(512 / 2.8 / 1000)
     assert report.engine_busy_us[GPSIMD] == 0.0 and report.engine_busy_us[SCALAR] == 0.0
+
+
+def test_psum_zero_init_is_elided() -> None:
+    """nl.zeros(buffer=psum) + matmul accumulation: the memset costs nothing and blocks nothing."""
+    b = TraceBuilder()
+    v = b.vector("tensor_copy", 1000)  # keeps VectorE busy until 1000 ns
+    z = b.vector("memset", 512, out_buffer="psum", value=0)  # behind it in VectorE program order
+    b.matmul(128, 512, deps=[z])
+    sched = run(b, params=simple_params(dependency_latency_cycles=50))
+    report = sched.report()
+    assert report.latency_us * 1000 == pytest.approx(1000)  # the matmul ran at t = 0 .. 512
+    assert report.engine_busy_us["vector"] * 1000 == pytest.approx(1000)
+    assert report.instructions == 3 and v == 0

@@ -1,6 +1,6 @@
 """``devkit hw run`` / ``devkit hw report``: the hardware stage.
 
-``devkit hw run [--require-hardware] [--tox] [PYTEST ARGS...]`` runs ``hw_tests/`` with pytest in this
+``devkit hw run [--require-hardware] [--tox] [-- PYTEST ARGS...]`` runs ``hw_tests/`` with pytest in this
 environment (or, with ``--tox``, in tox's ``hw`` environment).  Without a Neuron device or the real
 ``neuronx-cc`` every test is skipped with one reason; ``--require-hardware`` fails at once instead,
 naming what is missing, without starting pytest.
@@ -27,7 +27,7 @@ from devkit import hw
 
 _EXAMPLES = """examples:
   devkit hw run                          # pytest hw_tests in this environment
-  devkit hw run --require-hardware -x    # fail at once unless a device and the real SDK are here
+  devkit hw run --require-hardware -- -x # fail at once unless a device and the real SDK are here
   devkit hw run --tox                    # the same through `tox -e hw`
   devkit hw report                       # measured vs predicted from results/
   devkit hw report --out devkit-report   # ... and write devkit-report/hw.html with the plot
@@ -35,19 +35,32 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("hw", help="hardware stage: run hw_tests, compare measured with predicted",
-                       description=__doc__, epilog=_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "hw",
+        help="hardware stage: run hw_tests, compare measured with predicted",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.set_defaults(func=lambda a: _usage(p))
     hsub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
 
-    r = hsub.add_parser("run", help="run hw_tests/ (skipped with one reason where there is no hardware)",
-                        description="Run the generated hardware tests. Arguments after the options go to pytest.")
-    r.add_argument("--require-hardware", action="store_true",
-                   help="fail at once, naming what is missing, unless a Neuron device and the real SDK exist")
+    r = hsub.add_parser(
+        "run",
+        help="run hw_tests/ (skipped with one reason where there is no hardware)",
+        description="Run the generated hardware tests. Arguments after -- go to pytest.",
+    )
+    r.add_argument(
+        "--require-hardware",
+        action="store_true",
+        help="fail at once, naming what is missing, unless a Neuron device and the real SDK exist",
+    )
     r.add_argument("--tox", action="store_true", help="run through `tox -e hw` instead of pytest in this env")
-    r.add_argument("--tests", default=None, metavar="DIR", help="hardware test directory (default: hw_tests/)")
+    r.add_argument(
+        "--tests", default=None, metavar="DIR", help="hardware test directory (default: hw_tests/)"
+    )
     r.add_argument("--results-dir", default=None, metavar="DIR", help="results store (default: results/)")
-    r.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest")
+    r.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     r.set_defaults(func=run_tests)
 
     rep = hsub.add_parser("report", help="measured vs predicted latency from the results store")
@@ -75,8 +88,10 @@ def run_tests(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     req = hw.check_requirements()
     if args.require_hardware and not req.ok:
-        err.print("[red]devkit hw run --require-hardware: cannot run the hardware tests on this machine:[/]",
-                  highlight=False)
+        err.print(
+            "[red]devkit hw run --require-hardware: cannot run the hardware tests on this machine:[/]",
+            highlight=False,
+        )
         for item in req.missing:
             err.print(f"  - {escape(item)}", highlight=False, soft_wrap=True)
         return 2
@@ -91,14 +106,19 @@ def run_tests(args: argparse.Namespace) -> int:
         extra[:0] = ["--results-dir", args.results_dir]
     if args.tox:
         if shutil.which("tox") is None:
-            err.print("[red]error:[/] tox is not installed (pip install tox), or run without --tox", highlight=False)
+            err.print(
+                "[red]error:[/] tox is not installed (pip install tox), or run without --tox", highlight=False
+            )
             return 2
         cmd = ["tox", "-e", "hw", "--", *extra]
     else:
         cmd = [sys.executable, "-m", "pytest", str(tests), "-rs", *extra]
     if not req.ok:
-        err.print(f"[yellow]note:[/] {escape(req.reason())}; the tests will be skipped", highlight=False,
-                  soft_wrap=True)
+        err.print(
+            f"[yellow]note:[/] {escape(req.reason())}; the tests will be skipped",
+            highlight=False,
+            soft_wrap=True,
+        )
     err.print(f"$ {escape(' '.join(cmd))}", highlight=False)
     env = dict(os.environ)
     return subprocess.call(cmd, cwd=str(tests.resolve().parent), env=env)
@@ -135,12 +155,17 @@ def run_report(args: argparse.Namespace) -> int:
         out = Console(width=max(out.width, 140))
     rows, damaged = load_rows(args.results, args.include_fake)
     for d in damaged:
-        err.print(f"[yellow]warning:[/] unreadable record skipped: {escape(d)}", highlight=False, soft_wrap=True)
+        err.print(
+            f"[yellow]warning:[/] unreadable record skipped: {escape(d)}", highlight=False, soft_wrap=True
+        )
     if args.json:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
     elif not rows:
-        out.print(f"no hardware measurements in {escape(str(args.results))} yet: run `devkit hw run` on a "
-                  "Trainium/Inferentia host", highlight=False)
+        out.print(
+            f"no hardware measurements in {escape(str(args.results))} yet: run `devkit hw run` on a "
+            "Trainium/Inferentia host",
+            highlight=False,
+        )
     else:
         out.print(hw.comparison_table(rows, args.slack))
     if args.out:
@@ -149,13 +174,24 @@ def run_report(args: argparse.Namespace) -> int:
         from devkit import __version__
         from devkit.report import write_report
 
-        caption = (f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
-                   f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {args.results}.")
+        caption = (
+            f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
+            f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {args.results}."
+        )
         context = {
-            "title": "devkit hardware report", "devkit_version": __version__, "target": "per row",
-            "mode": "hardware", "git_commit": hw.git_commit(), "wall_s": None,
-            "generated": datetime.datetime.now().isoformat(timespec="seconds"), "status": None,
-            "validations": [], "comparison": None, "mlp": None, "timeline": None, "errors": [],
+            "title": "devkit hardware report",
+            "devkit_version": __version__,
+            "target": "per row",
+            "mode": "hardware",
+            "git_commit": hw.git_commit(),
+            "wall_s": None,
+            "generated": datetime.datetime.now().isoformat(timespec="seconds"),
+            "status": None,
+            "validations": [],
+            "comparison": None,
+            "mlp": None,
+            "timeline": None,
+            "errors": [],
             "hardware": hardware_section(rows, args.slack, caption),
             "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
         }

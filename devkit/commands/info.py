@@ -13,8 +13,9 @@ _PACKAGES = ("numpy", "ml_dtypes", "jinja2", "rich", "matplotlib", "hypothesis",
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("info", help="versions, NKI backend binding, Neuron devices and targets",
-                       description=__doc__)
+    p = sub.add_parser(
+        "info", help="versions, NKI backend binding, Neuron devices and targets", description=__doc__
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     p.set_defaults(func=run)
 
@@ -90,8 +91,13 @@ def run(args: argparse.Namespace) -> int:
     head.add_row("platform", data["platform"])
     for name, ver in data["packages"].items():
         note = ver or "not installed"
-        if name == "neuronx-cc" and ver and data["backend"]["neuronxcc.nki"] != "neuron-sdk" \
-                and not data["hardware_ready"] and ver.startswith("1.0"):
+        if (
+            name == "neuronx-cc"
+            and ver
+            and data["backend"]["neuronxcc.nki"] != "neuron-sdk"
+            and not data["hardware_ready"]
+            and ver.startswith("1.0")
+        ):
             note += " (the public-index placeholder: no compiler inside)"
         head.add_row(name, note)
     head.add_row("neuronxcc.nki binds to", data["backend"]["neuronxcc.nki"])
@@ -105,7 +111,13 @@ def run(args: argparse.Namespace) -> int:
     for col in ("target", "description", "bf16 TFLOP/s", "HBM GB/s", "SBUF MiB", "DMA engines"):
         tt.add_column(col, justify="left" if col in ("target", "description") else "right")
     for name, t in data["targets"].items():
-        tt.add_row(name, t["description"], f"{t['tensor_peak_tflops_bf16']:g}", f"{t['hbm_gb_per_s']:g}",
-                   f"{t['sbuf_mib']:g}", str(t["dma_engines"]))
+        tt.add_row(
+            name,
+            t["description"],
+            f"{t['tensor_peak_tflops_bf16']:g}",
+            f"{t['hbm_gb_per_s']:g}",
+            f"{t['sbuf_mib']:g}",
+            str(t["dma_engines"]),
+        )
     out.print(tt)
     return 0

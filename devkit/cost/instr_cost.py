@@ -9,8 +9,9 @@ TensorE   ``nc_matmul``: ``max(min(64, M_stationary), N_moving, M / LS_speedup)`
 VectorE   one streamed input ``max(MIN_II, N)``; two inputs ``max(MIN_II, 2N)`` unless one is in PSUM
           or the op is a bf16/fp16 SBUF add/subtract/multiply (``N``); ``tensor_reduce`` ``N/2`` for
           bf16 add/max; ``reciprocal`` ``8N``; ``bn_aggr`` ``13N/3``; ``memset`` ``N/2`` for a bf16/fp16
-          zero; ``tensor_scalar_reduce`` ``+ MIN_II``; dynamic copies ``max(600, N)``; trn2 performance
-          mode divides by ``vector.perf_mode_factor_*``
+          zero (a memset of a PSUM tile is elided: the compiler folds the zero-initialisation of a
+          matmul accumulator into the first matmul); ``tensor_scalar_reduce`` ``+ MIN_II``; dynamic
+          copies ``max(600, N)``; trn2 performance mode divides by ``vector.perf_mode_factor_*``
 ScalarE   ``max(MIN_II, N)``, ``+ MIN_II`` when the activation also reduces
 GpSimd    ``150 + N`` (``150 + 2N`` for two inputs)
 DMA       per-engine busy time from :mod:`devkit.cost.dma_cost`
@@ -66,6 +67,10 @@ class _Consts:
 
 
 Rule = Callable[[Instr, _Consts], float]
+
+#: Returned by a rule for an instruction the compiler folds away: it takes no engine time and no
+#: place in its engine's program order; dependants wait only for its own dependencies.
+ELIDED = -1.0
 _RULES: dict[str, dict[str, Rule]] = {TENSOR: {}, VECTOR: {}, SCALAR: {}, GPSIMD: {}}
 
 
@@ -222,6 +227,10 @@ def _v_bn_aggr(instr: Instr, k: _Consts) -> float:
 
 @_rule(VECTOR, "memset")
 def _v_memset(instr: Instr, k: _Consts) -> float:
+    if instr.outs and instr.outs[0].buffer == PSUM:
+        # nl.zeros(buffer=psum) before `psum += matmul`: the compiler starts the accumulation group
+        # with the matmul's accumulate flag cleared instead of issuing a memset [ARCH2, B1-ISA]
+        return ELIDED
     n = _streamed(instr)
     fast = _attr(instr, "value", None) == 0 and _all_half_float(instr.outs)
     return max(k.v_min_ii, n / k.memset_div if fast else n)
@@ -304,8 +313,9 @@ class CostModel:
         return fn
 
     def cycles(self, instr: Instr) -> float:
-        """Engine cycles of a compute instruction."""
-        return self.rule(instr.engine, instr.opcode)(instr, self.consts)
+        """Engine cycles of a compute instruction (0 for an elided one)."""
+        cycles = self.rule(instr.engine, instr.opcode)(instr, self.consts)
+        return 0.0 if cycles == ELIDED else cycles
 
     def duration_ns(self, instr: Instr) -> float:
         """Busy time of the instruction on its engine, in ns (for DMA: on each engine it uses)."""

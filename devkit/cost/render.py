@@ -25,7 +25,7 @@ def render_table(report: CostReport, hotspots: int = 10) -> Group:
     summary.add_row("latency", f"{report.latency_us:,.2f} us")
     summary.add_row("bound by", f"{report.bound_by} (lower bound {report.roofline_us:,.2f} us)")
     summary.add_row("instructions", f"{report.instructions:,}")
-    summary.add_row("FLOPs", f"{report.flops:,}")
+    summary.add_row("TensorE FLOPs", f"{report.flops:,}")
     summary.add_row("TensorE utilization", f"{report.tensor_utilization:.1%}")
     summary.add_row("HBM bandwidth utilization (MBU)", f"{report.mbu:.1%}")
     summary.add_row("DMA transfers / descriptors", f"{report.dma_transfers:,} / {report.dma_descriptors:,}")

@@ -9,6 +9,8 @@ Definitions:
 
 * ``engine_busy_us.dma`` is DMA engine time divided by the number of DMA engines (the time the
   whole DMA pool would need at 100 % occupancy); compute engines report their own busy time.
+* ``flops`` counts TensorE FLOPs (matmul work); ``flops_other_engines`` the element operations of
+  Vector/Scalar/GpSimd instructions as the simulator reports them.
 * ``tensor_utilization`` = TensorE time at peak for the FLOPs executed (per dtype, target
   ``tensor.peak_tflops_*``) / latency: achieved FLOP rate over peak for the dtype mix.
 * ``mbu`` = (HBM read + write bytes) / latency / per-core HBM bandwidth.
@@ -65,6 +67,7 @@ class CostReport:
     engine_busy_us: dict[str, float]
     instructions_by_engine: dict[str, int]
     flops: int
+    flops_other_engines: int
     tensor_utilization: float
     hbm_read_bytes: int
     hbm_write_bytes: int
@@ -96,6 +99,7 @@ class CostReport:
             "engine_busy_us": dict(self.engine_busy_us),
             "instructions_by_engine": dict(self.instructions_by_engine),
             "flops": self.flops,
+            "flops_other_engines": self.flops_other_engines,
             "tensor_utilization": self.tensor_utilization,
             "hbm_read_bytes": self.hbm_read_bytes,
             "hbm_write_bytes": self.hbm_write_bytes,
@@ -151,6 +155,7 @@ def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: 
         engine_busy_us=engine_busy_us,
         instructions_by_engine={k: totals.counts.get(k, 0) for k in BUSY_KEYS},
         flops=totals.flops,
+        flops_other_engines=totals.other_flops,
         tensor_utilization=totals.tensor_time_at_peak_ns / makespan if makespan > 0 else 0.0,
         hbm_read_bytes=totals.hbm_read_bytes,
         hbm_write_bytes=totals.hbm_write_bytes,

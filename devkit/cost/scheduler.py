@@ -10,6 +10,9 @@ Model (reference/nki_api.md section 4.3-4.5):
   order; an instruction starts at ``max(engine free, ready time of each dependency)`` and occupies
   its engine for :class:`devkit.cost.instr_cost.CostModel` ns.  On targets where VectorE and
   GpSimdE share the SBUF port (``pipeline.vector_gpsimd_share_sbuf_port``) they share one slot.
+* **Elided instructions** (a rule returns :data:`devkit.cost.instr_cost.ELIDED`, e.g. the memset
+  of a PSUM accumulator that the compiler folds into the first matmul) take no engine time and no
+  place in program order: they are done when their own dependencies are.
 * **Dependencies**: a compute producer's result is ready ``dependency_latency_cycles`` (of the
   producer's clock) after it finishes; TensorE-to-TensorE dependencies (PSUM accumulation groups)
   are pipelined and wait for nothing beyond program order.  A DMA's data is ready when it finishes.
@@ -70,9 +73,11 @@ _PRUNE_EVERY = 4096
 class ScheduleTotals:
     """Raw totals of one scheduled trace (ns, bytes), the input of :func:`devkit.cost.report.build_report`.
 
-    ``hotspots`` maps ``(filename, lineno)`` to a list of per-engine instruction counts followed by
-    per-engine busy ns, both in :data:`devkit.trace.ENGINES` order (DMA busy = engine-ns summed over
-    the engines each transfer used).
+    ``flops`` are TensorE FLOPs (``Instr.flops`` of tensor instructions); ``other_flops`` the
+    element operations the other engines report.  ``hotspots`` maps ``(filename, lineno)`` to a
+    list of per-engine instruction counts followed by per-engine busy ns, both in
+    :data:`devkit.trace.ENGINES` order (DMA busy = engine-ns summed over the engines each transfer
+    used).
     """
 
     makespan_ns: float = 0.0
@@ -80,6 +85,7 @@ class ScheduleTotals:
     busy_ns: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     flops: int = 0
+    other_flops: int = 0
     tensor_time_at_peak_ns: float = 0.0
     hbm_read_bytes: int = 0
     hbm_write_bytes: int = 0
@@ -170,6 +176,7 @@ class Scheduler:
         tl_lo, tl_hi, tl_acc = timeline.lo, timeline.hi, timeline.acc
         code_of = _CODE.get
         flops_total = 0
+        other_flops = 0
         peak_time = 0.0
         s2p = p2s = s2s = 0
         hbm_r = hbm_w = 0
@@ -177,7 +184,8 @@ class Scheduler:
         transfers = descriptors_total = 0
 
         def emit(instr: Instr) -> None:
-            nonlocal flops_total, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers, descriptors_total
+            nonlocal flops_total, other_flops, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers
+            nonlocal descriptors_total
             n = len(codes)
             if instr.id != n:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
@@ -189,7 +197,20 @@ class Scheduler:
             key = (instr.filename, instr.lineno)
             if e != _DMA:
                 fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
-                busy = fn(instr, k) * nspc[e]
+                cycles = fn(instr, k)
+                if cycles < 0.0:  # elided by the compiler: no engine time, no program-order slot
+                    ready = 0.0
+                    for d in deps:
+                        if avail[d] > ready:
+                            ready = avail[d]
+                    avail.append(ready)
+                    codes.append(e)
+                    line = hot_lines.get(key)
+                    if line is None:
+                        line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0]
+                    line[e] += 1
+                    return
+                busy = cycles * nspc[e]
                 slot = slot_of[e]
                 start = free[slot]
                 if deps:
@@ -218,7 +239,7 @@ class Scheduler:
                         peak_time += flops / peak
                 else:
                     if flops:
-                        flops_total += flops
+                        other_flops += flops
                     for acc in instr.outs:
                         if acc.buffer == PSUM:
                             s2p += acc.bytes
@@ -287,9 +308,9 @@ class Scheduler:
                 tl_add(e, first, end, busy)
 
         def scalars() -> dict[str, float]:
-            return {"flops": flops_total, "peak_time": peak_time, "s2p": s2p, "p2s": p2s, "s2s": s2s,
-                    "hbm_r": hbm_r, "hbm_w": hbm_w, "spill": spill, "transfers": transfers,
-                    "descriptors": descriptors_total}
+            return {"flops": flops_total, "other_flops": other_flops, "peak_time": peak_time, "s2p": s2p,
+                    "p2s": p2s, "s2s": s2s, "hbm_r": hbm_r, "hbm_w": hbm_w, "spill": spill,
+                    "transfers": transfers, "descriptors": descriptors_total}
 
         return emit, scalars
 
@@ -321,6 +342,7 @@ class Scheduler:
             busy_ns=dict(zip(ENGINES, busy)),
             counts=dict(zip(ENGINES, counts)),
             flops=int(sc["flops"]),
+            other_flops=int(sc["other_flops"]),
             tensor_time_at_peak_ns=sc["peak_time"],
             hbm_read_bytes=int(sc["hbm_r"]) + untraced,
             hbm_write_bytes=int(sc["hbm_w"]) + untraced,

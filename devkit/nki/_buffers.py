@@ -122,6 +122,8 @@ def _linearize(shape: tuple[int, ...], idx: tuple[int, ...]) -> int:
 def _modulo(base: int, alloc_shape: tuple[int, ...], scale: int) -> Callable[[tuple[int, ...]], int]:
     def f(idx: tuple[int, ...]) -> int:
         s = tuple(alloc_shape) if alloc_shape else (1,) * len(idx)
+        if len(s) != len(idx) and all(int(n) == 1 for n in s):
+            s = (1,) * len(idx)  # (1,) on a tensor without block dims: one physical tile, as documented
         if len(s) != len(idx):
             raise KernelArgumentError(
                 f"mod_alloc tile counts {tuple(alloc_shape)} must have one entry per block dimension "

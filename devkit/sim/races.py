@@ -37,7 +37,15 @@ Box = tuple[tuple[int, int], ...]
 #: In-place operators whose repeated application commutes (``a - x - y == a - y - x``), so that
 #: ``affine_range`` iterations may apply them to one location in any order.  Value: the class of updates
 #: that commute with each other.
-REDUCE_CLASS = {"add": "add", "sub": "add", "mul": "mul", "div": "mul", "and": "and", "or": "or", "xor": "xor"}
+REDUCE_CLASS = {
+    "add": "add",
+    "sub": "add",
+    "mul": "mul",
+    "div": "mul",
+    "and": "and",
+    "or": "or",
+    "xor": "xor",
+}
 
 _EXACT_LIMIT = 1 << 18  # elements materialised for an exact overlap test of gathered views
 _MAX_KEYS = 32  # buckets one record may occupy before it is kept in the "wide" list
@@ -288,15 +296,29 @@ class RaceChecker:
             self._raise(t, rec, ctx, is_write, reduce, loc, dv[0])
         # an identical record (same elements, context and kind) is kept once
         for other in found:
-            if (other[0] == box and other[1] == ctx and other[2] == is_write and other[3] == reduce
-                    and exact[0] == "d" and other[5] == exact):
+            if (
+                other[0] == box
+                and other[1] == ctx
+                and other[2] == is_write
+                and other[3] == reduce
+                and exact[0] == "d"
+                and other[5] == exact
+            ):
                 return
         rec = [box, ctx, is_write, reduce, loc, exact]
         sp.add(rec)
         self._records_by_instance.setdefault(ctx[-1][0], []).append((st.id, rec))
 
-    def _raise(self, t: Tensor, rec: list, ctx: tuple, is_write: bool, reduce: str | None,
-               loc: tuple[str, int], level: int) -> None:
+    def _raise(
+        self,
+        t: Tensor,
+        rec: list,
+        ctx: tuple,
+        is_write: bool,
+        reduce: str | None,
+        loc: tuple[str, int],
+        level: int,
+    ) -> None:
         def kind(w: bool, r: str | None) -> str:
             if r is not None:
                 return f"updates ({r} reduction)"
@@ -312,9 +334,9 @@ class RaceChecker:
         lo_hi = ", ".join(f"{a}:{b}" for a, b in rec[0])
         raise RaceError(
             f"iterations {it_a} and {it_b} of an nl.affine_range loop (loop level {level}) {what}: "
-            f"{t.st.describe()} [{lo_hi}] {other_kind} at {ofn}:{oln} (iteration {it_a}) and {this_kind} here "
-            f"(iteration {it_b}); give each iteration its own region (index with the loop variable), or use "
-            "nl.sequential_range for a loop-carried dependency",
+            f"{t.st.describe()} [{lo_hi}] {other_kind} at {ofn}:{oln} (iteration {it_a}) and {this_kind} "
+            f"here (iteration {it_b}); give each iteration its own region (index with the loop variable), or "
+            "use nl.sequential_range for a loop-carried dependency",
             filename=loc[0],
             lineno=loc[1],
         )
@@ -339,8 +361,14 @@ class RaceChecker:
             rec[1] = keep
             dup = False
             for other in sp.overlapping(rec[0]):
-                if (other[0] == rec[0] and other[1] == keep and other[2] == rec[2] and other[3] == rec[3]
-                        and rec[5][0] == "d" and other[5] == rec[5]):
+                if (
+                    other[0] == rec[0]
+                    and other[1] == keep
+                    and other[2] == rec[2]
+                    and other[3] == rec[3]
+                    and rec[5][0] == "d"
+                    and other[5] == rec[5]
+                ):
                     dup = True
                     break
             if dup:

@@ -1,0 +1,250 @@
+"""``devkit calibrate``: refit the cost model's calibrated parameters to measured latencies.
+
+Sources: ``--from results/`` (the hardware results store written by hw_tests), or one JSON-lines
+file: either store records or measurement records in the format of :mod:`devkit.cost.calibrate`
+(``kernel``, ``target``, ``measured_us`` and ``args``).  Each measured call is traced once (cost-only)
+and rescheduled for every trial parameter set; the fit minimises the mean squared log error per target
+(:func:`devkit.cost.calibrate.fit`).  Nothing is written without ``--write``, which stores the fitted
+values as per-target overrides in the parameter file (default: the bundled ``params.toml``), with the
+measurement ids they came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from devkit import hw
+
+_EXAMPLES = """examples:
+  devkit calibrate --from results/                 # dry run: show the fit per target
+  devkit calibrate --from results/ --write         # store the fitted values in params.toml
+  devkit calibrate measurements.jsonl --params dma_fixed_latency_ns,dma_queue_busy_ns
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="refit the cost model's parameters to hardware measurements",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "measurements",
+        nargs="?",
+        metavar="MEASUREMENTS",
+        help="a JSON-lines file (store records or measurement records) or a store directory",
+    )
+    p.add_argument("--from", dest="store", metavar="DIR", help="results store directory (e.g. results/)")
+    p.add_argument("--target", default=None, help="fit only this target (default: every target measured)")
+    p.add_argument(
+        "--params", default=None, metavar="NAME,...", help="parameters to fit (default: all; at most 6)"
+    )
+    p.add_argument(
+        "--params-file",
+        default=None,
+        metavar="PATH",
+        help="parameter file to read and (with --write) update (default: the bundled params.toml)",
+    )
+    p.add_argument("--write", action="store_true", help="write the fitted values as per-target overrides")
+    p.add_argument("--include-fake", action="store_true", help="also use records of the fake backend (tests)")
+    p.add_argument("--max-evaluations", type=int, default=400, metavar="N", help="Nelder-Mead budget (400)")
+    p.add_argument("--json", action="store_true", help="print the fits as JSON")
+    p.set_defaults(func=run)
+
+
+class CalibrateUsageError(ValueError):
+    """Bad input for ``devkit calibrate`` (reported without a traceback)."""
+
+
+def _is_store_file(path: Path) -> bool:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            try:
+                first = json.loads(text)
+            except json.JSONDecodeError:
+                return False
+            return isinstance(first, dict) and "schema" in first and "kind" in first
+    return False
+
+
+def gather(source: str, include_fake: bool, warn: Any) -> list[Any]:
+    """Latency measurements from a store directory or a JSON-lines file."""
+    from devkit.cost.calibrate import MeasurementError, load_measurements
+
+    path = Path(source)
+    if path.is_dir():
+        read = hw.ResultsStore(path).read()
+        for d in read.damaged:
+            warn(f"unreadable record skipped: {d}")
+        return hw.store_measurements(read.records, include_fake)
+    if not path.is_file():
+        raise CalibrateUsageError(f"no such file or directory: {source}")
+    if _is_store_file(path):
+        records, damaged = hw.read_jsonl(path)
+        for d in damaged:
+            warn(f"unreadable record skipped: {d}")
+        return hw.store_measurements(records, include_fake)
+    try:
+        ms = load_measurements(path)
+    except MeasurementError as exc:
+        raise CalibrateUsageError(str(exc)) from None
+    kept = [m for m in ms if m.metric == "latency_us"]
+    for m in ms:
+        if m.metric != "latency_us":
+            warn(f"{m.id}: metric {m.metric} is not a kernel latency; skipped")
+    return kept
+
+
+def _write_measurements(ms: list[Any], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for m in ms:
+            f.write(
+                json.dumps(
+                    {
+                        "kernel": m.kernel,
+                        "target": m.target,
+                        "measured_us": m.measured_us,
+                        "shape": m.shape,
+                        "dtype": m.dtype,
+                        "args": dict(m.args or {}),
+                        "id": m.id,
+                        "metric": m.metric,
+                        "source": m.source,
+                    }
+                )
+                + "\n"
+            )
+
+
+def run(args: argparse.Namespace) -> int:
+    from devkit.cost.calibrate import MeasurementError, calibrate_file
+    from devkit.cost.params import PARAMS_PATH, Params, ParamsError, load_params_file
+
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 130))
+
+    def warn(text: str) -> None:
+        err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+    try:
+        if bool(args.measurements) == bool(args.store):
+            raise CalibrateUsageError("give MEASUREMENTS or --from DIR (one of them)")
+        names = (
+            tuple(n.strip() for n in args.params.split(",") if n.strip()) if args.params else Params.names()
+        )
+        unknown = sorted(set(names) - set(Params.names()))
+        if unknown or not 1 <= len(names) <= 6:
+            raise CalibrateUsageError(
+                f"--params: fit 1 to 6 of {', '.join(Params.names())} (unknown: {unknown})"
+            )
+        ms = gather(args.store or args.measurements, args.include_fake, warn)
+        if not ms:
+            hint = "" if args.include_fake else " (records of the fake backend are left out; --include-fake)"
+            raise CalibrateUsageError(f"no latency measurements in {args.store or args.measurements}{hint}")
+        targets = sorted({m.target for m in ms})
+        if args.target:
+            if args.target not in targets:
+                raise CalibrateUsageError(
+                    f"no measurements for target {args.target!r} (have {', '.join(targets)})"
+                )
+            targets = [args.target]
+        params_path = Path(args.params_file) if args.params_file else PARAMS_PATH
+        before_set = load_params_file(params_path)
+    except (CalibrateUsageError, ParamsError, MeasurementError) as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    payload = []
+    for target in targets:
+        group = [m for m in ms if m.target == target]
+        if len(group) < len(names):
+            warn(
+                f"{target}: {len(group)} measurement(s) for {len(names)} parameters: "
+                "the fit is underdetermined"
+            )
+        try:
+            with err.status(f"tracing {len(group)} measured call(s) for {target}"):
+                predict = hw.trace_predictor(group)
+            with tempfile.TemporaryDirectory() as tmp:
+                mpath = Path(tmp) / "measurements.jsonl"
+                _write_measurements(group, mpath)
+                with err.status(f"fitting {len(names)} parameter(s) on {target}"):
+                    result, _ = calibrate_file(
+                        mpath,
+                        predict,
+                        target,
+                        names=names,
+                        params_path=params_path,
+                        write=args.write,
+                        per_target=True,
+                        max_evaluations=args.max_evaluations,
+                    )
+        except (hw.StoreError, MeasurementError, ParamsError, KeyError) as exc:
+            err.print(f"[red]error:[/] {target}: {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return 2
+        before = before_set.for_target(target)
+        predicted_before = predict(before)
+        entry = {
+            "target": target,
+            "loss_before": result.loss_before,
+            "loss_after": result.loss_after,
+            "evaluations": result.evaluations,
+            "params": {n: {"before": getattr(before, n), "after": v} for n, v in result.fitted.items()},
+            "measurements": [
+                {
+                    "id": m.id,
+                    "measured_us": m.measured_us,
+                    "predicted_before_us": predicted_before[m.id],
+                    "predicted_after_us": result.predicted_us[m.id],
+                }
+                for m in group
+            ],
+        }
+        payload.append(entry)
+        if not args.json:
+            out.print(fit_tables(entry))
+    if args.json:
+        print(json.dumps(payload, indent=2))
+    elif args.write:
+        out.print(f"wrote the fitted values to {escape(str(params_path))}", highlight=False)
+    else:
+        out.print("dry run: pass --write to store the fitted values", highlight=False)
+    return 0
+
+
+def fit_tables(entry: dict[str, Any]) -> Any:
+    from rich.console import Group
+
+    params = Table(
+        title=f"{entry['target']}: fitted parameters (log-error loss {entry['loss_before']:.4g} -> "
+        f"{entry['loss_after']:.4g}, {entry['evaluations']} evaluations)"
+    )
+    for col in ("parameter", "before", "after"):
+        params.add_column(col, justify="left" if col == "parameter" else "right")
+    for name, v in entry["params"].items():
+        params.add_row(name, f"{v['before']:.4g}", f"{v['after']:.4g}")
+    meas = Table(title=f"{entry['target']}: measured vs predicted (us)")
+    for col in ("measurement", "measured", "before", "ratio", "after", "ratio "):
+        meas.add_column(col, justify="left" if col == "measurement" else "right")
+    for m in entry["measurements"]:
+        meas.add_row(
+            m["id"],
+            f"{m['measured_us']:,.1f}",
+            f"{m['predicted_before_us']:,.1f}",
+            f"{m['predicted_before_us'] / m['measured_us']:.2f}",
+            f"{m['predicted_after_us']:,.1f}",
+            f"{m['predicted_after_us'] / m['measured_us']:.2f}",
+        )
+    return Group(params, meas)

@@ -1,0 +1,171 @@
+"""``devkit promote KERNEL``: render hw_tests/test_<KERNEL>.py, a hardware test of a simulated kernel.
+
+The generated module validates the kernel with the real ``nki.baremetal`` against the registry's NumPy
+reference and tolerance, times it with ``nki.benchmark`` (P50, P99), asserts the P50 is within
+``--slack`` of the latency the cost model predicts now (written into the test), and appends every run
+to the results store under results/.  Blocks are pinned to the kernel's current defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from devkit import main_job, promote
+
+_EXAMPLES = """examples:
+  devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
+  devkit promote xuv_fused --shape S=1,H=8192,r=4096,N=16384 --shape 4096,8192,4096,16384
+  devkit promote matmul_optimized --dtype bfloat16 --dtype float32 --target trn1 --target trn2
+  devkit promote --all                                       # every registered kernel
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "promote",
+        help="render a hardware test (hw_tests/test_<kernel>.py) of a kernel",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("kernel", nargs="?", help="registry kernel name (or --all)")
+    p.add_argument("--all", action="store_true", help="promote every registered kernel")
+    p.add_argument(
+        "--shape",
+        action="append",
+        default=[],
+        metavar="SHAPE",
+        help="S,H,r,N in registry order or NAME=VALUE,... (repeatable; default: validation shape "
+        "and the paper's shapes)",
+    )
+    p.add_argument("--dtype", action="append", default=[], help="dtype (repeatable; default bfloat16)")
+    p.add_argument(
+        "--target", action="append", default=[], help="targets to predict for (repeatable; default trn1)"
+    )
+    p.add_argument(
+        "--slack",
+        type=float,
+        default=promote.DEFAULT_SLACK,
+        help=f"allowed |P50 - predicted| / predicted (default {promote.DEFAULT_SLACK})",
+    )
+    p.add_argument(
+        "--warmup", type=int, default=promote.DEFAULT_WARMUP, help="nki.benchmark warmup iterations"
+    )
+    p.add_argument("--iters", type=int, default=promote.DEFAULT_ITERS, help="nki.benchmark timed iterations")
+    p.add_argument(
+        "--out-dir",
+        default=str(promote.HW_TESTS_DIR),
+        metavar="DIR",
+        help="where to write test_<kernel>.py (default hw_tests/)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"worker processes for the predictions (default {main_job.default_jobs()})",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from devkit.tune import TuneError, parse_shape
+    from kernels import registry
+
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 130))
+    if bool(args.kernel) == bool(args.all):
+        err.print("[red]error:[/] name one KERNEL or pass --all", highlight=False)
+        err.print(f"registered: {', '.join(registry.names())}", highlight=False)
+        return 2
+    kernels = registry.names() if args.all else [args.kernel]
+    jobs = args.jobs if args.jobs is not None else main_job.default_jobs()
+    targets = args.target or ["trn1"]
+    dtypes = args.dtype or ["bfloat16"]
+    status = 0
+    for kernel in kernels:
+        try:
+            spec = registry.get(kernel)
+        except KeyError as exc:
+            err.print(f"[red]error:[/] {escape(str(exc.args[0]))}", highlight=False)
+            return 2
+        try:
+            shapes = [parse_shape(s, spec.shape_params) for s in args.shape] or None
+        except TuneError as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+            return 2
+        command = (
+            "devkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+            if sys.argv[1:2] == ["promote"]
+            else f"devkit promote {kernel}"
+        )
+        try:
+            with Progress(
+                TextColumn(f"[bold]promote {escape(kernel)}[/] predicting"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar:
+                task = bar.add_task("", total=None)
+
+                def progress(done: int, total: int, bar: Progress = bar, task: int = task) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                result = promote.promote(
+                    kernel,
+                    shapes,
+                    dtypes,
+                    targets,
+                    out_dir=args.out_dir,
+                    slack=args.slack,
+                    warmup=args.warmup,
+                    iters=args.iters,
+                    jobs=jobs,
+                    command=command,
+                    progress=progress,
+                )
+        except promote.PromoteError as exc:
+            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+            return 2
+        out.print(cases_table(kernel, result))
+        for f in result.failures:
+            err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)
+            status = 1
+        out.print(
+            f"wrote {escape(str(result.path))} ({len(result.cases)} cases); run it with `devkit hw run` "
+            "on a Trainium host",
+            highlight=False,
+        )
+    return status
+
+
+def cases_table(kernel: str, result: promote.Promoted) -> Table:
+    table = Table(title=f"{kernel}: promoted cases (predicted latency, modelled)")
+    table.add_column("shape")
+    table.add_column("dtype")
+    table.add_column("blocks")
+    targets = sorted({t for c in result.cases for t in c.predicted_us})
+    for t in targets:
+        table.add_column(f"{t} predicted", justify="right")
+    table.add_column("slack", justify="right")
+    for c in result.cases:
+        blocks = ", ".join(f"{k}={v}" for k, v in c.blocks.items()) or "-"
+        table.add_row(
+            ",".join(f"{k}={v}" for k, v in c.shape.items()),
+            c.dtype,
+            blocks,
+            *(f"{c.predicted_us[t]:,.1f} us" if t in c.predicted_us else "-" for t in targets),
+            f"±{c.slack:.0%}",
+        )
+    return table

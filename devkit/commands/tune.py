@@ -1,0 +1,181 @@
+"""``devkit tune KERNEL --shape S,H,r,N``: search the kernel's block sizes with the cost model.
+
+Enumerates the registry's block candidates, prunes the infeasible ones with the kernel's own
+feasibility rule, ranks the rest with the closed-form model, re-ranks the best few (and the current
+default) with the trace-based model in worker processes, prints the top K and merges the winner into
+``kernels/tuning.json``, which the kernels read for their default blocks.  Same inputs, same answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from devkit import main_job
+from devkit import tune as tuner
+
+_EXAMPLES = """examples:
+  devkit tune xuv_fused --shape 4096,8192,4096,16384
+  devkit tune xuv_fused --shape S=1,H=8192,r=4096,N=16384 --top 3 --jobs 2
+  devkit tune matmul_optimized --shape K=8192,M=4096,N=16384 --no-write
+  devkit tune svd_mlp --shape S=1024,H=2048,I=8192,r=1280 --when S=512:2048
+"""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "tune",
+        help="block-size search ranked by the cost model; writes kernels/tuning.json",
+        description=__doc__,
+        epilog=_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("kernel", help="registry kernel name (e.g. xuv_fused)")
+    p.add_argument(
+        "--shape", required=True, help="shape parameters in registry order (S,H,r,N) or NAME=VALUE,..."
+    )
+    p.add_argument("--dtype", default="bfloat16", help="input dtype (default bfloat16)")
+    p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
+    p.add_argument("--top", type=int, default=5, metavar="K", help="configurations to print (default 5)")
+    p.add_argument(
+        "--rerank",
+        type=int,
+        default=8,
+        metavar="N",
+        help="best closed-form configurations re-ranked by the trace model (default 8)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"worker processes (default: one per core, here {main_job.default_jobs()})",
+    )
+    p.add_argument(
+        "--when",
+        action="append",
+        default=[],
+        metavar="NAME=LO:HI",
+        help="widen the tuning entry beyond this exact shape (repeatable; empty side = open)",
+    )
+    p.add_argument(
+        "--tuning-file", default=None, metavar="PATH", help="tuning table (default kernels/tuning.json)"
+    )
+    p.add_argument("--no-write", action="store_true", help="print only; leave the tuning table alone")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err = Console(stderr=True)
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=max(out.width, 130))
+    from devkit.cost.target import TARGETS
+    from kernels import registry
+
+    try:
+        if args.target not in TARGETS:
+            raise tuner.TuneError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")
+        if args.top < 1 or args.rerank < 1:
+            raise tuner.TuneError("--top and --rerank must be >= 1")
+        try:
+            spec = registry.get(args.kernel)
+        except KeyError as exc:
+            raise tuner.TuneError(str(exc.args[0])) from None
+        shape = tuner.parse_shape(args.shape, spec.shape_params)
+        when = tuner.parse_when(args.when, shape)
+        jobs = args.jobs if args.jobs is not None else main_job.default_jobs()
+        with Progress(
+            TextColumn("[bold]tune[/] {task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        ) as bar:
+            tasks: dict[str, int] = {}
+
+            def progress(phase: str, done: int, total: int) -> None:
+                if phase not in tasks:
+                    tasks[phase] = bar.add_task(phase, total=total)
+                bar.update(tasks[phase], completed=done, total=total)
+
+            result = tuner.tune(
+                args.kernel,
+                shape,
+                dtype=args.dtype,
+                target=args.target,
+                rerank=max(args.rerank, args.top),
+                jobs=jobs,
+                progress=progress,
+            )
+    except KeyboardInterrupt:
+        err.print("[red]interrupted[/]: the tuning table was not changed", highlight=False)
+        return 130
+    except tuner.TuneError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    out.print(result_table(result, args.top))
+    best = result.best
+    speed = result.speedup_over_default
+    default_text = "-" if result.default_us is None else f"{result.default_us:,.1f} us"
+    out.print(
+        f"default blocks {result.default_blocks}: {default_text}; best {best.blocks}: "
+        f"{best.trace_us:,.1f} us" + (f" ({speed:.3f}x the default)" if speed else ""),
+        highlight=False,
+    )
+    if args.no_write:
+        return 0
+    command = (
+        "devkit tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if sys.argv[1:2] == ["tune"]
+        else f"devkit tune {args.kernel} --shape {args.shape}"
+    )
+    path = tuner.write_tuning(result, args.tuning_file, when=when, command=command)
+    out.print(
+        f"wrote {escape(str(path))}: {args.kernel} on {args.target}/{args.dtype} for {when} now "
+        f"defaults to {best.blocks}",
+        highlight=False,
+    )
+    return 0
+
+
+def result_table(result: tuner.TuneResult, top: int) -> Table:
+    shape = ",".join(f"{k}={v}" for k, v in result.shape.items())
+    table = Table(
+        title=f"{result.kernel} [{shape}] {result.dtype} on {result.target}: {result.enumerated} "
+        f"candidates, {result.feasible} feasible ({result.distinct} distinct), "
+        f"{len(result.ranked)} re-ranked"
+    )
+    names = list(result.ranked[0].blocks)
+    table.add_column("#", justify="right")
+    table.add_column("", justify="left")
+    for n in names:
+        table.add_column(n, justify="right")
+    for col in ("closed-form bound", "trace model", "vs default", "SBUF/partition", "same plan"):
+        table.add_column(col, justify="right")
+    for i, c in enumerate(result.ranked[:top], start=1):
+        vs = "-"
+        if c.trace_us and result.default_us:
+            vs = f"{result.default_us / c.trace_us:.3f}x"
+        if c.trace_us is not None:
+            trace = f"{c.trace_us:,.1f} us"
+        else:
+            trace = f"[red]{escape(c.trace_error or 'failed')}[/]"
+        table.add_row(
+            str(i),
+            "default" if c.is_default else "",
+            *(str(c.blocks[n]) for n in names),
+            f"{c.closed_form_us:,.1f} us" if c.closed_form_us is not None else "-",
+            trace,
+            vs,
+            f"{c.footprint / 1024:,.1f} KiB",
+            f"+{c.equivalents}" if c.equivalents else "",
+        )
+    return table

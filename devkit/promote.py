@@ -1,0 +1,259 @@
+"""Promotion: render a kernel that passed simulation into a hardware test module (jinja2).
+
+:func:`build_cases` pins the blocks of each (shape, dtype) to the kernel's current defaults and asks
+the trace-based cost model for the latency on each requested target; :func:`render` fills
+``templates/hw_test.py.j2``; :func:`promote` does both and writes ``hw_tests/test_<kernel>.py``
+atomically.  The generated module is plain pytest: it imports only ``pytest`` and :mod:`devkit.hw`
+at collection time, so on a machine without the hardware it is collected and skipped without ever
+binding ``neuronxcc.nki`` to anything.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from devkit import atomic, hw
+
+HW_TESTS_DIR = hw.RESULTS_DIR.parent / "hw_tests"
+DEFAULT_SLACK = 0.25
+DEFAULT_WARMUP = 5
+DEFAULT_ITERS = 20
+
+#: Shapes promoted by default on top of the registry's validation shape: the paper's microbenchmark
+#: (S = 1K and 4K), the AWS tutorial's matmul (whose published latencies anchor the cost model) and
+#: one Llama-3.2-1B MLP prefill.
+_PAPER = ({"S": 1024, "H": 8192, "r": 4096, "N": 16384}, {"S": 4096, "H": 8192, "r": 4096, "N": 16384})
+EXTRA_SHAPES: dict[str, tuple[dict[str, int], ...]] = {
+    "xuv_fused": _PAPER,
+    "xuv_fused_t": _PAPER,
+    "xuv_sequential": _PAPER,
+    "xtuv_fused": _PAPER,
+    "matmul_optimized": ({"K": 8192, "M": 4096, "N": 8192}, {"K": 8192, "M": 1024, "N": 16384}),
+    "matmul_blocked": ({"K": 8192, "M": 4096, "N": 8192},),
+    "matmul_hoisted": ({"K": 8192, "M": 4096, "N": 8192},),
+    "matmul_tiled": ({"K": 8192, "M": 4096, "N": 8192},),
+    "svd_mlp": ({"S": 1024, "H": 2048, "I": 8192, "r": 1280},),
+    "dense_mlp": ({"S": 1024, "H": 2048, "I": 8192},),
+}
+
+
+class PromoteError(ValueError):
+    """Bad promotion input (unknown kernel, shape, dtype or target; infeasible blocks)."""
+
+
+@dataclass(frozen=True)
+class Promoted:
+    """What :func:`promote` wrote."""
+
+    path: Path
+    cases: list[hw.Case]
+    failures: list[str]
+
+
+def default_shapes(spec: Any) -> list[dict[str, int]]:
+    """The validation shape plus the kernel's :data:`EXTRA_SHAPES`."""
+    shapes = [dict(spec.default_shape), *(dict(s) for s in EXTRA_SHAPES.get(spec.name, ()))]
+    out: list[dict[str, int]] = []
+    for s in shapes:
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def build_cases(
+    kernel: str,
+    shapes: Sequence[Mapping[str, int]],
+    dtypes: Sequence[str],
+    targets: Sequence[str],
+    *,
+    slack: float = DEFAULT_SLACK,
+    jobs: int = 1,
+    registry: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[hw.Case], list[str]]:
+    """Cases with pinned blocks and predictions; also the predictions that failed (as messages)."""
+    from devkit.tune import run_trace_jobs
+
+    if registry is None:
+        from kernels import registry
+    try:
+        spec = registry.get(kernel)
+    except KeyError as exc:
+        raise PromoteError(str(exc.args[0])) from None
+    if not 0 < slack < 10:
+        raise PromoteError(f"slack must be a positive fraction, got {slack}")
+    for d in dtypes:
+        if d not in spec.dtypes:
+            raise PromoteError(f"{kernel} supports dtypes {', '.join(spec.dtypes)}, not {d!r}")
+    from devkit.cost.target import TARGETS
+
+    for t in targets:
+        if t not in TARGETS:
+            raise PromoteError(f"unknown target {t!r}; choose from {', '.join(TARGETS)}")
+    pending: list[tuple[dict[str, int], str, dict[str, int]]] = []
+    for shape in shapes:
+        shp = spec._shape(shape)
+        for dtype in dtypes:
+            blocks = spec.default_blocks(shp, dtype, targets[0])
+            for t in targets:
+                feas = spec.feasible(shp, blocks, dtype, t)
+                if not feas.ok:
+                    raise PromoteError(
+                        f"{kernel} [{hw.shape_key(shp)}] {dtype}: blocks {blocks} do not fit "
+                        f"{t}: {feas.reason}"
+                    )
+            pending.append((shp, dtype, blocks))
+    jobs_args = [
+        ((i, t), kernel, shp, dtype, t, blocks)
+        for i, (shp, dtype, blocks) in enumerate(pending)
+        for t in targets
+    ]
+    traced = run_trace_jobs(jobs_args, jobs, progress)
+    cases, failures = [], []
+    for i, (shp, dtype, blocks) in enumerate(pending):
+        predicted = {}
+        for t in targets:
+            us, err = traced[(i, t)]
+            if us is None:
+                failures.append(f"{kernel} [{hw.shape_key(shp)}] {dtype} on {t}: {err}")
+            else:
+                predicted[t] = round(us, 3)
+        cases.append(
+            hw.Case(kernel=kernel, shape=shp, dtype=dtype, blocks=blocks, predicted_us=predicted, slack=slack)
+        )
+    return cases, failures
+
+
+def _literal(value: Any) -> str:
+    """A Python literal with double-quoted strings (what ruff's formatter would write)."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool) or value is None:
+        return repr(value)
+    if isinstance(value, float):
+        return repr(round(value, 3))
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def _field(name: str, value: Any, indent: int = 8, width: int = 110) -> str:
+    """``name=value,`` on one line, or one item per line when it would be longer than ``width``."""
+    pad = " " * indent
+    line = f"{pad}{name}={_literal(value)},"
+    if len(line) <= width or not isinstance(value, Mapping) or not value:
+        return line
+    inner = " " * (indent + 4)
+    items = "".join(f"{inner}{json.dumps(str(k))}: {_literal(v)},\n" for k, v in value.items())
+    return f"{pad}{name}={{\n{items}{pad}}},"
+
+
+def case_source(case: hw.Case) -> str:
+    """The keyword arguments of one ``hw.Case(...)`` in the generated module."""
+    return "\n".join(
+        [
+            _field("kernel", _KernelName()),
+            _field("shape", dict(case.shape)),
+            _field("dtype", case.dtype),
+            _field("blocks", dict(case.blocks)),
+            _field("predicted_us", dict(case.predicted_us)),
+            _field("slack", float(case.slack)),
+        ]
+    )
+
+
+class _KernelName:
+    """Renders as the module constant ``KERNEL``."""
+
+    def __repr__(self) -> str:
+        return "KERNEL"
+
+
+def _environment() -> Any:
+    import jinja2
+
+    from devkit.report import TEMPLATE_DIR
+
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(
+    kernel: str,
+    cases: Sequence[hw.Case],
+    *,
+    description: str,
+    command: str,
+    warmup: int = DEFAULT_WARMUP,
+    iters: int = DEFAULT_ITERS,
+    seed: int = 0,
+) -> str:
+    """The source of ``hw_tests/test_<kernel>.py``."""
+    from devkit import __version__
+
+    if warmup < 0 or iters < 1:
+        raise PromoteError("warmup must be >= 0 and iters >= 1")
+    return (
+        _environment()
+        .get_template("hw_test.py.j2")
+        .render(
+            kernel=kernel,
+            kernel_literal=json.dumps(kernel),
+            description=description,
+            command_lines=textwrap.wrap(command, 100, break_on_hyphens=False, break_long_words=False)
+            or [command],
+            devkit_version=__version__,
+            git_commit=hw.git_commit(),
+            generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            warmup=warmup,
+            iters=iters,
+            seed=seed,
+            cases=[case_source(c) for c in cases],
+        )
+    )
+
+
+def promote(
+    kernel: str,
+    shapes: Sequence[Mapping[str, int]] | None = None,
+    dtypes: Sequence[str] = ("bfloat16",),
+    targets: Sequence[str] = ("trn1",),
+    *,
+    out_dir: str | Path = HW_TESTS_DIR,
+    slack: float = DEFAULT_SLACK,
+    warmup: int = DEFAULT_WARMUP,
+    iters: int = DEFAULT_ITERS,
+    jobs: int = 1,
+    command: str | None = None,
+    registry: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Promoted:
+    """Build the cases, render the module and write ``out_dir/test_<kernel>.py`` (atomically)."""
+    if registry is None:
+        from kernels import registry
+    try:
+        spec = registry.get(kernel)
+    except KeyError as exc:
+        raise PromoteError(str(exc.args[0])) from None
+    shapes = list(shapes) if shapes else default_shapes(spec)
+    cases, failures = build_cases(
+        kernel, shapes, dtypes, targets, slack=slack, jobs=jobs, registry=registry, progress=progress
+    )
+    cmd = command or f"devkit promote {kernel}"
+    source = render(kernel, cases, description=spec.description, command=cmd, warmup=warmup, iters=iters)
+    path = atomic.write_text(Path(out_dir) / f"test_{kernel}.py", source)
+    return Promoted(path, cases, failures)

@@ -1,0 +1,440 @@
+"""Block-size search: enumerate, prune, rank with the closed-form model, re-rank with the trace model.
+
+:func:`tune` follows four steps for one kernel, shape, dtype and target:
+
+1. **enumerate** the Cartesian product of the registry's block candidates (registry order);
+2. **prune** with the registry's feasibility rule (the same plan the kernel checks in its prologue:
+   SBUF bytes per partition, PSUM banks, tile limits); infeasible choices are values with a reason,
+   never exceptions.  Candidates that are the same configuration once clamped to the shape (a token
+   block larger than S is one block of S; a chunk of more tiles than the contraction has is the whole
+   contraction) are merged into the first of them;
+3. **rank** with the closed-form model (:mod:`devkit.cost.closed_form`): the latency lower bound
+   ``max(FLOPs at peak, HBM bytes at bandwidth) + fixed DMA latency``, then fewer HBM bytes.  The
+   closed form does not see every block parameter (chunking, PSUM banks), so its ties are broken
+   toward the kernel's current default (fewest parameters changed), then registry order: the
+   re-ranked set is the closed-form optimum's neighbourhood of the hand-picked default;
+4. **re-rank** the best ``rerank`` and the current default with the trace-based model (a cost-only
+   run of the unmodified kernel scheduled on the target), in worker processes.  The default is always
+   a contender, so the answer is never worse than it (modelled).
+
+The answer is deterministic: the same inputs give the same ranking (ties keep registry order).
+:func:`write_tuning` merges the winner into ``kernels/tuning.json``, which the kernels read for their
+default blocks (see :mod:`kernels.tuning`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devkit import atomic
+
+
+class TuneError(ValueError):
+    """Bad tuning input (unknown kernel, malformed shape, nothing to tune, nothing feasible)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One block configuration and what each model says about it (times in us)."""
+
+    index: int
+    blocks: dict[str, int]
+    feasible: bool
+    reason: str = ""
+    footprint: int = 0
+    closed_form_us: float | None = None
+    closed_form_key: tuple = ()
+    trace_us: float | None = None
+    trace_error: str | None = None
+    equivalents: int = 0
+    is_default: bool = False
+
+    def replace(self, **changes: Any) -> Candidate:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """Outcome of :func:`tune` (``ranked``: trace-ranked candidates, best first)."""
+
+    kernel: str
+    shape: dict[str, int]
+    dtype: str
+    target: str
+    enumerated: int
+    feasible: int
+    distinct: int
+    ranked: list[Candidate]
+    default_blocks: dict[str, int]
+    default_us: float | None
+    infeasible_examples: list[Candidate] = field(default_factory=list)
+
+    @property
+    def best(self) -> Candidate:
+        return self.ranked[0]
+
+    @property
+    def speedup_over_default(self) -> float | None:
+        if self.default_us and self.best.trace_us:
+            return self.default_us / self.best.trace_us
+        return None
+
+
+def parse_shape(text: str, params: Sequence[str]) -> dict[str, int]:
+    """``"1024,8192,4096,16384"`` (in ``params`` order) or ``"S=1024,H=8192,..."`` -> dict."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise TuneError(f"empty shape; expected {','.join(params)}")
+    try:
+        if all("=" in p for p in parts):
+            shape = {k.strip(): int(v) for k, v in (p.split("=", 1) for p in parts)}
+        elif any("=" in p for p in parts):
+            raise TuneError(f"shape {text!r}: use either all NAME=VALUE or all positional values")
+        else:
+            if len(parts) != len(params):
+                raise TuneError(f"shape {text!r}: expected {len(params)} values ({','.join(params)})")
+            shape = dict(zip(params, (int(p) for p in parts)))
+    except ValueError as exc:
+        if isinstance(exc, TuneError):
+            raise
+        raise TuneError(f"shape {text!r}: values must be integers") from None
+    unknown = set(shape) - set(params)
+    missing = [p for p in params if p not in shape]
+    if unknown or missing:
+        raise TuneError(
+            f"shape {text!r}: parameters are {','.join(params)} (missing {missing}, "
+            f"unknown {sorted(unknown)})"
+        )
+    if any(v < 1 for v in shape.values()):
+        raise TuneError(f"shape {text!r}: dimensions must be >= 1")
+    return {p: shape[p] for p in params}
+
+
+# --- the closed-form model per kernel family --------------------------------------------------------
+
+
+def _xuv_movement(s: int, h: int, r: int, n: int, blocks: Mapping[str, int], dtype: str, target: str) -> Any:
+    from devkit.cost.closed_form import fused_xuv
+
+    bt = min(blocks.get("block_tokens", s), s)
+    return fused_xuv(s, h, r, n, block_tokens=bt, dtype=dtype, target=target)
+
+
+def closed_form_movement(
+    kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
+) -> Any:
+    """FLOPs and HBM bytes of one call (a :class:`devkit.cost.closed_form.Movement`)."""
+    from devkit.cost.closed_form import blocked_matmul
+
+    if kernel in ("xuv_fused", "xuv_fused_t", "xtuv_fused"):
+        return _xuv_movement(shape["S"], shape["H"], shape["r"], shape["N"], blocks, dtype, target)
+    if kernel == "svd_mlp":
+        s, h, i, r = shape["S"], shape["H"], shape["I"], shape["r"]
+        gate = _xuv_movement(s, h, r, i, blocks, dtype, target)
+        up = _xuv_movement(s, h, r, i, blocks, dtype, target)
+        down = _xuv_movement(s, i, r, h, blocks, dtype, target)
+        x_bytes = s * h * _itemsize(dtype)  # gate and up share one read of X
+        act_bytes = s * i * _itemsize(dtype)  # ... and write one activation
+        total = gate + up + down
+        return type(total)(
+            total.flops,
+            total.hbm_read_bytes - x_bytes,
+            total.hbm_write_bytes - act_bytes,
+            total.sbuf_bytes,
+            total.spill_bytes,
+        )
+    if kernel == "matmul_optimized":
+        k, m, n = shape["K"], shape["M"], shape["N"]
+        return blocked_matmul(
+            k, m, n, dtype=dtype, block_m=min(blocks.get("block_m", m), m), reuse="lhsT", target=target
+        )
+    if kernel == "dense_mlp":
+        s, h, i = shape["S"], shape["H"], shape["I"]
+        bt = min(blocks.get("block_tokens", s), s)
+        gate_up = blocked_matmul(h, s, 2 * i, dtype=dtype, block_m=bt, reuse="lhsT", target=target)
+        down = blocked_matmul(i, s, h, dtype=dtype, block_m=bt, reuse="lhsT", target=target)
+        return gate_up + down
+    raise TuneError(f"no closed-form model for kernel {kernel!r}")
+
+
+def _itemsize(dtype: str) -> int:
+    from devkit.cost.dtypes import itemsize
+
+    return itemsize(dtype)
+
+
+def closed_form_key(
+    kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
+) -> tuple[float, tuple]:
+    """(lower-bound latency in us, the closed-form part of the sort key) of one candidate."""
+    from devkit.cost.closed_form import latency_bound
+
+    mv = closed_form_movement(kernel, shape, blocks, dtype, target)
+    bound = latency_bound(target, mv.flops, mv.hbm_bytes, dtype)
+    return bound.latency_us, (round(bound.latency_us, 6), mv.hbm_bytes)
+
+
+def _tiles(n: int) -> int:
+    return -(-n // 128)
+
+
+def effective_blocks(kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int]) -> dict[str, int]:
+    """``blocks`` with the clamps the kernels apply (kernels/plans.py): token blocks to S, ``block_m`` to M,
+    chunks to the tiles of their contraction.  Two candidates with equal effective blocks are one."""
+    out = dict(blocks)
+    if "S" in shape:
+        for name in ("block_tokens", "stage1_tokens"):
+            if name in out:
+                out[name] = min(out[name], shape["S"])
+        if "stage1_tokens" in out and "block_tokens" in out:
+            out["stage1_tokens"] = min(out["stage1_tokens"], out["block_tokens"])
+    if kernel in ("xuv_fused", "xuv_fused_t", "xtuv_fused"):
+        for name, dim in (("u_chunk_tiles", "H"), ("v_chunk_tiles", "r")):
+            if name in out:
+                out[name] = min(out[name], _tiles(shape[dim]))
+    if kernel == "matmul_optimized":
+        if "block_m" in out:
+            out["block_m"] = min(out["block_m"], shape["M"])
+        if "k_chunk_tiles" in out:
+            out["k_chunk_tiles"] = min(out["k_chunk_tiles"], _tiles(shape["K"]))
+    return out
+
+
+def distance(blocks: Mapping[str, int], other: Mapping[str, int]) -> int:
+    """Number of block parameters whose values differ."""
+    return sum(1 for k, v in blocks.items() if other.get(k) != v)
+
+
+# --- the trace-based model (runs in workers) ---------------------------------------------------------
+
+
+def trace_latency(
+    kernel: str, shape: Mapping[str, int], dtype: str, target: str, blocks: Mapping[str, int] | None
+) -> tuple[float | None, str | None]:
+    """Cost-only latency (us) of one call; ``blocks=None`` = the kernel's own defaults."""
+    from kernels import registry
+
+    spec = registry.get(kernel)
+    try:
+        report = spec.estimate(dict(shape), dtype, target, dict(blocks) if blocks is not None else None)
+    except Exception as exc:  # an infeasible or failing configuration is a value, not a crash
+        return None, f"{type(exc).__name__}: {exc}"
+    return float(report.latency_us), None
+
+
+def _trace_job(args: tuple) -> tuple[int, float | None, str | None]:
+    key, kernel, shape, dtype, target, blocks = args
+    us, err = trace_latency(kernel, shape, dtype, target, blocks)
+    return key, us, err
+
+
+def _init_worker() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def run_trace_jobs(
+    jobs_args: list[tuple], jobs: int, progress: Callable[[int, int], None] | None
+) -> dict[Any, tuple[float | None, str | None]]:
+    """Trace-model latencies of ``(key, kernel, shape, dtype, target, blocks)`` jobs on ``jobs`` workers
+    (``{key: (latency_us, error)}``; a failing configuration gives ``(None, message)``)."""
+    out: dict[Any, tuple[float | None, str | None]] = {}
+    total = len(jobs_args)
+    if jobs <= 1 or total <= 1:
+        for a in jobs_args:
+            key, us, err = _trace_job(a)
+            out[key] = (us, err)
+            if progress:
+                progress(len(out), total)
+        return out
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx, initializer=_init_worker) as pool:
+        futures = [pool.submit(_trace_job, a) for a in jobs_args]
+        for fut in as_completed(futures):
+            key, us, err = fut.result()
+            out[key] = (us, err)
+            if progress:
+                progress(len(out), total)
+    return out
+
+
+# --- the search -----------------------------------------------------------------------------------
+
+
+def tune(
+    kernel: str,
+    shape: Mapping[str, int],
+    *,
+    dtype: str = "bfloat16",
+    target: str = "trn1",
+    rerank: int = 8,
+    jobs: int = 1,
+    progress: Callable[[str, int, int], None] | None = None,
+    registry: Any = None,
+) -> TuneResult:
+    """Search the block space of ``kernel`` on ``shape`` (see the module docstring)."""
+    if registry is None:
+        from kernels import registry
+    try:
+        spec = registry.get(kernel)
+    except KeyError as exc:
+        raise TuneError(str(exc.args[0])) from None
+    if not spec.block_params:
+        raise TuneError(
+            f"{kernel} has no block parameters to tune (tunable: "
+            f"{', '.join(s.name for s in registry.all_specs() if s.block_params)})"
+        )
+    if dtype not in spec.dtypes:
+        raise TuneError(f"{kernel} supports dtypes {', '.join(spec.dtypes)}, not {dtype!r}")
+    shape = {p: int(shape[p]) for p in spec.shape_params}
+    blocks_list = spec.candidate_blocks()
+    default_blocks = spec.default_blocks(shape, dtype, target)
+
+    def signature(blocks: Mapping[str, int], key: tuple) -> tuple:
+        return (key, tuple(sorted(effective_blocks(kernel, shape, blocks).items())))
+
+    candidates: list[Candidate] = []
+    infeasible: list[Candidate] = []
+    seen: dict[tuple, int] = {}
+    for idx, blocks in enumerate(blocks_list):
+        if progress and (idx % 64 == 0 or idx == len(blocks_list) - 1):
+            progress("prune + closed form", idx + 1, len(blocks_list))
+        feas = spec.feasible(shape, blocks, dtype, target)
+        if not feas.ok:
+            if len(infeasible) < 3:
+                infeasible.append(Candidate(idx, dict(blocks), False, feas.reason, feas.footprint))
+            continue
+        bound_us, key = closed_form_key(kernel, shape, blocks, dtype, target)
+        sig = signature(blocks, key)
+        if sig in seen:
+            pos = seen[sig]
+            candidates[pos] = candidates[pos].replace(equivalents=candidates[pos].equivalents + 1)
+            continue
+        seen[sig] = len(candidates)
+        candidates.append(Candidate(idx, dict(blocks), True, "", feas.footprint, bound_us, key))
+    feasible_count = sum(1 + c.equivalents for c in candidates)
+    if not candidates:
+        reasons = "; ".join(c.reason for c in infeasible) or "no candidates"
+        raise TuneError(
+            f"no feasible block configuration for {kernel} on {shape} ({dtype}, {target}): {reasons}"
+        )
+
+    # the current default is always a contender (found among the candidates when one has its plan)
+    d_bound, d_key = closed_form_key(kernel, shape, default_blocks, dtype, target)
+    d_pos = seen.get(signature(default_blocks, d_key))
+    if d_pos is not None:
+        default = candidates[d_pos].replace(is_default=True)
+        candidates[d_pos] = default
+    else:
+        feas = spec.feasible(shape, default_blocks, dtype, target)
+        default = Candidate(
+            -1, dict(default_blocks), feas.ok, feas.reason, feas.footprint, d_bound, d_key, is_default=True
+        )
+
+    def rank_key(c: Candidate) -> tuple:
+        return (c.closed_form_key, distance(c.blocks, default_blocks), c.index)
+
+    candidates.sort(key=rank_key)
+    short = candidates[: max(1, rerank)]
+    if not any(c.is_default for c in short):
+        short.append(default)
+    job_args = [(i, kernel, shape, dtype, target, c.blocks) for i, c in enumerate(short)]
+
+    def on_progress(done: int, total: int) -> None:
+        if progress:
+            progress("trace model", done, total)
+
+    traced = run_trace_jobs(job_args, jobs, on_progress)
+    ranked = [c.replace(trace_us=traced[i][0], trace_error=traced[i][1]) for i, c in enumerate(short)]
+    ranked.sort(key=lambda c: (c.trace_us is None, c.trace_us or 0.0, *rank_key(c)))
+    if ranked[0].trace_us is None:
+        raise TuneError(
+            f"every re-ranked configuration failed in the trace model; first error: {ranked[0].trace_error}"
+        )
+    default_us = next(c.trace_us for c in ranked if c.is_default)
+    return TuneResult(
+        kernel=kernel,
+        shape=shape,
+        dtype=dtype,
+        target=target,
+        enumerated=len(blocks_list),
+        feasible=feasible_count,
+        distinct=len(candidates),
+        ranked=ranked,
+        default_blocks=default_blocks,
+        default_us=default_us,
+        infeasible_examples=infeasible,
+    )
+
+
+# --- the tuning table -----------------------------------------------------------------------------
+
+
+def default_tuning_path() -> Path:
+    from kernels import tuning
+
+    return Path(tuning.TUNING_FILE)
+
+
+def parse_when(items: Sequence[str], shape: Mapping[str, int]) -> dict[str, list[int | None]]:
+    """``when`` bounds of a tuning entry: exact ``[v, v]`` per shape parameter unless widened with
+    ``NAME=LO:HI`` (either side may be empty: open)."""
+    when: dict[str, list[int | None]] = {k: [v, v] for k, v in shape.items()}
+    for item in items:
+        if "=" not in item or ":" not in item.split("=", 1)[1]:
+            raise TuneError(f"--when {item!r}: expected NAME=LO:HI (LO or HI may be empty)")
+        name, rng = item.split("=", 1)
+        if name not in shape:
+            raise TuneError(f"--when {item!r}: {name!r} is not a shape parameter ({', '.join(shape)})")
+        lo, hi = rng.split(":", 1)
+        try:
+            bounds = [int(lo) if lo.strip() else None, int(hi) if hi.strip() else None]
+        except ValueError:
+            raise TuneError(f"--when {item!r}: bounds must be integers") from None
+        if bounds[0] is not None and bounds[1] is not None and bounds[0] > bounds[1]:
+            raise TuneError(f"--when {item!r}: LO > HI")
+        when[name] = bounds
+    return when
+
+
+def write_tuning(
+    result: TuneResult,
+    path: str | Path | None = None,
+    *,
+    when: Mapping[str, Any] | None = None,
+    command: str = "devkit tune",
+) -> Path:
+    """Merge ``result.best`` into the tuning table at ``path`` (atomic rewrite; other entries kept).
+
+    The new entry goes first in its (kernel, target, dtype) list, replacing an entry with the same
+    ``when``; lookups take the first match, so an exact-shape entry wins over broader buckets.
+    """
+    path = Path(path) if path else default_tuning_path()
+    if path.exists():
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("schema") != 1:
+            raise TuneError(f"{path}: unsupported tuning schema {data.get('schema')!r}")
+    else:
+        data = {"schema": 1, "generated_by": command, "kernels": {}}
+    when = dict(when) if when is not None else {k: [v, v] for k, v in result.shape.items()}
+    best = result.best
+    entry = {
+        "when": when,
+        "blocks": dict(best.blocks),
+        "note": f"{command}: {best.trace_us:.1f} us modelled on {result.target}"
+        + (f" (default {result.default_us:.1f} us)" if result.default_us else ""),
+    }
+    by_dtype = data.setdefault("kernels", {}).setdefault(result.kernel, {}).setdefault(result.target, {})
+    entries = [e for e in by_dtype.get(result.dtype, []) if e.get("when") != when]
+    by_dtype[result.dtype] = [entry, *entries]
+    data["generated_by"] = f"{command} (merged; hand entries kept)"
+    atomic.write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+    return path

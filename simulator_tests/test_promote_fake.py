@@ -1,0 +1,184 @@
+"""Promotion end to end without hardware: render a hardware test, run it against the fake SDK.
+
+The generated module runs in a separate pytest process (as ``devkit hw run`` would), with the
+project's ``hw_tests/conftest.py``: skipped with one reason without hardware, an immediate failure
+with ``--require-hardware``, and against ``--fake-neuron`` it validates, times, records and fails
+when the numbers are wrong or slow.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from devkit import hw, promote
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPE = {"S": 130, "H": 256, "r": 128, "N": 512}  # a ragged token count
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("hw")
+    shutil.copy(ROOT / "hw_tests" / "conftest.py", out / "conftest.py")
+    result = promote.promote(
+        "xuv_fused",
+        [SHAPE],
+        ["bfloat16", "float32"],
+        ["trn1", "trn2"],
+        out_dir=out,
+        slack=0.2,
+        warmup=1,
+        iters=5,
+        command="devkit promote xuv_fused --shape ...",
+    )
+    assert result.failures == []
+    return result.path
+
+
+def _pytest(path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", str(path.parent), "-p", "no:cacheprovider", "-rs", "-q", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=path.parent,
+    )
+
+
+def test_generated_module_is_valid_and_pins_the_prediction(generated):
+    source = generated.read_text()
+    ast.parse(source)
+    assert "nki.baremetal(run.kernel)" in source
+    assert "nki.benchmark(warmup=WARMUP, iters=ITERS)" in source
+    assert "WARMUP = 1" in source and "ITERS = 5" in source
+    assert max(len(line) for line in source.splitlines()) <= 110
+    namespace: dict = {}
+    exec(compile(source, str(generated), "exec"), namespace)
+    cases = namespace["CASES"]
+    assert [c.dtype for c in cases] == ["bfloat16", "float32"]
+    for c in cases:
+        assert dict(c.shape) == SHAPE
+        assert set(c.predicted_us) == {"trn1", "trn2"}
+        assert all(v > 0 for v in c.predicted_us.values())
+        assert c.slack == 0.2
+    from kernels import registry
+
+    assert dict(cases[0].blocks) == registry.get("xuv_fused").default_blocks(SHAPE, "bfloat16", "trn1")
+
+
+def test_without_hardware_every_test_is_skipped_with_one_reason(generated):
+    proc = _pytest(generated)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 skipped" in proc.stdout
+    reasons = {line.split(": ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("SKIPPED")}
+    assert len(reasons) == 1
+    (reason,) = reasons
+    assert "Neuron device" in reason and "neuronx-cc" in reason
+
+
+def test_require_hardware_fails_at_once_naming_what_is_missing(generated):
+    proc = _pytest(generated, "--require-hardware")
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "/dev/neuron" in text and "neuronx-cc" in text
+    assert "passed" not in proc.stdout and "skipped" not in proc.stdout
+
+
+def test_fake_backend_passes_and_records_every_run(generated, tmp_path):
+    proc = _pytest(generated, "--fake-neuron", "ok", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout
+    read = hw.ResultsStore(tmp_path).read()
+    assert read.damaged == []
+    kinds = sorted(r["kind"] for r in read.records)
+    assert kinds == ["latency", "latency", "numerics", "numerics"]
+    lat = [r for r in read.records if r["kind"] == "latency"]
+    for r in lat:
+        assert r["backend"] == "fake" and r["target"] == "trn1"
+        assert r["shape"] == SHAPE and r["warmup"] == 1 and r["iters"] == 5
+        assert set(r["measured_us"]) == {f"p{p}" for p in hw.PERCENTILES}
+        assert r["measured_us"]["p50"] == pytest.approx(r["predicted_us"], rel=1e-3)
+
+
+def test_slow_device_fails_the_latency_test_with_both_numbers(generated, tmp_path):
+    proc = _pytest(generated, "--fake-neuron", "slow", "--results-dir", str(tmp_path))
+    assert proc.returncode == 1
+    assert "2 failed, 2 passed" in proc.stdout
+    assert "measured P50" in proc.stdout and "vs predicted" in proc.stdout and "ratio 3.00" in proc.stdout
+    # the failing runs were recorded before the assertion
+    lat = [r for r in hw.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
+    assert len(lat) == 2 and all(r["measured_us"]["p50"] > 2.9 * r["predicted_us"] for r in lat)
+
+
+def test_wrong_outputs_fail_the_numerics_test(generated, tmp_path):
+    proc = _pytest(generated, "--fake-neuron", "wrong", "--results-dir", str(tmp_path), "-k", "numerics")
+    assert proc.returncode == 1
+    assert "2 failed" in proc.stdout and "EXCEEDS the tolerance" in proc.stdout
+    recs = hw.ResultsStore(tmp_path).read().records
+    assert [r["passed"] for r in recs] == [False, False]
+
+
+def test_fake_backend_refuses_the_project_store(generated):
+    proc = _pytest(generated, "--fake-neuron", "ok")
+    assert proc.returncode != 0
+    assert "--results-dir" in proc.stdout + proc.stderr
+
+
+def test_literal_rendering_wraps_long_fields():
+    line = promote._field("blocks", {f"block_param_{i}": i for i in range(8)})
+    assert line.startswith("        blocks={\n") and line.endswith("        },")
+    assert json.loads(promote._literal({"a": "x"})) == {"a": "x"}
+    assert promote._field("slack", 0.25) == "        slack=0.25,"
+
+
+def test_promote_cli_rejects_bad_input(capsys, tmp_path):
+    from devkit import cli
+
+    assert cli.main(["promote"]) == 2
+    assert "name one KERNEL" in capsys.readouterr().err
+    assert cli.main(["promote", "nope", "--out-dir", str(tmp_path)]) == 2
+    assert "unknown kernel" in capsys.readouterr().err
+    assert cli.main(["promote", "xuv_fused", "--shape", "1,2", "--out-dir", str(tmp_path)]) == 2
+    assert "expected 4" in capsys.readouterr().err
+    assert (
+        cli.main(
+            ["promote", "xuv_fused", "--shape", "1,2,3,4", "--dtype", "int8", "--out-dir", str(tmp_path)]
+        )
+        == 2
+    )
+    assert "dtypes" in capsys.readouterr().err
+    with pytest.raises(promote.PromoteError, match="blocks"):
+        promote.build_cases("xuv_fused", [SHAPE], ["bfloat16"], ["trn1"], registry=_Tight())
+    assert list(tmp_path.iterdir()) == []
+
+
+class _Tight:
+    """A registry whose xuv_fused never fits: promotion must refuse before writing anything."""
+
+    def get(self, name):
+        from kernels import registry
+
+        spec = registry.get(name)
+
+        class Spec:
+            dtypes = spec.dtypes
+
+            def _shape(self, shape):
+                return spec._shape(shape)
+
+            def default_blocks(self, *a):
+                return {"block_tokens": 1 << 20}
+
+            def feasible(self, *a):
+                from kernels.registry import Feasibility
+
+                return Feasibility(False, "SBUF limit: too big")
+
+        return Spec()

@@ -1,0 +1,141 @@
+"""The block-size tuner: parsing, pruning, ranking, determinism and the tuning table the kernels read."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from devkit import cli
+from devkit import tune as tuner
+
+SHAPE = {"S": 256, "H": 512, "r": 256, "N": 1024}
+
+
+def test_parse_shape_positional_and_named():
+    params = ("S", "H", "r", "N")
+    assert tuner.parse_shape("4096,8192,4096,16384", params) == {"S": 4096, "H": 8192, "r": 4096, "N": 16384}
+    assert tuner.parse_shape("N=5,r=3,H=2,S=1", params) == {"S": 1, "H": 2, "r": 3, "N": 5}
+    for bad, msg in (
+        ("1,2,3", "expected 4"),
+        ("S=1,2,3,4", "either"),
+        ("S=1,H=2,r=3", "missing"),
+        ("1,2,x,4", "integers"),
+        ("0,2,3,4", ">= 1"),
+        ("S=1,H=2,r=3,N=4,Q=5", "unknown"),
+    ):
+        with pytest.raises(tuner.TuneError, match=msg):
+            tuner.parse_shape(bad, params)
+
+
+def test_effective_blocks_merge_clamped_choices():
+    a = tuner.effective_blocks(
+        "xuv_fused", SHAPE, {"block_tokens": 1024, "stage1_tokens": 512, "u_chunk_tiles": 16}
+    )
+    b = tuner.effective_blocks(
+        "xuv_fused", SHAPE, {"block_tokens": 2048, "stage1_tokens": 256, "u_chunk_tiles": 4}
+    )
+    assert a == b == {"block_tokens": 256, "stage1_tokens": 256, "u_chunk_tiles": 4}
+
+
+def test_parse_when():
+    when = tuner.parse_when(["S=128:"], SHAPE)
+    assert when == {"S": [128, None], "H": [512, 512], "r": [256, 256], "N": [1024, 1024]}
+    for bad in ("S=1", "Q=1:2", "S=a:b", "S=4:2"):
+        with pytest.raises(tuner.TuneError):
+            tuner.parse_when([bad], SHAPE)
+
+
+@pytest.fixture(scope="module")
+def result():
+    return tuner.tune("xuv_fused", SHAPE, rerank=3, jobs=1)
+
+
+def test_tune_prunes_ranks_and_never_loses_to_the_default(result):
+    from kernels import registry
+
+    spec = registry.get("xuv_fused")
+    assert result.enumerated == len(spec.candidate_blocks())
+    assert 0 < result.distinct <= result.feasible <= result.enumerated
+    traced = [c for c in result.ranked if c.trace_us is not None]
+    assert [c.trace_us for c in traced] == sorted(c.trace_us for c in traced)
+    assert any(c.is_default for c in result.ranked)
+    assert result.best.trace_us <= result.default_us
+    for c in result.ranked:
+        assert spec.feasible(SHAPE, c.blocks, "bfloat16", "trn1").ok
+    # the modelled latency of the winner is what the trace model says for those blocks
+    assert spec.estimate(SHAPE, "bfloat16", "trn1", result.best.blocks).latency_us == pytest.approx(
+        result.best.trace_us, rel=1e-12
+    )
+
+
+def test_tune_is_deterministic(result):
+    again = tuner.tune("xuv_fused", SHAPE, rerank=3, jobs=1)
+    assert [(c.blocks, c.trace_us) for c in again.ranked] == [(c.blocks, c.trace_us) for c in result.ranked]
+
+
+def test_tuning_table_is_merged_and_read_by_the_kernels(result, tmp_path, monkeypatch):
+    from kernels import tuning
+
+    path = tmp_path / "tuning.json"
+    path.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "generated_by": "hand",
+                "kernels": {
+                    "xuv_fused": {"*": {"*": [{"when": {}, "blocks": {"block_tokens": 512}, "note": "hand"}]}}
+                },
+            }
+        )
+    )
+    tuner.write_tuning(result, path)
+    tuner.write_tuning(result, path)  # idempotent: the same entry is replaced, not duplicated
+    data = json.loads(path.read_text())
+    entries = data["kernels"]["xuv_fused"]["trn1"]["bfloat16"]
+    assert len(entries) == 1 and entries[0]["blocks"] == result.best.blocks
+    assert data["kernels"]["xuv_fused"]["*"]["*"][0]["note"] == "hand"  # other entries survive
+    assert tuning.blocks_for("xuv_fused", SHAPE, "bfloat16", "trn1", path=str(path)) == result.best.blocks
+    assert tuning.blocks_for("xuv_fused", {**SHAPE, "S": 999}, "bfloat16", "trn1", path=str(path)) == {
+        "block_tokens": 512
+    }
+    monkeypatch.setattr(tuning, "TUNING_FILE", str(path))
+    from kernels import registry
+
+    assert registry.get("xuv_fused").default_blocks(SHAPE, "bfloat16", "trn1") == result.best.blocks
+
+
+def test_tune_errors_are_values():
+    with pytest.raises(tuner.TuneError, match="no block parameters"):
+        tuner.tune("xuv_sequential", SHAPE)
+    with pytest.raises(tuner.TuneError, match="unknown kernel"):
+        tuner.tune("nope", SHAPE)
+    with pytest.raises(tuner.TuneError, match="dtypes"):
+        tuner.tune("xuv_fused", SHAPE, dtype="float8_e4m3")
+
+
+def test_cli_no_write_prints_the_top(capsys, tmp_path):
+    path = tmp_path / "t.json"
+    code = cli.main(
+        [
+            "tune",
+            "xuv_fused",
+            "--shape",
+            "S=256,H=512,r=256,N=1024",
+            "--top",
+            "2",
+            "--rerank",
+            "2",
+            "--jobs",
+            "1",
+            "--tuning-file",
+            str(path),
+            "--no-write",
+        ]
+    )
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "re-ranked" in out and "default blocks" in out
+    assert not path.exists()
+    assert cli.main(["tune", "xuv_fused", "--shape", "1,2,3"]) == 2
+    assert "expected 4" in capsys.readouterr().err
