@@ -50,8 +50,14 @@ SCHEMA = 1
 #: Percentiles ``nki.benchmark`` reports (``get_latency_percentile`` accepts exactly these).
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 DEVICE_GLOB = "/dev/neuron*"
-#: The project's results store (relative to the repository root).
+#: The results store of the checkout this devkit was installed from (editable installs).
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+def project_dir(name: str) -> Path:
+    """``./name`` when the current directory has it (a project checkout), else the devkit checkout's."""
+    local = Path.cwd() / name
+    return local if local.is_dir() else RESULTS_DIR.parent / name
 #: Instance-family prefixes -> cost-model target.
 _FAMILIES = (("trn1", "trn1"), ("trn2", "trn2"), ("inf2", "inf2"))
 _INSTALL_HINT = (

@@ -41,7 +41,7 @@ MLP_RATIOS_FULL = (0.1, 0.2)
 MLP_RATIOS_QUICK = (0.2,)
 MLP_TOKENS_FULL = 1024
 MLP_TOKENS_QUICK = 256
-#: Which comparison point the engine timeline shows (index into the S list).
+#: Kernel whose engine timeline the report shows (at the middle sequence length of the sweep).
 TIMELINE_KERNEL = "xuv_fused"
 
 
@@ -68,9 +68,20 @@ class Task:
 
     @property
     def weight(self) -> float:
-        """Rough work estimate (for largest-first scheduling): product of the dimensions."""
-        w = float(prod(v for _, v in self.shape))
-        return w * (8.0 if self.kind == "validate" else 1.0)
+        """Rough work estimate for largest-first scheduling: FLOPs of the call (x10 with numerics)."""
+        d = self.shape_dict
+        keys = set(d)
+        if keys == {"K", "M", "N"}:
+            flops = 2.0 * d["K"] * d["M"] * d["N"]
+        elif keys == {"S", "H", "r", "N"}:
+            flops = 2.0 * d["S"] * d["r"] * (d["H"] + d["N"])
+        elif keys == {"S", "H", "I", "r"}:
+            flops = 6.0 * d["S"] * d["r"] * (d["H"] + d["I"])
+        elif keys == {"S", "H", "I"}:
+            flops = 6.0 * d["S"] * d["H"] * d["I"]
+        else:
+            flops = float(prod(d.values()))
+        return flops * (10.0 if self.kind == "validate" else 1.0)
 
     def describe(self) -> str:
         verb = "validate" if self.kind == "validate" else "estimate"

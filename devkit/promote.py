@@ -20,7 +20,6 @@ from typing import Any
 
 from devkit import atomic, hw
 
-HW_TESTS_DIR = hw.RESULTS_DIR.parent / "hw_tests"
 DEFAULT_SLACK = 0.25
 DEFAULT_WARMUP = 5
 DEFAULT_ITERS = 20
@@ -213,7 +212,7 @@ def render(
         .render(
             kernel=kernel,
             kernel_literal=json.dumps(kernel),
-            description=description,
+            description_lines=textwrap.wrap(description.rstrip(".") + ".", 100) or [""],
             command_lines=textwrap.wrap(command, 100, break_on_hyphens=False, break_long_words=False)
             or [command],
             devkit_version=__version__,
@@ -233,7 +232,7 @@ def promote(
     dtypes: Sequence[str] = ("bfloat16",),
     targets: Sequence[str] = ("trn1",),
     *,
-    out_dir: str | Path = HW_TESTS_DIR,
+    out_dir: str | Path | None = None,
     slack: float = DEFAULT_SLACK,
     warmup: int = DEFAULT_WARMUP,
     iters: int = DEFAULT_ITERS,
@@ -255,5 +254,6 @@ def promote(
     )
     cmd = command or f"devkit promote {kernel}"
     source = render(kernel, cases, description=spec.description, command=cmd, warmup=warmup, iters=iters)
-    path = atomic.write_text(Path(out_dir) / f"test_{kernel}.py", source)
+    target_dir = Path(out_dir) if out_dir is not None else hw.project_dir("hw_tests")
+    path = atomic.write_text(target_dir / f"test_{kernel}.py", source)
     return Promoted(path, cases, failures)

@@ -62,6 +62,8 @@ def plot_sweep(
 ) -> str:
     """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``."""
     plt = _pyplot()
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     markers = "osD^v<>"
     for i, (name, ys) in enumerate(series.items()):
@@ -80,9 +82,13 @@ def plot_sweep(
     if len(set(x)) > 1:
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    # 1-2-5 ticks with plain labels: a sweep often spans less than a decade
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xticks(list(x))
     ax.set_xticklabels([_tokens(v) for v in x])
-    ax.minorticks_off()
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)

@@ -20,6 +20,8 @@ import pytest
 
 from devkit import hw
 
+#: The project's results store: next to this directory.
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 _FAKE_MODES = ("ok", "wrong", "slow")
 
 
@@ -35,7 +37,7 @@ def pytest_addoption(parser: Any) -> None:
         "--results-dir",
         default=None,
         metavar="DIR",
-        help=f"results store to append to (default: {hw.RESULTS_DIR})",
+        help=f"results store to append to (default: {RESULTS_DIR})",
     )
     group.addoption(
         "--latency-slack",
@@ -66,7 +68,7 @@ def _state(config: Any) -> dict[str, Any]:
         state = {
             "fake": fake,
             "requirements": None if fake else hw.check_requirements(),
-            "results_dir": Path(results) if results else hw.RESULTS_DIR,
+            "results_dir": Path(results) if results else RESULTS_DIR,
         }
         config._devkit_hw = state
     return state
@@ -78,7 +80,7 @@ def pytest_configure(config: Any) -> None:
     if state["fake"]:
         if (
             config.getoption("--results-dir") is None
-            or Path(state["results_dir"]).resolve() == hw.RESULTS_DIR.resolve()
+            or Path(state["results_dir"]).resolve() == RESULTS_DIR.resolve()
         ):
             raise pytest.UsageError(
                 "--fake-neuron needs --results-dir DIR other than the project's results/ "
@@ -108,10 +110,11 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         item.add_marker(pytest.mark.hardware)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _hardware_gate(request: Any) -> None:
-    """Skip (one reason for all) unless the hardware stage can run; raised here so pytest -rs groups it."""
-    state = _state(request.config)
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: Any) -> None:
+    """Skip every test, with one reason, unless the hardware stage can run (before any fixture is set up;
+    raised here rather than in a fixture so that ``pytest -rs`` reports it as one line)."""
+    state = _state(item.config)
     if state["fake"]:
         return
     req = state["requirements"]
@@ -120,8 +123,8 @@ def _hardware_gate(request: Any) -> None:
 
 
 @pytest.fixture(scope="session")
-def kernel_registry(request: Any, _hardware_gate: None) -> Any:
-    """``kernels.registry``, imported only after the hardware gate (the real SDK binds the kernels)."""
+def kernel_registry(request: Any) -> Any:
+    """``kernels.registry``, imported only after the hardware check (the real SDK binds the kernels)."""
     if not _state(request.config)["fake"]:
         hw.load_sdk()  # refuses the simulator before the kernels package can bind anything
     from kernels import registry

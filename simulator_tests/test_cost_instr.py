@@ -128,6 +128,8 @@ def test_scalar_rules() -> None:
     assert TRN1.cycles(_compute(SCALAR, "activation", 512)) == 512
     assert TRN1.cycles(_compute(SCALAR, "activation", 10)) == 64
     assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce_op="add")) == 512 + 64
+    assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce=True)) == 512 + 64
+    assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce=False)) == 512
     assert TRN1.cycles(_compute(SCALAR, "activation_reduce", 512)) == 512 + 64
     assert TRN1.duration_ns(_compute(SCALAR, "activation", 512)) == pytest.approx(512 / 1.4)
 

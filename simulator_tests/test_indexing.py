@@ -13,6 +13,7 @@ from _nki_support import (
     BF16,
     F32,
     FAST,
+    assert_close,
     assert_exact,
     rand,
     rng_of,
@@ -557,3 +558,66 @@ def test_strided_and_offset_sbuf_views_as_operands_and_destinations(p, f, seed, 
     want = x.copy()
     want[a0:a1, 0::2] = x[a0:a1, 1::2] + x[a0:a1, 0::2]
     assert_exact(k(x), want)
+
+
+@FAST
+@given(
+    rows=st.integers(1, 300),
+    cols=st.integers(1, 300),
+    p=st.integers(1, 128),
+    f=st.integers(1, 128),
+    seed=seeds,
+    data=st.data(),
+)
+def test_random_affine_hbm_access_with_masks_legalising_out_of_bounds(rows, cols, p, f, seed, data):
+    p0 = data.draw(st.integers(0, rows + 10))
+    sp = data.draw(st.integers(1, 3))
+    f0 = data.draw(st.integers(-5, cols + 5))
+    sf = data.draw(st.sampled_from([-3, -2, -1, 1, 2, 3]))
+    x = rand(rng_of(seed), (rows, cols), F32)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=-1.0)
+        i_p = p0 + sp * nl.arange(p)[:, None]
+        i_f = f0 + sf * nl.arange(f)[None, :]
+        valid = (i_p < rows) & (i_f >= 0) & (i_f < cols)
+        t = nl.load(a[i_p, i_f], mask=valid)
+        j_p = nl.arange(p)[:, None]
+        j_f = nl.arange(f)[None, :]
+        nl.store(out[j_p, j_f], value=nl.multiply(t, 2.0, mask=valid), mask=valid)
+        return out
+
+    rp = p0 + sp * np.arange(p)[:, None]
+    cf = f0 + sf * np.arange(f)[None, :]
+    ok = (rp < rows) & (cf >= 0) & (cf < cols)
+    want = np.full((p, f), -1.0, np.float32)
+    want[ok] = 2 * x[np.broadcast_to(rp, (p, f))[ok], np.broadcast_to(cf, (p, f))[ok]]
+    assert_exact(k(x), want)
+
+
+@FAST
+@given(p=st.integers(1, 128), f=st.integers(1, 60), seed=seeds, data=st.data())
+def test_random_strided_sbuf_operands_and_destinations(p, f, seed, data):
+    s_in = data.draw(st.integers(1, 3))
+    s_out = data.draw(st.integers(1, 3))
+    o_in = data.draw(st.integers(0, 5))
+    o_out = data.draw(st.integers(0, 5))
+    width = max(o_in + s_in * (f - 1), o_out + s_out * (f - 1)) + 1
+    x = rand(rng_of(seed), (p, width), F32)
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, width), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        u = nl.zeros((p, width), dtype=nl.float32)
+        i_p = nl.arange(p)[:, None]
+        i_f = nl.arange(f)[None, :]
+        u[i_p, o_out + s_out * i_f] = nl.exp(t[i_p, o_in + s_in * i_f])
+        nl.store(out, value=u)
+        return out
+
+    want = np.zeros((p, width), np.float32)
+    want[:, o_out : o_out + s_out * f : s_out] = np.exp(x[:, o_in : o_in + s_in * f : s_in])
+    assert_close(k(x), want, rtol=1e-6, atol=0)

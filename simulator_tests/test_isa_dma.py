@@ -278,3 +278,25 @@ def test_dma_transpose_rejects_other_permutations():
 
     with pytest.raises(KernelArgumentError):
         k(np.ones((3, 4, 5), np.float32))
+
+
+def test_isa_enums_have_the_beta1_values():
+    from neuronxcc.nki.isa.constants import engine
+
+    assert (engine.unknown, engine.tensor, engine.scalar, engine.gpsimd, engine.vector, engine.sync) == (
+        0,
+        1,
+        2,
+        3,
+        5,
+        6,
+    )
+    assert nisa.tensor_engine == engine.tensor and nisa.vector_engine == engine.vector
+    assert nisa.scalar_engine == engine.scalar and nisa.gpsimd_engine == engine.gpsimd
+    assert nisa.unknown_engine == engine.unknown
+    rc = nisa.reduce_cmd
+    assert (rc.idle, rc.reset, rc.reduce, rc.reset_reduce) == (0, 1, 2, 3)
+    assert (dge_mode.none, dge_mode.swdge, dge_mode.hwdge, dge_mode.unknown) == (0, 1, 2, 3)
+    assert (oob_mode.error, oob_mode.skip) == (0, 1)
+    assert (nisa.nc_version.gen2, nisa.nc_version.gen3) == (2, 3)
+    assert nisa.fp32.min == float(np.finfo(np.float32).min)

@@ -3,15 +3,14 @@ computes only where the mask holds and every other element keeps its old value."
 
 from __future__ import annotations
 
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import F32, FAST, assert_close, f32, rand, rng_of, seeds
 from hypothesis import given
 from hypothesis import strategies as st
-
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
-import neuronxcc.nki.language as nl
 
 # name -> (fn(x, y, v, mask) -> tile, reference(x, y, v) in float64); x, y: (P, F), v: (P, 1)
 OPS = {

@@ -102,6 +102,20 @@ def test_store_a_python_scalar_fills(p, f, value, dtype):
     assert_exact(k(np.zeros((1, 1), np.float32)), np.full((p, f), cast(np.float32(value), dtype)))
 
 
+@pytest.mark.parametrize(
+    ("dtype", "value"),
+    [(np.int32, 2**24 + 1), (np.int32, -(2**31)), (np.uint32, 2**32 - 1), (np.int32, 2.5), (np.int8, 1000)],
+)
+def test_store_of_an_integer_scalar_is_exact(dtype, value):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((2, 3), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value)
+        return out
+
+    assert_exact(k(np.zeros((1, 1), np.float32)), np.full((2, 3), cast(np.float64(value), dtype)))
+
+
 def test_store_accepts_psum_values():
     x = rand(rng_of(1), (64, 100), F32)
 

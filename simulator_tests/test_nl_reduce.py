@@ -12,6 +12,7 @@ from _nki_support import (
     FAST,
     SLOW,
     apply,
+    as_tile,
     assert_close,
     assert_exact,
     cast,
@@ -28,11 +29,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from devkit.errors import IndexingError
-
-def _as_tile(a):
-    """On-chip tiles stay at least 2-D: a reduction down to (P,) is the (P, 1) tile."""
-    return a.reshape(a.shape[0], 1) if a.ndim == 1 else a
-
 
 REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "mean": np.mean, "var": np.var}
 EXACT = {"max", "min"}
@@ -55,7 +51,7 @@ def _check_reduce(name, case, keepdims, p, f, dtype, seed):
     x = rand(rng_of(seed), shape, dtype, lo, hi)
     kw = {} if name == "var" else {"keepdims": keepdims}
     got = apply(lambda t: getattr(nl, name)(t, axis=axis, **kw), x)
-    want = _as_tile(REDUCE[name](f32(x), axis=np_axes, keepdims=keepdims and name != "var"))
+    want = as_tile(REDUCE[name](f32(x), axis=np_axes, keepdims=keepdims and name != "var"))
     want = cast(want, dtype)
     if name in EXACT:
         assert_exact(got, want)
@@ -207,7 +203,11 @@ def test_reductions_of_block_tile_need_indexing():
 def test_masked_statistics_only_see_the_masked_elements(name, p, f, seed, data):
     mf = data.draw(st.integers(1, f))
     rng = rng_of(seed)
-    x = rand(rng, (p, f), np.float32, 0.9, 1.1) if name != "all" else (rng.random((p, f)) < 0.9).astype(np.float32)
+    x = (
+        rand(rng, (p, f), np.float32, 0.9, 1.1)
+        if name != "all"
+        else (rng.random((p, f)) < 0.9).astype(np.float32)
+    )
 
     @nki.jit
     def k(a):

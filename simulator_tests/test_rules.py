@@ -720,8 +720,9 @@ def sbuf_tile_larger_than_a_partition(a):
     return out
 
 
-@pytest.mark.parametrize("kernel", [nine_live_psum_banks, sbuf_tile_larger_than_a_partition],
-                         ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "kernel", [nine_live_psum_banks, sbuf_tile_larger_than_a_partition], ids=lambda k: k.__name__
+)
 def test_capacity_faults_blame_the_allocation(kernel):
     _raises(CapacityError, kernel, A)
 
@@ -745,7 +746,9 @@ def test_psum_banks_are_reused_after_a_tile_dies():
 
 
 @FAST
-@given(p=st.integers(1, 300), f=st.integers(1, 1100), dtype=st.sampled_from([nl.float32, nl.bfloat16, nl.int32]))
+@given(
+    p=st.integers(1, 300), f=st.integers(1, 1100), dtype=st.sampled_from([nl.float32, nl.bfloat16, nl.int32])
+)
 def test_psum_and_partition_limits_at_the_boundary(p, f, dtype):
     @nki.jit
     def k(a):

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.set_defaults(func=run_tests)
 
     rep = hsub.add_parser("report", help="measured vs predicted latency from the results store")
-    rep.add_argument("--results", default=str(hw.RESULTS_DIR), metavar="DIR", help="results store directory")
+    rep.add_argument("--results", default=None, metavar="DIR", help="results store (default: ./results)")
     rep.add_argument("--out", default=None, metavar="DIR", help="also write DIR/hw.html with a plot")
     rep.add_argument("--slack", type=float, default=0.25, help="mark rows outside ±slack (default 0.25)")
     rep.add_argument("--include-fake", action="store_true", help="include records of the fake backend")
@@ -78,10 +78,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _tests_dir(arg: str | None) -> Path:
-    if arg:
-        return Path(arg)
-    local = Path.cwd() / "hw_tests"
-    return local if local.is_dir() else hw.RESULTS_DIR.parent / "hw_tests"
+    return Path(arg) if arg else hw.project_dir("hw_tests")
 
 
 def run_tests(args: argparse.Namespace) -> int:
@@ -153,7 +150,8 @@ def run_report(args: argparse.Namespace) -> int:
     out = Console()
     if not out.is_terminal:
         out = Console(width=max(out.width, 140))
-    rows, damaged = load_rows(args.results, args.include_fake)
+    results = Path(args.results) if args.results else hw.project_dir("results")
+    rows, damaged = load_rows(results, args.include_fake)
     for d in damaged:
         err.print(
             f"[yellow]warning:[/] unreadable record skipped: {escape(d)}", highlight=False, soft_wrap=True
@@ -162,7 +160,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in rows], indent=2))
     elif not rows:
         out.print(
-            f"no hardware measurements in {escape(str(args.results))} yet: run `devkit hw run` on a "
+            f"no hardware measurements in {escape(str(results))} yet: run `devkit hw run` on a "
             "Trainium/Inferentia host",
             highlight=False,
         )
@@ -176,7 +174,7 @@ def run_report(args: argparse.Namespace) -> int:
 
         caption = (
             f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
-            f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {args.results}."
+            f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {results}."
         )
         context = {
             "title": "devkit hardware report",

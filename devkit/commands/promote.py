@@ -61,9 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=int, default=promote.DEFAULT_ITERS, help="nki.benchmark timed iterations")
     p.add_argument(
         "--out-dir",
-        default=str(promote.HW_TESTS_DIR),
+        default=None,
         metavar="DIR",
-        help="where to write test_<kernel>.py (default hw_tests/)",
+        help="where to write test_<kernel>.py (default: ./hw_tests)",
     )
     p.add_argument(
         "--jobs",

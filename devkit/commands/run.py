@@ -385,7 +385,7 @@ def _hardware_context(results_dir: str | None) -> dict[str, Any] | None:
     from devkit import hw
     from devkit.commands.hw import hardware_section, load_rows
 
-    root = Path(results_dir) if results_dir else hw.RESULTS_DIR
+    root = Path(results_dir) if results_dir else hw.project_dir("results")
     rows, _ = load_rows(root)
     if not rows:
         return None

@@ -71,7 +71,7 @@ class DmaPool:
             picked = _lowest_bits(mask, n)
             rest = mask ^ picked
         if ready > f:
-            self._add_hole(f, ready, picked)
+            self.add_hole(f, ready, picked)
         if rest:
             self.masks[0] = rest
             self._insert(end, picked)
@@ -149,7 +149,7 @@ class DmaPool:
         for t, m in new_tail:
             self._insert(t, m)
         for start, end, m in new_holes:
-            self._add_hole(start, end, m)
+            self.add_hole(start, end, m)
         return first, last
 
     def _insert(self, t: float, mask: int) -> None:
@@ -161,7 +161,8 @@ class DmaPool:
             times.insert(i, t)
             self.masks.insert(i, mask)
 
-    def _add_hole(self, start: float, end: float, mask: int) -> None:
+    def add_hole(self, start: float, end: float, mask: int) -> None:
+        """Record that the engines of ``mask`` are idle in ``[start, end)``."""
         if end <= start:
             return
         ends = self.hole_ends

@@ -245,7 +245,7 @@ def _v_dynamic_copy(instr: Instr, k: _Consts) -> float:
 
 @_rule(SCALAR, "activation", "tensor_scalar", "tensor_copy", "copy")
 def _s_activation(instr: Instr, k: _Consts) -> float:
-    reduces = bool(_attr(instr, "reduce_op")) or len(instr.outs) > 1
+    reduces = bool(_attr(instr, "reduce") or _attr(instr, "reduce_op")) or len(instr.outs) > 1
     return max(k.s_min_ii, _streamed(instr)) + (k.s_min_ii if reduces else 0)
 
 

@@ -157,6 +157,9 @@ class Scheduler:
         dma_raw = cost.dma.raw
         pool = self._pool
         pool_take = pool.take
+        pool_times = pool.times  # lists mutated in place by the pool: safe to hold
+        hole_ends = pool.hole_ends
+        all_engines = t.dma.engines
         hbm_book = self._hbm.book
         hbm_used = self._hbm.used
         bucket_ns = self._hbm.bucket_ns
@@ -289,7 +292,18 @@ class Scheduler:
                             self._hbm.prune(min([pool.times[0]] + [h[0] for h in pool.holes]))
                 elif instr.ins and instr.outs and instr.ins[0].buffer == SBUF == instr.outs[0].buffer:
                     s2s += moved
-                first, end = pool_take(engines, ready, occ, served)
+                if engines == all_engines and len(pool_times) == 1 and (
+                    occ > pool.longest_hole or not hole_ends or ready + occ > hole_ends[-1]
+                ):
+                    # fast path: every engine in one group, no idle gap it could use (see DmaPool.take)
+                    f = pool_times[0]
+                    first = f if f > ready else ready
+                    end = first + occ if first + occ > served else served
+                    if ready > f:
+                        pool.add_hole(f, ready, pool.masks[0])
+                    pool_times[0] = end
+                else:
+                    first, end = pool_take(engines, ready, occ, served)
                 avail.append(end)
                 busy = engines * occ
                 if attrs and attrs.get("spill"):

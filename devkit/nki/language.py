@@ -321,7 +321,8 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     if isinstance(value, _x.Scalar):
         m.emit(DMA, "store", [], [dst], 0, None, loc)
         if m.numerics:
-            dst.write(_dt.round_to(np.float32(value), dst.dtype), marr)
+            v = np.float32(value) if _dt.is_float(dst.dtype) else np.asarray(value)  # ints stay exact
+            dst.write(_dt.round_to(v, dst.dtype), marr)
         else:
             dst.mark_written()
         return
