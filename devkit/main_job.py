@@ -24,6 +24,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -276,7 +277,13 @@ def execute(
         def submit() -> None:
             while queue and len(pending) < jobs:
                 i = queue.pop(0)
-                pending[pool.submit(run_task, tasks[i])] = i
+                try:
+                    pending[pool.submit(run_task, tasks[i])] = i
+                except BrokenProcessPool as exc:  # a worker died earlier: report the rest, do not hang
+                    results[i] = TaskResult(tasks[i], 0.0, False, f"not run: {_error_text(exc)}")
+                    if on_done:
+                        on_done(results[i])
+                    continue
                 if on_start:
                     on_start(tasks[i])
 

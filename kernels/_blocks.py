@@ -230,6 +230,75 @@ def _panel_tile(panel: Any, pbuf: Any, rows: int, t0: Any, j: Any, a: int, size:
     return panel[0:rows, t0 + j, a : a + size]
 
 
+Tiles = list[tuple[int, int]]
+
+
+def moving_layout(
+    n_tok: int, banks: int, npairs: int = 1, col_group_tiles: int = 0
+) -> tuple[list[Tiles], int]:
+    """PSUM group layout of :func:`weights_moving`: token groups (each a list of ``(offset, size)``
+    128-token tiles) and the group width in columns (``TN`` 512-column tiles)."""
+    per_pair = max(1, banks // npairs)
+    toks = tile_sizes(n_tok, P)
+    tm = min(len(toks), per_pair)
+    tn = col_group_tiles or max(1, per_pair // tm)
+    groups = [
+        [(i * P, toks[i]) for i in range(g0, min(g0 + tm, len(toks)))] for g0 in range(0, len(toks), tm)
+    ]
+    return groups, tn * FMAX
+
+
+def moving_group(
+    pairs: Sequence[tuple[Any, Any, Any]],
+    tok_tiles: Tiles,
+    tok0_panel: int,
+    c0: Any,
+    wsz: int,
+    k_total: int,
+    chunk_tiles: int,
+) -> list:
+    """One PSUM group of natural products: ``ps[pair][m][n]`` = bank of token tile ``tok_tiles[m]``
+    and column tile ``n`` (512 wide) of columns ``[c0, c0 + wsz)`` of each pair's weight, with the
+    whole ``k_total`` contraction accumulated.  Returns the banks (still open for the epilogue)."""
+    col_tiles = [(n * FMAX, s) for n, s in enumerate(tile_sizes(wsz, FMAX))]
+    ps = [
+        [[nl.ndarray((P, FMAX), dtype=nl.float32, buffer=nl.psum) for _ in col_tiles] for _ in tok_tiles]
+        for _ in pairs
+    ]
+
+    def compute(bufs: list[Any], t0: Any, n_full: int, rem: int, first: bool) -> None:
+        for pi, (panel, _, _) in enumerate(pairs):
+            buf, pbuf = bufs[pi]
+            for m, (mo, ms) in enumerate(tok_tiles):
+                a = tok0_panel + mo
+                for n, (no, ns) in enumerate(col_tiles):
+
+                    def mm(
+                        j: Any,
+                        rows: int,
+                        a: int = a,
+                        ms: int = ms,
+                        no: int = no,
+                        ns: int = ns,
+                        panel: Any = panel,
+                        buf: Any = buf,
+                        pbuf: Any = pbuf,
+                    ) -> Any:
+                        return nisa.nc_matmul(
+                            _panel_tile(panel, pbuf, rows, t0, j, a, ms), buf[0:rows, j, no : no + ns]
+                        )
+
+                    accumulate(ps[pi][m][n], ms, ns, mm, n_full, rem, first)
+
+    contract(k_total, chunk_tiles, _chunk_loader(pairs, c0, wsz), compute)
+    return ps
+
+
+def col_tiles_of(wsz: int) -> Tiles:
+    """``(offset, size)`` 512-column tiles of a group ``wsz`` columns wide."""
+    return [(n * FMAX, s) for n, s in enumerate(tile_sizes(wsz, FMAX))]
+
+
 def weights_moving(
     pairs: Sequence[tuple[Any, Any, Any]],
     n_tok: int,
@@ -238,14 +307,14 @@ def weights_moving(
     k_total: int,
     chunk_tiles: int,
     banks: int,
-    epilogue: Callable[[list, Any, Any, list[tuple[int, int]], list[tuple[int, int]]], None],
+    epilogue: Callable[[list, Any, Any, Tiles, Tiles], None],
     col_group_tiles: int = 0,
 ) -> None:
     """Natural-layout products ``panel^T @ W`` for each ``(panel, W, W3)`` pair, group by group.
 
-    ``panel``: SBUF ``[128, KT, >= tok0_panel + n_tok]`` (stationary, tokens on the free dim);
-    ``W``: HBM ``[k_total, n_cols]`` (moving, streamed once per token group in chunks of
-    ``chunk_tiles`` rows-tiles); ``W3`` = :func:`rows3` of ``W``.  PSUM groups hold ``TM`` token
+    ``panel``: SBUF ``[128, KT, >= tok0_panel + n_tok]`` (stationary, tokens on the free dim) or an
+    :class:`HbmPanel`; ``W``: HBM ``[k_total, n_cols]`` (moving, streamed once per token group in chunks
+    of ``chunk_tiles`` row tiles); ``W3`` = :func:`rows3` of ``W``.  PSUM groups hold ``TM`` token
     tiles x ``TN`` 512-column tiles per pair, ``TM*TN*len(pairs) <= banks``.
 
     ``epilogue(ps, ct0, col0, tok_tiles, col_tiles)`` evacuates one group: ``ps[pair][m][n]`` is the
@@ -253,55 +322,80 @@ def weights_moving(
     ``col_tiles[n] = (offset within the group, size)``; the group starts at column ``col0``, which is
     128-column tile ``ct0``.
     """
-    npairs = len(pairs)
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, P)
-    tm = min(len(toks), per_pair)
-    tn = col_group_tiles or max(1, per_pair // tm)
-    width = tn * FMAX
-    tok_groups = [
-        [(i * P, toks[i]) for i in range(g0, min(g0 + tm, len(toks)))] for g0 in range(0, len(toks), tm)
-    ]
-    for tok_tiles in tok_groups:
+    groups, width = moving_layout(n_tok, banks, len(pairs), col_group_tiles)
+    for tok_tiles in groups:
 
-        def group(ci: Any, c0: Any, wsz: int, tok_tiles: list[tuple[int, int]] = tok_tiles) -> None:
-            col_tiles = [(n * FMAX, s) for n, s in enumerate(tile_sizes(wsz, FMAX))]
-            ps = [
-                [
-                    [nl.ndarray((P, FMAX), dtype=nl.float32, buffer=nl.psum) for _ in col_tiles]
-                    for _ in tok_tiles
-                ]
-                for _ in pairs
-            ]
-
-            def compute(bufs: list[Any], t0: Any, n_full: int, rem: int, first: bool) -> None:
-                for pi, (panel, _, _) in enumerate(pairs):
-                    buf, pbuf = bufs[pi]
-                    for m, (mo, ms) in enumerate(tok_tiles):
-                        a = tok0_panel + mo
-                        for n, (no, ns) in enumerate(col_tiles):
-
-                            def mm(
-                                j: Any,
-                                rows: int,
-                                a: int = a,
-                                ms: int = ms,
-                                no: int = no,
-                                ns: int = ns,
-                                panel: Any = panel,
-                                buf: Any = buf,
-                                pbuf: Any = pbuf,
-                            ) -> Any:
-                                return nisa.nc_matmul(
-                                    _panel_tile(panel, pbuf, rows, t0, j, a, ms), buf[0:rows, j, no : no + ns]
-                                )
-
-                            accumulate(ps[pi][m][n], ms, ns, mm, n_full, rem, first)
-
-            contract(k_total, chunk_tiles, _chunk_loader(pairs, c0, wsz), compute)
-            epilogue(ps, ci * (width // P), c0, tok_tiles, col_tiles)
+        def group(ci: Any, c0: Any, wsz: int, tok_tiles: Tiles = tok_tiles) -> None:
+            ps = moving_group(pairs, tok_tiles, tok0_panel, c0, wsz, k_total, chunk_tiles)
+            epilogue(ps, ci * (width // P), c0, tok_tiles, col_tiles_of(wsz))
 
         for_spans(n_cols, width, group)
+
+
+def stationary_layout(
+    n_tok: int, banks: int, npairs: int = 1, row_group_tiles: int = 0
+) -> tuple[list[Tiles], int]:
+    """PSUM group layout of :func:`weights_stationary`: token groups (lists of ``(offset, size)``
+    512-token tiles) and the group height in output rows (``G`` 128-row tiles)."""
+    per_pair = max(1, banks // npairs)
+    toks = tile_sizes(n_tok, FMAX)
+    tt = min(len(toks), per_pair)
+    g_tiles = row_group_tiles or max(1, per_pair // tt)
+    groups = [
+        [(i * FMAX, toks[i]) for i in range(g0, min(g0 + tt, len(toks)))] for g0 in range(0, len(toks), tt)
+    ]
+    return groups, g_tiles * P
+
+
+def row_tiles_of(wsz: int) -> Tiles:
+    """``(offset, size)`` 128-row tiles of a group ``wsz`` rows high."""
+    return [(g * P, s) for g, s in enumerate(tile_sizes(wsz, P))]
+
+
+def stationary_group(
+    pairs: Sequence[tuple[Any, Any, Any]],
+    tok_tiles: Tiles,
+    tok0_panel: int,
+    r0: Any,
+    wsz: int,
+    k_total: int,
+    chunk_tiles: int,
+) -> list:
+    """One PSUM group of transposed products: ``ps[pair][g][t]`` = bank ``[rows, tokens]`` of output
+    row tile ``g`` of rows ``[r0, r0 + wsz)`` (weight columns) and token tile ``tok_tiles[t]``, with the
+    whole ``k_total`` contraction accumulated.  Returns the banks (still open for the epilogue)."""
+    row_tiles = row_tiles_of(wsz)
+    ps = [
+        [[nl.ndarray((P, FMAX), dtype=nl.float32, buffer=nl.psum) for _ in tok_tiles] for _ in row_tiles]
+        for _ in pairs
+    ]
+
+    def compute(bufs: list[Any], t0: Any, n_full: int, rem: int, first: bool) -> None:
+        for pi, (panel, _, _) in enumerate(pairs):
+            buf, pbuf = bufs[pi]
+            for g, (go, gs) in enumerate(row_tiles):
+                for t, (to, ts) in enumerate(tok_tiles):
+                    a = tok0_panel + to
+
+                    def mm(
+                        j: Any,
+                        rows: int,
+                        go: int = go,
+                        gs: int = gs,
+                        a: int = a,
+                        ts: int = ts,
+                        panel: Any = panel,
+                        buf: Any = buf,
+                        pbuf: Any = pbuf,
+                    ) -> Any:
+                        return nisa.nc_matmul(
+                            buf[0:rows, j, go : go + gs], _panel_tile(panel, pbuf, rows, t0, j, a, ts)
+                        )
+
+                    accumulate(ps[pi][g][t], gs, ts, mm, n_full, rem, first)
+
+    contract(k_total, chunk_tiles, _chunk_loader(pairs, r0, wsz), compute)
+    return ps
 
 
 def weights_stationary(
@@ -312,7 +406,7 @@ def weights_stationary(
     k_total: int,
     chunk_tiles: int,
     banks: int,
-    epilogue: Callable[[list, Any, Any, list[tuple[int, int]], list[tuple[int, int]]], None],
+    epilogue: Callable[[list, Any, Any, Tiles, Tiles], None],
     row_group_tiles: int = 0,
 ) -> None:
     """Transposed products ``(panel^T @ W)^T = W^T @ panel`` (``[n_rows, tokens]``) for each pair.
@@ -325,55 +419,14 @@ def weights_stationary(
     tile ``row_tiles[g] = (offset within group, size)`` and token tile ``tok_tiles[t] = (offset
     relative to tok0_panel, size)``; the group starts at output row ``r0`` = row tile ``rt0``.
     """
-    npairs = len(pairs)
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, FMAX)
-    tt = min(len(toks), per_pair)
-    g_tiles = row_group_tiles or max(1, per_pair // tt)
-    width = g_tiles * P
-    tok_groups = [
-        [(i * FMAX, toks[i]) for i in range(g0, min(g0 + tt, len(toks)))] for g0 in range(0, len(toks), tt)
-    ]
-    for tok_tiles in tok_groups:
+    groups, height = stationary_layout(n_tok, banks, len(pairs), row_group_tiles)
+    for tok_tiles in groups:
 
-        def group(ri: Any, r0: Any, wsz: int, tok_tiles: list[tuple[int, int]] = tok_tiles) -> None:
-            row_tiles = [(g * P, s) for g, s in enumerate(tile_sizes(wsz, P))]
-            ps = [
-                [
-                    [nl.ndarray((P, FMAX), dtype=nl.float32, buffer=nl.psum) for _ in tok_tiles]
-                    for _ in row_tiles
-                ]
-                for _ in pairs
-            ]
+        def group(ri: Any, r0: Any, wsz: int, tok_tiles: Tiles = tok_tiles) -> None:
+            ps = stationary_group(pairs, tok_tiles, tok0_panel, r0, wsz, k_total, chunk_tiles)
+            epilogue(ps, ri * (height // P), r0, row_tiles_of(wsz), tok_tiles)
 
-            def compute(bufs: list[Any], t0: Any, n_full: int, rem: int, first: bool) -> None:
-                for pi, (panel, _, _) in enumerate(pairs):
-                    buf, pbuf = bufs[pi]
-                    for g, (go, gs) in enumerate(row_tiles):
-                        for t, (to, ts) in enumerate(tok_tiles):
-                            a = tok0_panel + to
-
-                            def mm(
-                                j: Any,
-                                rows: int,
-                                go: int = go,
-                                gs: int = gs,
-                                a: int = a,
-                                ts: int = ts,
-                                panel: Any = panel,
-                                buf: Any = buf,
-                                pbuf: Any = pbuf,
-                            ) -> Any:
-                                return nisa.nc_matmul(
-                                    buf[0:rows, j, go : go + gs], _panel_tile(panel, pbuf, rows, t0, j, a, ts)
-                                )
-
-                            accumulate(ps[pi][g][t], gs, ts, mm, n_full, rem, first)
-
-            contract(k_total, chunk_tiles, _chunk_loader(pairs, r0, wsz), compute)
-            epilogue(ps, ri * g_tiles, r0, row_tiles, tok_tiles)
-
-        for_spans(n_rows, width, group)
+        for_spans(n_rows, height, group)
 
 
 def panel_from_rows(x: Any, tok0: Any, n_tok: int, panel: Any, tok0_panel: int = 0) -> None:

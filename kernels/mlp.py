@@ -5,15 +5,16 @@
     [r, I], ``Ud`` [I, r_d], ``Vd`` [r_d, H].  Two passes inside one ``@nki.jit``:
 
     1. gate/up: per token block, the ``(X·Ug)^T`` and ``(X·Uu)^T`` strips are cached in SBUF (one
-       shared ``X^T`` panel), then V_gate and V_up stream in lockstep as the *stationary* operand so
-       each PSUM bank pair is ``[128 i, 512 tok]`` of gate and up; the SwiGLU epilogue
-       (ScalarE silu from PSUM, VectorE multiply) writes the activation **transposed**, ``act^T``
-       [I, S], to an HBM scratch tensor.  Decode blocks (<= 128 tokens) use weights as the moving
-       operand and transpose the activation tile on the TensorE before the store.
+       shared ``X^T`` panel); then, per PSUM group of output rows, V_gate streams as the *stationary*
+       operand against the gate strip (``[128 i, 512 tok]`` banks, whole contraction in PSUM),
+       ``silu(gate)`` is parked in SBUF (fp32), V_up streams against the up strip and the VectorE
+       multiplies; the activation is written **transposed**, ``act^T`` [I, S], to an HBM scratch
+       tensor (:func:`swiglu_T`).  Decode blocks (<= 128 tokens) use weights as the moving operand
+       and transpose the activation tile on the TensorE before the store.
     2. down: ``act^T`` is already contraction-major, so it is the ``xT`` input of the fused
        ``xtuv`` path (:func:`kernels.neuronmm.xuv_into` with ``x_rows=False``): no transpose at all.
 
-    Gate and up ranks may differ (then the gate activation goes through the scratch tensor first).
+    Gate and up ranks may differ.
 
 ``dense_mlp(x, w_gate, w_up, w_down)`` -> [S, H]: the same two passes with dense weights
     (``W_gate``/``W_up`` [H, I] stationary against the ``X^T`` panel, SwiGLU into ``act^T``; then
@@ -36,112 +37,95 @@ from kernels.matmul import matmul_into, matmul_plan_for
 from kernels.neuronmm import build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
 
 
-def _swiglu(gate_ps: Any, up: Any, dtype: Any) -> Any:
-    """``silu(gate) * up`` of a PSUM gate view and a PSUM/SBUF up view (fp32 math, ``dtype`` result)."""
-    g = nisa.activation(op=nl.silu, data=gate_ps, dtype=nl.float32)
-    return nl.multiply(g, up, dtype=dtype)
+def swiglu_T(
+    act_t: Any,
+    act_t3: Any,
+    gate_pairs: list,
+    up_pairs: list,
+    k_gate: int,
+    k_up: int,
+    tok0: Any,
+    b: int,
+    chunk_tiles: int,
+    banks: int,
+) -> None:
+    """``act_t[:, tok0 : tok0+b] = (silu(gate) * up)^T`` for one token block, group by group.
 
-
-def swiglu_transposed_epilogue(act_t: Any, tok0: Any) -> Any:
-    """weights_stationary epilogue for paired (gate, up) banks ``[i, tok]``: SwiGLU -> ``act_t[i, tok]``."""
+    ``gate_pairs`` / ``up_pairs``: ``[(panel, W, W3)]`` whose products are the gate and up
+    pre-activations (contractions ``k_gate`` / ``k_up``).  For each PSUM group the gate contraction runs
+    first and ``silu(gate)`` (ScalarE, straight from PSUM) is parked in SBUF in fp32; then the up
+    contraction runs with all banks and the VectorE multiplies ``silu(gate)`` by the up banks.  Each
+    weight stream therefore gets every PSUM bank (wide weight DMAs) and the ranks of gate and up may
+    differ.  Prefill blocks (> 128 tokens) use weights-stationary groups ([i, tok] banks, stored straight
+    into ``act_t``); decode blocks use weights-moving groups ([tok, i] banks) and transpose the
+    activation on the TensorE before the store.
+    """
     dt = act_t.dtype
+    if b > plans.DECODE_MAX_TOKENS:
+        groups, height = B.stationary_layout(b, banks)
+        for tok_tiles in groups:
+            base = tok_tiles[0][0]
+            width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
 
-    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
-        base = tok_tiles[0][0]
-        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
-        for g, (go, gs) in enumerate(row_tiles):
+            def row_group(
+                ri: Any,
+                r0: Any,
+                wsz: int,
+                tok_tiles: B.Tiles = tok_tiles,
+                base: int = base,
+                width: int = width,
+            ) -> None:
+                rows = B.row_tiles_of(wsz)
+                gate = nl.ndarray((B.P, len(rows), width), dtype=nl.float32, buffer=nl.sbuf)
+                for _ in B.scope():
+                    ps = B.stationary_group(gate_pairs, tok_tiles, 0, r0, wsz, k_gate, chunk_tiles)
+                    for g, (_, gs) in enumerate(rows):
+                        for t, (to, ts) in enumerate(tok_tiles):
+                            gate[0:gs, g, to - base : to - base + ts] = nisa.activation(
+                                op=nl.silu, data=ps[0][g][t][0:gs, 0:ts], dtype=nl.float32
+                            )
+                for _ in B.scope():
+                    ps = B.stationary_group(up_pairs, tok_tiles, 0, r0, wsz, k_up, chunk_tiles)
+                    for g, (go, gs) in enumerate(rows):
+                        for _ in B.scope():
+                            o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
+                            for t, (to, ts) in enumerate(tok_tiles):
+                                o[0:gs, to - base : to - base + ts] = nl.multiply(
+                                    gate[0:gs, g, to - base : to - base + ts],
+                                    ps[0][g][t][0:gs, 0:ts],
+                                    dtype=dt,
+                                )
+                            i_p = nl.arange(gs)[:, None]
+                            i_f = nl.arange(width)[None, :]
+                            nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
+
+            B.for_spans(act_t.shape[0], height, row_group)
+        return
+
+    groups, width = B.moving_layout(b, banks)
+    for tok_tiles in groups:
+
+        def col_group(ci: Any, c0: Any, wsz: int, tok_tiles: B.Tiles = tok_tiles) -> None:
+            cols = B.col_tiles_of(wsz)
+            gate = nl.ndarray((B.P, wsz), dtype=nl.float32, buffer=nl.sbuf)
             for _ in B.scope():
-                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
-                for t, (to, ts) in enumerate(tok_tiles):
-                    o[0:gs, to - base : to - base + ts] = _swiglu(
-                        ps[0][g][t][0:gs, 0:ts], ps[1][g][t][0:gs, 0:ts], dt
-                    )
-                i_p = nl.arange(gs)[:, None]
-                i_f = nl.arange(width)[None, :]
-                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
-
-    return epilogue
-
-
-def swiglu_natural_epilogue(act_t: Any, act_t3: Any, tok0: Any, n_tok: int, gate_sb: Any = None) -> Any:
-    """weights_moving epilogue (decode): SwiGLU of natural ``[tok, i]`` banks, TensorE-transposed into
-    ``act_t[i, tok0 + tok]``.  Banks are (gate, up) pairs, or up only with ``gate_sb`` holding
-    ``silu(gate)`` [tok, I] in SBUF."""
-    dt = act_t.dtype
-
-    def epilogue(ps: list, ct0: Any, c0: Any, tok_tiles: list, col_tiles: list) -> None:
-        gw = col_tiles[-1][0] + col_tiles[-1][1]
-        nat = nl.ndarray((B.P, gw), dtype=dt, buffer=nl.sbuf)
-        for m, (mo, ms) in enumerate(tok_tiles):
-            for n, (no, ns) in enumerate(col_tiles):
-                if gate_sb is None:
-                    nat[mo : mo + ms, no : no + ns] = _swiglu(
-                        ps[0][m][n][0:ms, 0:ns], ps[1][m][n][0:ms, 0:ns], dt
-                    )
-                else:
-                    nat[mo : mo + ms, no : no + ns] = nl.multiply(
-                        gate_sb[mo : mo + ms, nl.ds(c0 + no, ns)], ps[0][m][n][0:ms, 0:ns], dtype=dt
-                    )
-        B.transpose_store(nat, n_tok, gw, act_t, act_t3, ct0, tok0)
-
-    return epilogue
-
-
-def silu_natural_epilogue(dst: Any) -> Any:
-    """weights_moving epilogue writing ``silu(gate)`` banks into SBUF ``dst`` [tok, I] (fp32)."""
-
-    def epilogue(ps: list, ct0: Any, c0: Any, tok_tiles: list, col_tiles: list) -> None:
-        for m, (mo, ms) in enumerate(tok_tiles):
-            for n, (no, ns) in enumerate(col_tiles):
-                dst[mo : mo + ms, nl.ds(c0 + no, ns)] = nisa.activation(
-                    op=nl.silu, data=ps[0][m][n][0:ms, 0:ns], dtype=dst.dtype
-                )
-
-    return epilogue
-
-
-def silu_store_epilogue(act_t: Any, tok0: Any) -> Any:
-    """weights_stationary epilogue storing ``silu(gate)`` banks ``[i, tok]`` to ``act_t`` (gate pass of
-    the unequal-rank fallback)."""
-    dt = act_t.dtype
-
-    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
-        base = tok_tiles[0][0]
-        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
-        for g, (go, gs) in enumerate(row_tiles):
+                ps = B.moving_group(gate_pairs, tok_tiles, 0, c0, wsz, k_gate, chunk_tiles)
+                for m, (mo, ms) in enumerate(tok_tiles):
+                    for n, (no, ns) in enumerate(cols):
+                        gate[mo : mo + ms, no : no + ns] = nisa.activation(
+                            op=nl.silu, data=ps[0][m][n][0:ms, 0:ns], dtype=nl.float32
+                        )
+            nat = nl.ndarray((B.P, wsz), dtype=dt, buffer=nl.sbuf)
             for _ in B.scope():
-                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
-                for t, (to, ts) in enumerate(tok_tiles):
-                    o[0:gs, to - base : to - base + ts] = nisa.activation(
-                        op=nl.silu, data=ps[0][g][t][0:gs, 0:ts], dtype=dt
-                    )
-                i_p = nl.arange(gs)[:, None]
-                i_f = nl.arange(width)[None, :]
-                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
+                ps = B.moving_group(up_pairs, tok_tiles, 0, c0, wsz, k_up, chunk_tiles)
+                for m, (mo, ms) in enumerate(tok_tiles):
+                    for n, (no, ns) in enumerate(cols):
+                        nat[mo : mo + ms, no : no + ns] = nl.multiply(
+                            gate[mo : mo + ms, no : no + ns], ps[0][m][n][0:ms, 0:ns], dtype=dt
+                        )
+            B.transpose_store(nat, b, wsz, act_t, act_t3, ci * (width // B.P), tok0)
 
-    return epilogue
-
-
-def mul_store_epilogue(act_t: Any, tok0: Any) -> Any:
-    """weights_stationary epilogue: ``act_t[i, tok] *= up`` (up pass of the unequal-rank fallback)."""
-    dt = act_t.dtype
-
-    def epilogue(ps: list, rt0: Any, r0: Any, row_tiles: list, tok_tiles: list) -> None:
-        base = tok_tiles[0][0]
-        width = tok_tiles[-1][0] + tok_tiles[-1][1] - base
-        for g, (go, gs) in enumerate(row_tiles):
-            for _ in B.scope():
-                i_p = nl.arange(gs)[:, None]
-                i_f = nl.arange(width)[None, :]
-                gate = nl.load(act_t[r0 + go + i_p, tok0 + base + i_f])
-                o = nl.ndarray((B.P, width), dtype=dt, buffer=nl.sbuf)
-                for t, (to, ts) in enumerate(tok_tiles):
-                    o[0:gs, to - base : to - base + ts] = nl.multiply(
-                        gate[0:gs, to - base : to - base + ts], ps[0][g][t][0:gs, 0:ts], dtype=dt
-                    )
-                nl.store(act_t[r0 + go + i_p, tok0 + base + i_f], value=o[0:gs, 0:width])
-
-    return epilogue
+        B.for_spans(act_t.shape[0], width, col_group)
 
 
 def _strips(x: Any, us: list[Any], tok0: Any, b: int, bl: dict[str, int]) -> list[Any]:
@@ -188,59 +172,25 @@ def _strips(x: Any, us: list[Any], tok0: Any, b: int, bl: dict[str, int]) -> lis
 
 def gate_up_into(act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dict[str, int]) -> None:
     """Pass 1 of :func:`svd_mlp`: ``act_t[I, S] = (silu(x·Ug·Vg) * (x·Uu·Vu))^T``."""
-    s_tok = x.shape[0]
-    i_dim = vg.shape[1]
     act_t3 = B.rows3(act_t)
     vg3, vu3 = B.rows3(vg), B.rows3(vu)
-    c2, banks = bl["v_chunk_tiles"], bl["psum_banks"]
-    paired = ug.shape[1] == uu.shape[1]
 
     def block(bi: Any, tok0: Any, b: int) -> None:
         sg, su = _strips(x, [ug, uu], tok0, b, bl)
-        rg, ru = ug.shape[1], uu.shape[1]
-        if b <= plans.DECODE_MAX_TOKENS:
-            if paired:
-                B.weights_moving(
-                    [(sg, vg, vg3), (su, vu, vu3)],
-                    b,
-                    0,
-                    i_dim,
-                    rg,
-                    c2,
-                    B.banks_leaving_one(banks),
-                    swiglu_natural_epilogue(act_t, act_t3, tok0, b),
-                )
-            else:
-                gate_sb = nl.ndarray((B.P, i_dim), dtype=nl.float32, buffer=nl.sbuf)
-                B.weights_moving([(sg, vg, vg3)], b, 0, i_dim, rg, c2, banks, silu_natural_epilogue(gate_sb))
-                B.weights_moving(
-                    [(su, vu, vu3)],
-                    b,
-                    0,
-                    i_dim,
-                    ru,
-                    c2,
-                    B.banks_leaving_one(banks),
-                    swiglu_natural_epilogue(act_t, act_t3, tok0, b, gate_sb),
-                )
-        elif paired:
-            B.weights_stationary(
-                [(sg, vg, vg3), (su, vu, vu3)],
-                b,
-                0,
-                i_dim,
-                rg,
-                c2,
-                banks,
-                swiglu_transposed_epilogue(act_t, tok0),
-            )
-        else:
-            B.weights_stationary(
-                [(sg, vg, vg3)], b, 0, i_dim, rg, c2, banks, silu_store_epilogue(act_t, tok0)
-            )
-            B.weights_stationary([(su, vu, vu3)], b, 0, i_dim, ru, c2, banks, mul_store_epilogue(act_t, tok0))
+        swiglu_T(
+            act_t,
+            act_t3,
+            [(sg, vg, vg3)],
+            [(su, vu, vu3)],
+            ug.shape[1],
+            uu.shape[1],
+            tok0,
+            b,
+            bl["v_chunk_tiles"],
+            bl["psum_banks"],
+        )
 
-    B.for_spans(s_tok, bl["block_tokens"], block)
+    B.for_spans(x.shape[0], bl["block_tokens"], block)
 
 
 def svd_mlp_plans(
@@ -272,12 +222,12 @@ def svd_mlp_plans(
     s = B.itemsize(x.dtype)
     usable = B.usable_sbuf_bytes()
     p1 = plans.resolve_xuv(
-        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, given, "svd_mlp", "transposed", True, pairs=2
+        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, given, "svd_mlp", "swiglu", True, pairs=2
     )
     p2 = plans.resolve_xuv(s_tok, i_dim, rd, h, s, usable, p1.blocks, given, "svd_mlp", "natural", False)
     if p2.blocks != p1.blocks:
         p1 = plans.resolve_xuv(
-            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, given, "svd_mlp", "transposed", True, pairs=2
+            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, given, "svd_mlp", "swiglu", True, pairs=2
         )
     return p1, p2
 
@@ -369,20 +319,7 @@ def dense_mlp(
 
     def block(bi: Any, tok0: Any, b: int) -> None:
         panel = build_panel(x, None, True, tok0, b, h)
-        pairs = [(panel, w_gate, wg3), (panel, w_up, wu3)]
-        if b <= plans.DECODE_MAX_TOKENS:
-            B.weights_moving(
-                pairs,
-                b,
-                0,
-                i_dim,
-                h,
-                c,
-                B.banks_leaving_one(banks),
-                swiglu_natural_epilogue(act_t, act_t3, tok0, b),
-            )
-        else:
-            B.weights_stationary(pairs, b, 0, i_dim, h, c, banks, swiglu_transposed_epilogue(act_t, tok0))
+        swiglu_T(act_t, act_t3, [(panel, w_gate, wg3)], [(panel, w_up, wu3)], h, h, tok0, b, c, banks)
 
     B.for_spans(s_tok, bl["block_tokens"], block)
     down = matmul_plan_for(act_t, w_down, {"k_chunk_tiles": c, "psum_banks": banks}, "dense_mlp")

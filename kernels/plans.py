@@ -165,47 +165,42 @@ XUV_FALLBACK = {
 def _xuv_block_parts(
     b: int, h: int, r: int, n: int, s: int, bl: Mapping[str, int], out: str, x_rows: bool, pairs: int
 ) -> tuple[dict[str, int], dict[str, int]]:
-    """(stage 1 parts, stage 2 parts) for one token block of ``b`` tokens."""
+    """(stage 1 parts, stage 2 parts) for one token block of ``b`` tokens.
+
+    ``pairs`` strips share one X^T panel (2 for the SVD MLP's gate and up); weight streams run one
+    at a time with every PSUM bank.  ``out``: "natural", "transposed" or "swiglu" (the MLP's gate/up
+    epilogue: silu(gate) parked in fp32 SBUF, the activation stored transposed).
+    """
     banks = bl["psum_banks"]
-    per = max(1, banks // pairs)
     ht, rt = cdiv(h, P), cdiv(r, P)
     c1, c2 = min(bl["u_chunk_tiles"], ht), min(bl["v_chunk_tiles"], rt)
     xstage = min(h, X_COLS) * s if x_rows else 0
+    strips = pairs * rt * b * s
     if b <= DECODE_MAX_TOKENS:
-        w1 = min(per * FMAX, r)
-        w2 = min(per * FMAX, n)
-        s1 = {
-            "x_panel": ht * b * s,
-            "x_stage": 2 * xstage,
-            "xu": pairs * r * s,
-            "u_chunks": 2 * pairs * c1 * w1 * s,
-            "strips": pairs * rt * b * s,
-        }
-        s2 = {
-            "strips": pairs * rt * b * s,
-            "v_chunks": 2 * pairs * c2 * w2 * s,
-            "staging": 2 * pairs * w2 * s,
-        }
-        if out == "transposed":
+        w1 = min(banks * FMAX, r)
+        w2 = min(banks * FMAX, n)
+        s1 = {"strips": strips, "x_panel": ht * b * s, "stream": max(2 * xstage, r * s + 2 * c1 * w1 * s)}
+        s2 = {"strips": strips, "v_chunks": 2 * c2 * w2 * s, "staging": 2 * w2 * s}
+        if out != "natural":
             s2["transpose_staging"] = 2 * min(32, cdiv(n, P)) * b * s
+        if out == "swiglu":
+            s2["gate"] = w2 * 4
         return s1, s2
     b1 = min(bl["stage1_tokens"], b)
-    tt1 = min(cdiv(b1, FMAX), per)
-    w1 = min(max(1, per // tt1) * P, r)
-    s1 = {
-        "strips": pairs * rt * b * s,
-        "x_panel": ht * b1 * s,
-        "stream": max(2 * xstage, 2 * pairs * c1 * w1 * s),
-    }
+    tt1 = min(cdiv(b1, FMAX), banks)
+    w1 = min(max(1, banks // tt1) * P, r)
+    s1 = {"strips": strips, "x_panel": ht * b1 * s, "stream": max(2 * xstage, 2 * c1 * w1 * s)}
     if out == "natural":
-        tm = min(cdiv(b, P), per)
-        w2 = min(max(1, per // tm) * FMAX, n)
-        staging = w2 * s
+        tm = min(cdiv(b, P), banks)
+        w2 = min(max(1, banks // tm) * FMAX, n)
+        s2 = {"strips": strips, "v_chunks": 2 * c2 * w2 * s, "staging": 2 * w2 * s}
     else:
-        tt = min(cdiv(b, FMAX), per)
-        w2 = min(max(1, per // tt) * P, n)
-        staging = min(b, tt * FMAX) * s * (2 if pairs > 1 else 1)
-    s2 = {"strips": pairs * rt * b * s, "v_chunks": 2 * pairs * c2 * w2 * s, "staging": 2 * staging}
+        tt = min(cdiv(b, FMAX), banks)
+        w2 = min(max(1, banks // tt) * P, n)
+        tok_width = min(b, tt * FMAX)
+        s2 = {"strips": strips, "v_chunks": 2 * c2 * w2 * s, "staging": 2 * tok_width * s}
+        if out == "swiglu":
+            s2["gate"] = cdiv(w2, P) * tok_width * 4
     return s1, s2
 
 
@@ -225,7 +220,7 @@ def xuv_plan(
     """Plan of the fused X.U.V kernels (``out``: "natural" [S, N] or "transposed" [N, S]; ``x_rows``:
     x given as [S, H] (transposed on chip) rather than [H, S]; ``pairs``: U/V pairs sharing X)."""
     bl = _ints(kernel, blocks, XUV_BLOCKS)
-    _check_banks(kernel, bl["psum_banks"], pairs)
+    _check_banks(kernel, bl["psum_banks"])
     s = itemsize
     b2 = min(bl["block_tokens"], s_tok)
     sizes = {b2}
@@ -274,7 +269,7 @@ def resolve_xuv(
         if name not in overrides
     ]
     for name in shrink:
-        floor = {"stage1_tokens": P, "block_tokens": 1, "psum_banks": pairs}.get(name, 1)
+        floor = {"stage1_tokens": P, "block_tokens": 1, "psum_banks": 1}.get(name, 1)
         while not plan.fits and blocks[name] > floor:
             blocks[name] = max(floor, blocks[name] // 2)
             if name == "block_tokens" and "stage1_tokens" not in overrides:
@@ -301,35 +296,39 @@ def dense_mlp_plan(
     usable: int,
     kernel: str = "dense_mlp",
 ) -> Plan:
-    """Plan of :func:`kernels.mlp.dense_mlp`: gate/up pass (act^T to HBM) then a dense down pass."""
+    """Plan of :func:`kernels.mlp.dense_mlp`: gate/up pass (act^T to HBM) then a dense down pass.
+
+    The down pass (``lhsT = act^T``) resolves its own panel width and falls back to streaming the
+    panel, so it always fits; only the gate/up pass constrains these blocks.
+    """
     bl = _ints(kernel, blocks, DENSE_MLP_BLOCKS)
-    _check_banks(kernel, bl["psum_banks"], 2)
+    _check_banks(kernel, bl["psum_banks"])
     s = itemsize
+    banks = bl["psum_banks"]
     b = min(bl["block_tokens"], s_tok)
     ht = cdiv(h, P)
     c = min(bl["k_chunk_tiles"], ht)
-    per = bl["psum_banks"] // 2
-    tt = min(cdiv(b, FMAX), per)
-    w = min(max(1, per // tt) * P, i)
-    gate_up = {
-        "x_panel": ht * b * s,
-        "x_stage": 2 * min(h, X_COLS) * s,
-        "w_chunks": 2 * 2 * c * w * s,
-        "staging": 2 * min(b, tt * FMAX) * 4,
-    }
+    parts = {"x_panel": ht * b * s}
     if b <= DECODE_MAX_TOKENS:
-        w = min(per * FMAX, i)
-        gate_up = {
-            "x_panel": ht * b * s,
-            "x_stage": 2 * min(h, X_COLS) * s,
-            "w_chunks": 2 * 2 * c * w * s,
-            "staging": 2 * w * s,
-        }
-    # the down pass (lhsT = act^T) resolves its own panel width and falls back to streaming, so it
-    # always fits; only the gate/up pass constrains these blocks
-    return Plan(
-        kernel, bl, sum(gate_up.values()), usable, gate_up, "decode" if b <= DECODE_MAX_TOKENS else "prefill"
-    )
+        w = min(banks * FMAX, i)
+        parts.update(
+            {
+                "stream": max(2 * min(h, X_COLS) * s, 2 * c * w * s + w * 4 + w * s),
+                "transpose_staging": 2 * min(32, cdiv(i, P)) * b * s,
+            }
+        )
+    else:
+        tt = min(cdiv(b, FMAX), banks)
+        w = min(max(1, banks // tt) * P, i)
+        tok_width = min(b, tt * FMAX)
+        parts.update(
+            {
+                "stream": max(2 * min(h, X_COLS) * s, 2 * c * w * s + cdiv(w, P) * tok_width * 4),
+                "staging": 2 * tok_width * s,
+            }
+        )
+    mode = "decode" if b <= DECODE_MAX_TOKENS else "prefill"
+    return Plan(kernel, bl, sum(parts.values()), usable, parts, mode)
 
 
 def resolve_dense_mlp(

@@ -331,7 +331,7 @@ def _mm_resolve(
 
 def _svd_mlp_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
     p1 = plans.xuv_plan(
-        s["S"], s["H"], s["r"], s["I"], itemsize, blocks, usable, "svd_mlp", "transposed", True, 2
+        s["S"], s["H"], s["r"], s["I"], itemsize, blocks, usable, "svd_mlp", "swiglu", True, 2
     )
     p2 = plans.xuv_plan(s["S"], s["I"], s["r"], s["H"], itemsize, blocks, usable, "svd_mlp", "natural", False)
     return p1 if p1.footprint >= p2.footprint else p2
@@ -341,7 +341,7 @@ def _svd_mlp_resolve(
     s: Shape, itemsize: int, usable: int, defaults: Mapping[str, Any], given: Mapping[str, Any]
 ) -> plans.Plan:
     p1 = plans.resolve_xuv(
-        s["S"], s["H"], s["r"], s["I"], itemsize, usable, defaults, given, "svd_mlp", "transposed", True, 2
+        s["S"], s["H"], s["r"], s["I"], itemsize, usable, defaults, given, "svd_mlp", "swiglu", True, 2
     )
     p2 = plans.resolve_xuv(
         s["S"], s["I"], s["r"], s["H"], itemsize, usable, p1.blocks, given, "svd_mlp", "natural", False

@@ -137,9 +137,9 @@ def test_svd_mlp_activation_crosses_hbm_transposed_once() -> None:
 @pytest.mark.parametrize(
     "kernel,blocks,limit",
     [
-        (svd_mlp, {"psum_banks": 1}, "PSUM"),
+        (svd_mlp, {"psum_banks": 9}, "PSUM"),
         (svd_mlp, {"block_tokens": 8192, "stage1_tokens": 8192}, "SBUF"),
-        (dense_mlp, {"psum_banks": 1}, "PSUM"),
+        (dense_mlp, {"psum_banks": 12}, "PSUM"),
         (dense_mlp, {"block_tokens": 8192}, "SBUF"),
     ],
 )

@@ -133,3 +133,36 @@ def test_run_rejects_bad_options(capsys):
     assert cli.main(["run", "--target", "tpu"]) == 2
     assert "unknown target" in capsys.readouterr().err
     assert cli.main(["run", "--jobs", "0"]) == 2
+
+
+def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
+    from devkit import hw, report
+    from devkit.commands.run import report_context
+
+    ctx = hw.HostContext(
+        backend="neuron-sdk",
+        target="trn1",
+        instance_type="trn1.2xlarge",
+        sdk_version="2.21",
+        git_commit="abc",
+        host="h",
+        devkit_version="0",
+    )
+    store = hw.ResultsStore(tmp_path / "results")
+    store.append(
+        hw.make_record(
+            ctx,
+            kind="latency",
+            kernel="xuv_fused",
+            shape={"S": 1024},
+            dtype="bfloat16",
+            measured_us={"p50": 130.0, "p99": 140.0},
+            predicted_us=100.0,
+        )
+    )
+    summary = main_job.summarise([])
+    context = report_context(summary, target="trn1", quick=True, wall_s=None, results_dir=str(store.root))
+    html = report.render_html(context)
+    assert "Hardware: measured vs predicted" in html
+    assert html.count("data:image/png;base64,") == 1
+    assert 'class="bad">1.30x' in html  # outside the ±25 % band

@@ -198,6 +198,10 @@ class Scheduler:
                                  f"valid engines: {', '.join(ENGINES)}")
             deps = instr.deps
             key = (instr.filename, instr.lineno)
+            # per source line: counts and busy ns per engine, then the line's own DMA queue state
+            line = hot_lines.get(key)
+            if line is None:
+                line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
             if e != _DMA:
                 fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
                 cycles = fn(instr, k)
@@ -208,9 +212,6 @@ class Scheduler:
                             ready = avail[d]
                     avail.append(ready)
                     codes.append(e)
-                    line = hot_lines.get(key)
-                    if line is None:
-                        line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0]
                     line[e] += 1
                     return
                 busy = cycles * nspc[e]
@@ -254,17 +255,23 @@ class Scheduler:
                 engines, descriptors, occ, moved, rd, wr, _ = dma_raw(instr)
                 attrs = instr.attrs
                 queue = attrs.get("queue") if attrs else None
-                if queue is None:
-                    queue = key
-                qstate = queues.get(queue)
-                if qstate is None:
-                    qstate = queues[queue] = [0.0, 0]
-                ready = qstate[0]
-                for d in deps:
-                    if avail[d] > ready:
-                        ready = avail[d]
-                qstate[0] = ready + q_busy
-                qstate[1] += 1
+                if queue is None:  # the source line is the queue: its state lives in the line record
+                    ready = line[10]
+                    for d in deps:
+                        if avail[d] > ready:
+                            ready = avail[d]
+                    line[10] = ready + q_busy
+                    line[11] += 1
+                else:
+                    qstate = queues.get(queue)
+                    if qstate is None:
+                        qstate = queues[queue] = [0.0, 0]
+                    ready = qstate[0]
+                    for d in deps:
+                        if avail[d] > ready:
+                            ready = avail[d]
+                    qstate[0] = ready + q_busy
+                    qstate[1] += 1
                 ready += dma_latency
                 hbm_bytes = rd + wr
                 served = 0.0
@@ -309,9 +316,6 @@ class Scheduler:
                 if attrs and attrs.get("spill"):
                     spill += moved
             codes.append(e)
-            line = hot_lines.get(key)
-            if line is None:
-                line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0]
             line[e] += 1
             line[_N + e] += busy
             if n < tl_limit:
@@ -368,9 +372,9 @@ class Scheduler:
             dma_transfers=int(sc["transfers"]),
             dma_descriptors=int(sc["descriptors"]),
             dma_engine_ns=busy[_DMA],
-            queue_busy_ns=max((q[1] for q in self._queues.values()), default=0)
-            * self.params.dma_queue_busy_ns,
-            hotspots={key: list(v) for key, v in self._hot.items()},
+            queue_busy_ns=max([q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()],
+                              default=0) * self.params.dma_queue_busy_ns,
+            hotspots={key: v[: 2 * _N] for key, v in self._hot.items()},
             unknown_opcodes=dict(self.cost.unknown_opcodes),
         )
 

@@ -54,6 +54,8 @@ class BenchmarkResult:
 class Kernel:
     """A kernel function with a launch mode and optional SPMD grid (``kernel[g0, g1](...)``)."""
 
+    __test__ = False  # a kernel named test_* is not a pytest test
+
     def __init__(self, func: Any, mode: str = "auto", grid: tuple[int, ...] | None = None, **options: Any) -> None:
         if isinstance(func, Kernel):
             grid = grid if grid is not None else func.grid

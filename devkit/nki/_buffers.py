@@ -121,14 +121,12 @@ def _linearize(shape: tuple[int, ...], idx: tuple[int, ...]) -> int:
 
 def _modulo(base: int, alloc_shape: tuple[int, ...], scale: int) -> Callable[[tuple[int, ...]], int]:
     def f(idx: tuple[int, ...]) -> int:
-        s = tuple(alloc_shape) if alloc_shape else (1,) * len(idx)
-        if len(s) != len(idx) and all(int(n) == 1 for n in s):
-            s = (1,) * len(idx)  # (1,) on a tensor without block dims: one physical tile, as documented
-        if len(s) != len(idx):
-            raise KernelArgumentError(
-                f"mod_alloc tile counts {tuple(alloc_shape)} must have one entry per block dimension "
-                f"({len(idx)}) or be empty")
-        return _linearize(s, tuple(i % n for i, n in zip(idx, s))) * scale + base
+        # Like the documented reference implementation, block indices and tile counts pair up
+        # positionally; extra tile counts (e.g. num_free_tiles=(4,) on a tensor without block dims,
+        # whose "buffers" are a free dim) do not move the tile.
+        s = tuple(alloc_shape)[: len(idx)] if alloc_shape else (1,) * len(idx)
+        s = s + (1,) * (len(idx) - len(s))
+        return _linearize(s, tuple(i % max(int(n), 1) for i, n in zip(idx, s))) * scale + base
     return f
 
 

@@ -658,11 +658,9 @@ def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
         if a >= nd:
             raise IndexingError(f"{api}: axis {a} is out of range for a tile of rank {nd}")
         out.append(a)
-    out = sorted(set(out))
-    if out != list(range(nd - len(out), nd)):
-        raise IndexingError(f"{api}: reduction axes {out} must be the last free axes of the tile (e.g. [1], [1, 2])",
-                            rule="reduce-axes")
-    return tuple(out)
+    # The API docs describe the axes as the trailing free axes, but the documented average-pool example
+    # reduces axes [2, 4] of a 5-D access pattern: any set of free axes is accepted.
+    return tuple(sorted(set(out)))
 
 
 def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, keepdims: bool,

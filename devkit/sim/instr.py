@@ -117,17 +117,31 @@ def mask_array(mask: Any, shape: tuple[int, ...], api: str) -> np.ndarray | None
             rule="bad-mask",
         )
     arr = mask.arr
+    if arr.ndim > len(shape):
+        # masks built from components of a higher-rank nl.mgrid: drop the size-1 axes the tile lacks
+        extra = [a for a in range(arr.ndim) if arr.shape[a] == 1][::-1][: arr.ndim - len(shape)]
+        if len(extra) == arr.ndim - len(shape):
+            arr = arr.reshape([n for a, n in enumerate(arr.shape) if a not in extra])
     try:
         return np.broadcast_to(arr, shape)
     except ValueError:
-        # masks built from aranges of a larger grid than the tile: take the leading corner
-        if arr.ndim == len(shape) and all(a >= s or a == 1 for a, s in zip(arr.shape, shape)):
-            sl = tuple(slice(0, s) if a != 1 else slice(None) for a, s in zip(arr.shape, shape))
-            return np.broadcast_to(arr[sl], shape)
-        raise IndexingError(
-            f"{api}: mask of shape {list(arr.shape)} does not fit the tile shape {list(shape)}",
-            rule="bad-mask",
-        ) from None
+        pass
+    # the tile dropped trailing size-1 grid axes the mask still has (t[i_p, i_f] with a (F, 1) index
+    # component lands i_f on axis 1 of a (P, F, 1) grid): broadcast on the padded grid, then drop them
+    for pad in (1, 2, 3):
+        padded = tuple(shape) + (1,) * pad
+        try:
+            return np.broadcast_to(arr, padded).reshape(shape)
+        except ValueError:
+            continue
+    # masks built from aranges of a larger grid than the tile: take the leading corner
+    if arr.ndim == len(shape) and all(a >= s or a == 1 for a, s in zip(arr.shape, shape)):
+        sl = tuple(slice(0, s) if a != 1 else slice(None) for a, s in zip(arr.shape, shape))
+        return np.broadcast_to(arr[sl], shape)
+    raise IndexingError(
+        f"{api}: mask of shape {list(arr.shape)} does not fit the tile shape {list(shape)}",
+        rule="bad-mask",
+    )
 
 
 def out_dtype(dtype: Any, default: Any, api: str) -> Any:

@@ -745,6 +745,8 @@ def _advanced(t: Tensor, keys: list[Any]) -> Tensor:
     bshape = broadcast_shapes(shapes)
     if bshape is None:
         raise IndexingError(f"index expressions of shapes {shapes} do not broadcast together")
+    if len(bshape) > 2:
+        keys, bshape = _drop_unreferenced_axes(keys, bshape)
     nd = len(bshape)
     # fast path: affine exprs on distinct axes of the grid, view is affine
     if t.dims is not None and all(not isinstance(k, (Tensor, np.ndarray)) for k in keys):
@@ -788,6 +790,43 @@ def _advanced(t: Tensor, keys: list[Any]) -> Tensor:
             vals.append(np.full(bshape, int(k), dtype=np.int64))
     pax = 0 if t.st.on_chip else None
     return _from_view_coords(t, vals, bshape, pax)
+
+
+def _drop_unreferenced_axes(keys: list[Any], bshape: tuple[int, ...]) -> tuple[list[Any], tuple[int, ...]]:
+    """Grid axes no index refers to do not appear in the access pattern: ``t[i_p, i_f]`` with the first two
+    components of ``nl.mgrid[0:P, 0:F, 0:1]`` is a (P, F) tile.  Rank stays at least 2."""
+    nd = len(bshape)
+    # a one-element index expression is a constant: it selects, it does not add a dimension
+    keys = [int(k.values().reshape(-1)[0]) if isinstance(k, IndexExpr) and k.size == 1 else k for k in keys]
+    ref: set[int] = set()
+    for k in keys:
+        if isinstance(k, IndexExpr) and k.axis is not None and len(k.shape) == nd:
+            ref.add(k.axis)
+        elif isinstance(k, (IndexExpr, Tensor, np.ndarray)):
+            sh = k.shape
+            off = nd - len(sh)
+            ref.update(off + i for i, n in enumerate(sh) if n > 1)
+    drop = [a for a in range(nd) if a not in ref and bshape[a] == 1]
+    if len(drop) > nd - 2:
+        drop = drop[len(drop) - (nd - 2):] if nd > 2 else []
+    if not drop:
+        return keys, bshape
+    keep = [a for a in range(nd) if a not in drop]
+    new_keys: list[Any] = []
+    for k in keys:
+        if isinstance(k, IndexExpr):
+            full = k.shape if len(k.shape) == nd else (1,) * (nd - len(k.shape)) + tuple(k.shape)
+            shape = tuple(full[a] for a in keep)
+            if k.axis is not None and len(k.shape) == nd:
+                new_keys.append(IndexExpr(shape, keep.index(k.axis), k.start, k.step))
+            else:
+                new_keys.append(IndexExpr.from_array(k.values().reshape(full).reshape(shape)))
+        elif isinstance(k, np.ndarray):
+            full = (1,) * (nd - k.ndim) + tuple(k.shape)
+            new_keys.append(k.reshape(full).reshape(tuple(full[a] for a in keep)))
+        else:
+            new_keys.append(k)  # ints; indirect index tiles keep their own (P, 1) shape
+    return new_keys, tuple(bshape[a] for a in keep)
 
 
 def _compose_adv(

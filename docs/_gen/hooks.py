@@ -47,6 +47,14 @@ def _escape_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+_MD_SPECIAL = str.maketrans({"*": "\\*", "_": "\\_", "|": "\\|", "<": "&lt;", "`": "\\`", "\n": " "})
+
+
+def _prose(text: str) -> str:
+    """Free text from a data file, shown literally in Markdown (no emphasis, no tags, no cell breaks)."""
+    return text.translate(_MD_SPECIAL)
+
+
 def _flags(action: argparse.Action) -> str:
     if not action.option_strings:
         return f"`{action.metavar or action.dest}`"
@@ -259,7 +267,7 @@ def gen_target_sources(_: str | None = None) -> str:
         out.append("    |---|---:|---|---|")
         for section, key, e in _entries(data):
             out.append(f"    | `{section}.{key}` | {_fmt(e['value'])} {e['unit']} | {e['kind']} | "
-                       f"{_escape_cell(e['source'])} |")
+                       f"{_prose(e['source'])} |")
         out.append("")
     return "\n".join(out)
 
@@ -289,13 +297,13 @@ def gen_params(_: str | None = None) -> str:
                     f"{'; '.join(per) or '—'} | {fitted} | {spec.get('method', '')} ({spec.get('fit_date', '')}) | "
                     f"{_fmt(lo)} … {_fmt(hi)} |")
         details.append(f"`{name}` = {_fmt(spec['value'])} {spec['unit']} {{ #param-{name.replace('_', '-')} }}")
-        details.append(f":   {_sentence(spec['description'])}")
+        details.append(f":   {_prose(_sentence(spec['description']))}")
         details.append("")
-        details.append(f"    *Source:* {_sentence(spec['source'])}")
+        details.append(f"    *Source:* {_prose(_sentence(spec['source']))}")
         for t, ov in sorted(overrides.items()):
             if name in ov:
                 details.append("")
-                details.append(f"    *{t}:* {_fmt(ov[name]['value'])} {spec['unit']}: {_sentence(ov[name]['source'])}")
+                details.append(f"    *{t}:* {_fmt(ov[name]['value'])} {spec['unit']}: {_prose(_sentence(ov[name]['source']))}")
         details.append("")
     return "\n".join(rows) + "\n\n" + "\n".join(details)
 
@@ -309,7 +317,7 @@ def gen_anchors(_: str | None = None) -> str:
         val = a["measured_us"]
         shown = f"{val / 1000:g} ms" if val >= 1000 else (f"{val * 1000:g} ns" if val < 1 else f"{val:g} us")
         rows.append(f"| `{a['id']}` | `{a['kernel']}` | {a['target']} | {shown} ({unit}) | "
-                    f"{_escape_cell(a['shape'])}, {a['dtype']} | {_escape_cell(a['source'])} |")
+                    f"{_prose(a['shape'])}, {a['dtype']} | {_prose(a['source'])} |")
     return "\n".join(rows) + "\n"
 
 
