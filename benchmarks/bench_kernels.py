@@ -8,6 +8,7 @@ instruction), so cases run in a process pool (``--workers``).
     python benchmarks/bench_kernels.py --sizes 1024 4096    # a subset of sequence lengths
     python benchmarks/bench_kernels.py --quick              # S = 1K only, no MLP table
     python benchmarks/bench_kernels.py --json out.json
+    python benchmarks/bench_kernels.py --cache rows.jsonl   # keep finished rows; rerun only missing ones
 
 All latencies are **modelled** (devkit cost model), not measured on hardware.
 """
@@ -19,7 +20,7 @@ import json
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -57,6 +58,21 @@ def _mlp(args: tuple[str, float, str, int, str]) -> dict[str, Any]:
 
 def _decode(target: str) -> dict[str, Any]:
     return compare.decode_case(target)
+
+
+def _key(kind: str, args: tuple) -> str:
+    return json.dumps([kind, *args])
+
+
+def _read_cache(path: str | None) -> dict[str, dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    if path and os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                if line.strip():
+                    rec = json.loads(line)
+                    rows[rec["key"]] = rec["row"]
+    return rows
 
 
 def paper_tables(rows: list[dict[str, Any]]) -> str:
@@ -186,30 +202,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", default="trn1")
     ap.add_argument("--workers", type=int, default=max(1, min(2, os.cpu_count() or 1)))
     ap.add_argument("--json", default=None, help="write all rows to this JSON file")
+    ap.add_argument(
+        "--cache",
+        default=None,
+        help="JSON-lines file of finished rows: rows found there are reused, new rows are appended "
+        "as they finish (delete it after changing a kernel)",
+    )
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes, args.no_mlp = [1024], True
 
-    jobs_p = [] if args.no_paper else [(k, s, args.target) for s in args.sizes for k in args.kernels]
-    jobs_m = (
-        []
-        if args.no_mlp
-        else [
-            (m["model"], m["ratio"], k, s, args.target)
-            for m in compare.mlp_shapes()
-            for s in args.mlp_seq
-            for k in compare.MLP_KERNELS
-        ]
+    cache = _read_cache(args.cache)
+    jobs_p = (
+        [] if args.no_paper else [("paper", (k, s, args.target)) for s in args.sizes for k in args.kernels]
     )
+    jobs_m = []
+    if not args.no_mlp:
+        for m in compare.mlp_shapes():
+            for s in args.mlp_seq:
+                jobs_m += [("mlp", (m["model"], m["ratio"], k, s, args.target)) for k in compare.MLP_KERNELS]
+    jobs = [("decode", (args.target,)), *jobs_p, *jobs_m]
+    done = {_key(kind, a): cache[_key(kind, a)] for kind, a in jobs if _key(kind, a) in cache}
+    todo = [(kind, a) for kind, a in jobs if _key(kind, a) not in done]
     # longest first so the pool stays busy
-    jobs_p.sort(key=lambda j: -j[1])
+    todo.sort(key=lambda j: -(j[1][1] if j[0] == "paper" else j[1][3] if j[0] == "mlp" else 0))
+    funcs = {"paper": _paper, "mlp": _mlp, "decode": _decode}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        fut_p = [pool.submit(_paper, j) for j in jobs_p]
-        fut_d = pool.submit(_decode, args.target)
-        fut_m = [pool.submit(_mlp, j) for j in jobs_m]
-        paper = [f.result() for f in fut_p]
-        decode = fut_d.result()
-        mlp = [f.result() for f in fut_m]
+        futures = {pool.submit(funcs[kind], a if kind != "decode" else a[0]): (kind, a) for kind, a in todo}
+        for fut in as_completed(futures):
+            kind, a = futures[fut]
+            row = fut.result()
+            done[_key(kind, a)] = row
+            if args.cache and "error" not in row:
+                with open(args.cache, "a") as f:
+                    f.write(json.dumps({"key": _key(kind, a), "row": row}) + "\n")
+    paper = [done[_key("paper", a)] for _, a in jobs_p]
+    mlp = [done[_key("mlp", a)] for _, a in jobs_m]
+    decode = done[_key("decode", (args.target,))]
 
     print(f"# NeuronMM cost comparison ({args.target}, modelled by the devkit cost model)\n")
     if paper:

@@ -212,7 +212,7 @@ def render(
         .render(
             kernel=kernel,
             kernel_literal=json.dumps(kernel),
-            description_lines=textwrap.wrap(description.rstrip(".") + ".", 100) or [""],
+            description_lines=textwrap.wrap(description[:1].upper() + description[1:].rstrip(".") + ".", 100),
             command_lines=textwrap.wrap(command, 100, break_on_hyphens=False, break_long_words=False)
             or [command],
             devkit_version=__version__,

@@ -55,10 +55,16 @@ class Instr:
     write-after-read and write-after-write on overlapping memory (including reuse of the same
     physical SBUF/PSUM addresses by a later allocation, and PSUM bank reuse).
 
-    ``attrs`` carries opcode-specific facts the cost model may use, e.g. for ``nc_matmul``:
-    ``{"stationary_free": M, "moving_free": N, "contract": K, "accumulate": bool}``; for
-    ``activation``: ``{"func": name}``; for DMA: ``{"transpose": bool, "spill": bool,
-    "indirect": bool, "queue": name}``.
+    ``attrs`` carries opcode-specific facts the cost model may use:
+
+    - ``nc_matmul``/``matmul``: ``stationary_free`` (M), ``moving_free`` (N), ``contract`` (K),
+      ``accumulate`` (bool), ``is_stationary_onezero``/``is_moving_onezero`` (bool);
+    - ``activation``: ``func`` (name), ``reduce`` (bool);
+    - ``tensor_tensor``/``tensor_reduce``/``tensor_partition_reduce``: ``op`` (ALU name);
+      ``tensor_scalar``/``scalar_tensor_tensor``: ``op0``/``op1``;
+    - ``memset``: ``value``;
+    - DMA: ``transpose``, ``spill``, ``indirect`` (bool) and ``queue`` (any hashable; the cost model
+      defaults to the source line).
     """
 
     id: int
@@ -78,9 +84,10 @@ class MemoryStats:
     """What the simulator's allocator saw over a whole kernel run.
 
     Peaks are per partition (bytes of the busiest partition's address space in use at once);
-    multiply by the partition count for a total.  ``spill_bytes`` is the total bytes the compiler
-    would have to spill to HBM (and read back) because the live set of auto-allocated SBUF tensors
-    exceeded capacity.
+    multiply by the partition count for a total.  ``spill_bytes`` is the total spill traffic in bytes
+    (spill stores plus reloads) caused by auto-allocated tensors that did not fit on chip; when the
+    simulator also emits those transfers as DMA instructions with ``attrs["spill"]``, they are the same
+    bytes (the cost model charges only what the trace does not already carry).
     """
 
     sbuf_peak_bytes_per_partition: int = 0

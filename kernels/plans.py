@@ -155,7 +155,7 @@ def resolve_matmul(
 XUV_BLOCKS = ("block_tokens", "stage1_tokens", "u_chunk_tiles", "v_chunk_tiles", "psum_banks")
 XUV_FALLBACK = {
     "block_tokens": 1024,
-    "stage1_tokens": 512,
+    "stage1_tokens": 1024,
     "u_chunk_tiles": 8,
     "v_chunk_tiles": 8,
     "psum_banks": 8,
@@ -261,15 +261,22 @@ def resolve_xuv(
         return xuv_plan(s_tok, h, r, n, itemsize, bl, usable, kernel, out, x_rows, pairs)
 
     plan = plan_of(blocks)
-    # shrink the defaulted blocks (never an explicit one) until the plan fits: weight chunks first,
-    # then token blocks (decode-sized blocks of a few tokens still run), then PSUM group width
-    shrink = [
-        name
-        for name in ("u_chunk_tiles", "v_chunk_tiles", "stage1_tokens", "block_tokens", "psum_banks")
-        if name not in overrides
-    ]
-    for name in shrink:
-        floor = {"stage1_tokens": P, "block_tokens": 1, "psum_banks": 1}.get(name, 1)
+    # shrink the defaulted blocks (never an explicit one) until the plan fits: the stage-1 X^T panel
+    # first (down to 512 tokens: U then re-streams per sub-block, cheaper than losing V reuse), then
+    # the weight chunks, then the token blocks (decode-sized blocks of a few tokens still run), then
+    # the PSUM group width
+    order = (
+        "stage1_tokens@512",
+        "u_chunk_tiles",
+        "v_chunk_tiles",
+        "stage1_tokens",
+        "block_tokens",
+        "psum_banks",
+    )
+    shrink = [key for key in order if key.partition("@")[0] not in overrides]
+    for key in shrink:
+        name, _, at = key.partition("@")
+        floor = int(at) if at else {"stage1_tokens": P, "block_tokens": 1, "psum_banks": 1}.get(name, 1)
         while not plan.fits and blocks[name] > floor:
             blocks[name] = max(floor, blocks[name] // 2)
             if name == "block_tokens" and "stage1_tokens" not in overrides:

@@ -820,3 +820,17 @@ def test_the_same_recurrence_in_sequential_range_is_legal():
         return out
 
     np.testing.assert_array_equal(k(A), np.broadcast_to(np.arange(8, dtype=np.float32), (128, 8)))
+
+
+@pytest.mark.parametrize("runner", ["simulate_kernel", "devkit.simulate", "grid", "trn2"])
+def test_blame_is_the_same_through_every_runner(runner):
+    with pytest.raises(MemoryPlacementError) as e:
+        if runner == "simulate_kernel":
+            nki.simulate_kernel(exp_on_hbm, A)
+        elif runner == "devkit.simulate":
+            devkit.simulate(exp_on_hbm, A)
+        elif runner == "grid":
+            exp_on_hbm[2, 2](A)
+        else:
+            devkit.simulate(exp_on_hbm, A, target="trn2")
+    assert_blames(e, exp_on_hbm)

@@ -61,7 +61,8 @@ class DmaCostModel:
         self.bw = dma.engine_bw_bytes_per_ns
         self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
         self.descriptor_ns = params.dma_descriptor_ns
-        self._memo: dict[tuple, tuple[int, int, float, int, int, int, bool]] = {}
+        #: :meth:`raw` results of one-source/one-destination transfers by operand geometry (bounded).
+        self.memo: dict[tuple, tuple[int, int, float, int, int, int, bool]] = {}
 
     def timing(self, instr: Instr) -> DmaTiming:
         """Engines, descriptors and per-engine busy time (ns) of one DMA instruction."""
@@ -75,10 +76,11 @@ class DmaCostModel:
         if len(ins) == 1 and len(outs) == 1:
             src, dst = ins[0], outs[0]
             attrs = instr.attrs
+            # (the scheduler's hot path builds the same key inline: keep both in step)
             memo_key = (src.buffer, src.bytes, src.partitions, src.run_bytes, dst.buffer, dst.bytes,
                         dst.partitions, dst.run_bytes, instr.opcode,
                         attrs.get("transpose") if attrs else None)
-            hit = self._memo.get(memo_key)
+            hit = self.memo.get(memo_key)
             if hit is not None:
                 return hit
             s_bytes, d_bytes = src.bytes, dst.bytes
@@ -129,9 +131,9 @@ class DmaCostModel:
         engine_ns = per_engine_desc * self.descriptor_ns + moved / engines / bw
         result = (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
         if memo_key is not None:
-            if len(self._memo) >= 4096:
-                self._memo.clear()
-            self._memo[memo_key] = result
+            if len(self.memo) >= 4096:
+                self.memo.clear()
+            self.memo[memo_key] = result
         return result
 
 

@@ -155,6 +155,7 @@ class Scheduler:
         peak_by_dtype: dict[str, float] = {}
         peak_of = t.peak_flops_per_ns
         dma_raw = cost.dma.raw
+        dma_memo = cost.dma.memo
         pool = self._pool
         pool_take = pool.take
         pool_times = pool.times  # lists mutated in place by the pool: safe to hold
@@ -252,8 +253,17 @@ class Scheduler:
                             p2s += acc.bytes
                 first = start
             else:
-                engines, descriptors, occ, moved, rd, wr, _ = dma_raw(instr)
                 attrs = instr.attrs
+                ins, outs = instr.ins, instr.outs
+                timing = None
+                if len(ins) == 1 and len(outs) == 1:  # DmaCostModel.raw's memo, same key, inlined
+                    src, dst = ins[0], outs[0]
+                    timing = dma_memo.get((src.buffer, src.bytes, src.partitions, src.run_bytes, dst.buffer,
+                                           dst.bytes, dst.partitions, dst.run_bytes, instr.opcode,
+                                           attrs.get("transpose") if attrs else None))
+                if timing is None:
+                    timing = dma_raw(instr)
+                engines, descriptors, occ, moved, rd, wr, _ = timing
                 queue = attrs.get("queue") if attrs else None
                 if queue is None:  # the source line is the queue: its state lives in the line record
                     ready = line[10]

@@ -194,7 +194,8 @@ _MM_DTYPES = {"float8_e4m3", "float8_e5m2", "float8_e4m3fn", "bfloat16", "float1
 
 
 def matmul_core(api: str, stationary: Any, moving: Any, *, mask: Any = None, opcode: str = "nc_matmul",
-                perf_mode: Any = None, is_transpose: bool = False) -> Tensor:
+                perf_mode: Any = None, is_transpose: bool = False, onezero: tuple[bool, bool] = (False, False)
+                ) -> Tensor:
     """``stationary.T @ moving`` on the TensorE into a new PSUM tile (fp32 accumulate)."""
     m = _x.machine(api)
     loc = user_location()
@@ -234,6 +235,7 @@ def matmul_core(api: str, stationary: Any, moving: Any, *, mask: Any = None, opc
     dt_name = "float32" if _dt.name_of(st.dtype) in ("float32",) and _dt.name_of(mv.dtype) in ("float32",) \
         else _dt.name_of(mv.dtype)
     attrs = {"stationary_free": mm, "moving_free": n, "contract": k, "accumulate": False, "dtype": dt_name,
+             "is_stationary_onezero": onezero[0], "is_moving_onezero": onezero[1],
              "double_row": double_row, "transpose": is_transpose}
     p = m.emit(TENSOR, opcode, [st, mv], [out], 2 * k * mm * n, attrs, loc)
     vals = None
@@ -285,7 +287,7 @@ def nc_matmul(stationary: Tensor, moving: Tensor, *, is_stationary_onezero: bool
                 raise KernelArgumentError(f"nc_matmul: tile_position/tile_size must be multiples of 32, got {v}",
                                           rule="pe-tiling")
     return matmul_core("nisa.nc_matmul", stationary, moving, mask=mask, perf_mode=perf_mode,
-                       is_transpose=is_transpose)
+                       is_transpose=is_transpose, onezero=(bool(is_stationary_onezero), bool(is_moving_onezero)))
 
 
 def nc_transpose(data: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
@@ -677,7 +679,7 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
     eng = _engine(engine, VECTOR, (VECTOR, GPSIMD, SCALAR), api)
     odt = _x.out_dtype(dtype, _dt.float32, api)
     out = _x.new_tile(m, shp, odt, "sbuf", loc)
-    pend = m.emit(eng, "memset", [], [out], 0, None, loc)
+    pend = m.emit(eng, "memset", [], [out], 0, {"value": value}, loc)
     vals = None
     if m.numerics:
         vals = np.full(shp, value, dtype=np.float32 if _dt.is_float(odt) else np.float64)

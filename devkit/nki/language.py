@@ -201,7 +201,7 @@ def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) 
                        loc=loc)
     t = Tensor.whole(st)
     if fill != "poison":
-        m.emit(VECTOR if buf.kind == "sbuf" else VECTOR, "memset", [], [t], 0, None, loc)
+        m.emit(VECTOR, "memset", [], [t], 0, {"value": fill}, loc)
     return t
 
 

@@ -377,7 +377,7 @@ def fill(m: Machine, dst: Tensor, value: Any, loc: tuple[str, int]) -> None:
     dst.check_alive()
     m.check_write(dst, loc)
     engine = DMA if dst.st.buffer in HBM_BUFFERS else VECTOR
-    m.emit(engine, "memset", [], [dst], 0, None, loc)
+    m.emit(engine, "memset", [], [dst], 0, {"value": value}, loc)
     if m.numerics:
         _write_checked(
             dst,

@@ -64,22 +64,26 @@ def _diverge(a: tuple, b: tuple) -> tuple[int, str] | None:
 
 
 class _Records:
-    """Access records of one tensor, bucketed on its block dims and its leading/trailing dims."""
+    """Access records of one tensor, bucketed on its non-partition dimensions.
 
-    __slots__ = ("buckets", "spec", "wide")
+    Block dimensions get one bucket per logical tile, other dimensions about 8 buckets each; a record
+    whose box spans more than ``_MAX_KEYS`` buckets is kept in the ``wide`` list.  ``sigs`` maps each
+    record's signature (box, context, kind, exact view) to it: identical records are kept once, and a
+    query over everything scans ``sigs`` without duplicates.
+    """
+
+    __slots__ = ("buckets", "sigs", "spec", "wide")
 
     def __init__(self, shape: tuple[int, ...], par_axis: int | None) -> None:
-        nd = len(shape)
         spec: list[tuple[int, int]] = []
-        if par_axis:  # block dims: one bucket per logical tile
-            spec.extend((d, 0) for d in range(par_axis))
-        elif par_axis is None and nd:
-            spec.append((0, _shift(shape[0])))
-        if nd >= 2 and nd - 1 != par_axis:
-            spec.append((nd - 1, _shift(shape[-1])))
+        for d, n in enumerate(shape):
+            if d == par_axis or n <= 1:
+                continue
+            spec.append((d, 0 if (par_axis is not None and d < par_axis) else _shift(n)))
         self.spec = tuple(spec)
         self.buckets: dict[tuple[int, ...], list[list]] = {}
         self.wide: list[list] = []
+        self.sigs: dict[tuple, list] = {}
 
     def _keys(self, box: Box) -> list[tuple[int, ...]] | None:
         ranges = []
@@ -99,11 +103,7 @@ class _Records:
     def overlapping(self, box: Box) -> list[list]:
         keys = self._keys(box)
         if keys is None:
-            cands: list[list] = list(self.wide)
-            for lst in self.buckets.values():
-                cands.extend(lst)
-            if len(self.buckets) > 1:
-                cands = list({id(r): r for r in cands}.values())
+            cands: Any = self.sigs.values()
         elif len(keys) == 1:
             lst = self.buckets.get(keys[0])
             cands = self.wide + lst if lst else self.wide
@@ -123,6 +123,7 @@ class _Records:
         return found
 
     def add(self, rec: list) -> None:
+        self.sigs[rec[6]] = rec
         keys = self._keys(rec[0])
         if keys is None:
             self.wide.append(rec)
@@ -135,6 +136,7 @@ class _Records:
                 lst.append(rec)
 
     def remove(self, rec: list) -> None:
+        self.sigs.pop(rec[6], None)
         keys = self._keys(rec[0])
         for k in keys if keys is not None else (None,):
             lst = self.wide if k is None else self.buckets.get(k)
@@ -149,12 +151,17 @@ class _Records:
 
     @property
     def empty(self) -> bool:
-        return not self.wide and not self.buckets
+        return not self.sigs
 
 
 def _shift(n: int) -> int:
-    """Bucket width (log2) giving about 16 buckets along a dimension of size ``n``."""
-    return max(0, (max(n, 1) - 1).bit_length() - 4)
+    """Bucket width (log2) giving about 8 buckets along a dimension of size ``n``."""
+    return max(0, (max(n, 1) - 1).bit_length() - 3)
+
+
+def _sig(box: Box, ctx: tuple, is_write: bool, reduce: str | None, exact: Any) -> tuple:
+    """Identity of a record: gathered views (index arrays) are only identical to themselves."""
+    return (box, ctx, is_write, reduce, exact if exact[0] == "d" else id(exact))
 
 
 # ---- exact overlap of two views ------------------------------------------------------------------
@@ -295,17 +302,10 @@ class RaceChecker:
                 continue
             self._raise(t, rec, ctx, is_write, reduce, loc, dv[0])
         # an identical record (same elements, context and kind) is kept once
-        for other in found:
-            if (
-                other[0] == box
-                and other[1] == ctx
-                and other[2] == is_write
-                and other[3] == reduce
-                and exact[0] == "d"
-                and other[5] == exact
-            ):
-                return
-        rec = [box, ctx, is_write, reduce, loc, exact]
+        sig = _sig(box, ctx, is_write, reduce, exact)
+        if sig in sp.sigs:
+            return
+        rec = [box, ctx, is_write, reduce, loc, exact, sig]
         sp.add(rec)
         self._records_by_instance.setdefault(ctx[-1][0], []).append((st.id, rec))
 
@@ -350,30 +350,21 @@ class RaceChecker:
         touched = set()
         for sid, rec in recs:
             sp = self._spaces.get(sid)
-            if sp is None:
+            if sp is None or sp.sigs.get(rec[6]) is not rec:
                 continue
             touched.add(sid)
-            ctx = rec[1]
-            keep = tuple(f for f in ctx if f[0] != frame.instance)
-            sp.remove(rec)
+            keep = tuple(f for f in rec[1] if f[0] != frame.instance)
             if not any(f[2] == "affine" for f in keep):
+                sp.remove(rec)  # no affine loop left around it: it can no longer race
                 continue
+            sig = _sig(rec[0], keep, rec[2], rec[3], rec[5])
+            if sig in sp.sigs:
+                sp.remove(rec)  # the same access of another iteration is already recorded
+                continue
+            del sp.sigs[rec[6]]  # same box: the buckets stay, only the context changes
             rec[1] = keep
-            dup = False
-            for other in sp.overlapping(rec[0]):
-                if (
-                    other[0] == rec[0]
-                    and other[1] == keep
-                    and other[2] == rec[2]
-                    and other[3] == rec[3]
-                    and rec[5][0] == "d"
-                    and other[5] == rec[5]
-                ):
-                    dup = True
-                    break
-            if dup:
-                continue
-            sp.add(rec)
+            rec[6] = sig
+            sp.sigs[sig] = rec
             self._records_by_instance.setdefault(keep[-1][0], []).append((sid, rec))
         for sid in touched:
             sp = self._spaces.get(sid)

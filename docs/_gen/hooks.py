@@ -310,14 +310,14 @@ def gen_params(_: str | None = None) -> str:
 
 def gen_anchors(_: str | None = None) -> str:
     data = _params()
-    rows = ["| id | what | target | measured | shape, dtype | source |", "|---|---|---|---:|---|---|"]
+    rows = ["| id | target | measured | what | source |", "|---|---|---:|---|---|"]
     for a in data.get("anchors", []):
-        unit = {"latency_us": "latency", "dma_engine_us": "DMA engine busy",
-                "initiation_interval_us": "initiation interval"}.get(a["metric"], a["metric"])
+        metric = {"latency_us": "latency", "dma_engine_us": "DMA engine busy",
+                  "initiation_interval_us": "initiation interval"}.get(a["metric"], a["metric"])
         val = a["measured_us"]
         shown = f"{val / 1000:g} ms" if val >= 1000 else (f"{val * 1000:g} ns" if val < 1 else f"{val:g} us")
-        rows.append(f"| `{a['id']}` | `{a['kernel']}` | {a['target']} | {shown} ({unit}) | "
-                    f"{_prose(a['shape'])}, {a['dtype']} | {_prose(a['source'])} |")
+        rows.append(f"| `{a['id']}` | {a['target']} | {shown} | {metric} of {_prose(a['kernel'])}, "
+                    f"{_prose(a['shape'])} {a['dtype']} | {_prose(a['source'])} |")
     return "\n".join(rows) + "\n"
 
 
@@ -341,17 +341,20 @@ def validation_rows() -> list[dict[str, Any]]:
 
 def gen_validation(_: str | None = None) -> str:
     val = load_validation()
-    rows = ["| kernel | measured | predicted | error | bound by | TensorE util. | instructions | estimate took |",
-            "|---|---:|---:|---:|---|---:|---:|---:|"]
+    rows = ["| kernel | measured | predicted | error | bound by | TensorE utilisation |",
+            "|---|---:|---:|---:|---|---:|"]
     for r in validation_rows():
         m = f"{r['measured_us'] / 1000:.2f} ms" if r["measured_us"] else "—"
         e = f"{r['error']:+.1%}" if r["error"] is not None else "—"
         rows.append(f"| `{r['kernel']}` | {m} | {r['predicted_us'] / 1000:.2f} ms | {e} | {r['bound_by']} | "
-                    f"{r['tensor_utilization']:.2f} | {r['instructions']:,} | {r['wall_s']:.0f} s |")
-    note = (f"\n*Target {val['target']}, arguments {', '.join('`' + a + '`' for a in val['args'])}; "
-            f"predicted by devkit {val['devkit_version']} at commit `{val['git_commit']}` on {val['date']} "
-            f"(`docs/_gen/validation.json`, written by `docs/_gen/validation.py`). Measured: the "
-            f"`[[anchors]]` of `devkit/cost/params.toml`.*\n")
+                    f"{r['tensor_utilization']:.0%} |")
+    total = sum(r["wall_s"] for r in val["rows"])
+    instrs = ", ".join(f"{r['instructions']:,}" for r in val["rows"])
+    note = (f"\n*Target {val['target']}, arguments {', '.join('`' + a + '`' for a in val['args'])}. Predicted by "
+            f"devkit {val['devkit_version']} at commit `{val['git_commit']}` on {val['date']} "
+            f"({instrs} instructions; {total:.0f} s of cost-only simulation in all), stored in "
+            f"`docs/_gen/validation.json` by `docs/_gen/validation.py`. Measured: the `[[anchors]]` of "
+            f"`devkit/cost/params.toml` (above).*\n")
     return "\n".join(rows) + "\n" + note
 
 
