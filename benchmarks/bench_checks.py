@@ -131,13 +131,15 @@ CHECKED = SimOptions()
 UNCHECKED = SimOptions(check_uninit=False, check_races=False)
 
 
-def cpu_time(fn: Callable[[], Any], repeat: int) -> float:
-    """Best CPU time (this process) of ``repeat`` calls."""
-    best = float("inf")
+def best_cpu_times(fns: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Best CPU time (this process) of each function over ``repeat`` rounds; the functions alternate
+    within a round so that a change of machine load affects all of them alike."""
+    best = [float("inf")] * len(fns)
     for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t0)
+        for i, fn in enumerate(fns):
+            t0 = time.process_time()
+            fn()
+            best[i] = min(best[i], time.process_time() - t0)
     return best
 
 
@@ -164,8 +166,8 @@ def cases(size: int, project: bool) -> list[tuple[str, Any, tuple]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--size", type=int, default=1024, help="M = N = K (multiple of 1024)")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--size", type=int, default=2048, help="M = N = K (multiple of 1024)")
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--project", action="store_true", help="also time kernels.matmul")
     args = ap.parse_args(argv)
 
@@ -176,8 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         if not np.allclose(res, ref, rtol=1e-3, atol=1e-2):
             print(f"{name}: wrong result", file=sys.stderr)
             return 2
-        on = cpu_time(lambda k=k, arrs=arrs: devkit.simulate(k, *arrs, options=CHECKED), args.repeat)
-        off = cpu_time(lambda k=k, arrs=arrs: devkit.simulate(k, *arrs, options=UNCHECKED), args.repeat)
+        on, off = best_cpu_times(
+            [lambda k=k, arrs=arrs, o=o: devkit.simulate(k, *arrs, options=o) for o in (CHECKED, UNCHECKED)],
+            args.repeat,
+        )
         rows.append((name, on, off))
 
     print(f"{'kernel':<26}{'checks on (s)':>15}{'checks off (s)':>16}{'overhead':>10}")

@@ -58,6 +58,8 @@ def project_dir(name: str) -> Path:
     """``./name`` when the current directory has it (a project checkout), else the devkit checkout's."""
     local = Path.cwd() / name
     return local if local.is_dir() else RESULTS_DIR.parent / name
+
+
 #: Instance-family prefixes -> cost-model target.
 _FAMILIES = (("trn1", "trn1"), ("trn2", "trn2"), ("inf2", "inf2"))
 _INSTALL_HINT = (

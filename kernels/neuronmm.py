@@ -25,7 +25,8 @@ Per token block of ``block_tokens`` tokens (the last one ragged):
     [128 r, 512 tok]`` -> ``[n, tok]`` banks stored to ``out[N, S]``; decode blocks compute the natural
     tile (weights moving) and transpose it on the TensorE before the store.
 
-U and V are read from HBM once per token block (``ceil(S / block_tokens)`` times in total); the
+V is read from HBM once per token block (``ceil(S / block_tokens)`` times in total) and U once per
+stage-1 sub-block (``stage1_tokens``, as large as the X^T panel allows next to the strip); the
 intermediate never touches HBM.  ``xuv_sequential`` is the unfused "NKI XUV" baseline.
 
 Block keyword arguments (``None`` = tuned default from ``kernels/tuning.json``, shrunk to fit SBUF):

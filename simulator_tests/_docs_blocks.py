@@ -27,8 +27,15 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 #: Pages written for the docs issue: every shell block in them carries a test marker.
-OWNED_PAGES = ("index.md", "getting-started.md", "simulator.md", "cost-model.md", "hardware.md", "cli.md",
-               "api.md")
+OWNED_PAGES = (
+    "index.md",
+    "getting-started.md",
+    "simulator.md",
+    "cost-model.md",
+    "hardware.md",
+    "cli.md",
+    "api.md",
+)
 SHELL_LANGS = ("bash", "sh", "shell", "console")
 
 _MARKER = re.compile(r"^\s*<!--\s*test:\s*(.*?)\s*-->\s*$")
@@ -123,7 +130,7 @@ def parse_page(name: str, text: str | None = None) -> list[Block]:
                 close = lines[j].strip()
                 if close.startswith(fence[0] * len(fence)) and set(close) == {fence[0]}:
                     break
-                body.append(lines[j][len(indent):] if lines[j].startswith(indent) else lines[j].lstrip())
+                body.append(lines[j][len(indent) :] if lines[j].startswith(indent) else lines[j].lstrip())
                 j += 1
             blocks.append(Block(name, i + 1, lang.lower(), attrs.strip(), "\n".join(body) + "\n", marker))
             marker = None

@@ -14,18 +14,19 @@ The marker syntax is documented in ``_docs_blocks.py``.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import functools
 import importlib.util
 import io
 import os
+import re
 import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
 from _docs_blocks import (
     DOCS,
     OWNED_PAGES,
@@ -53,7 +54,11 @@ def _generated_cli_blocks() -> list[Block]:
     assert spec is not None and spec.loader is not None
     hooks = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(hooks)
-    return [b for b in parse_page("cli.md", hooks.generate((DOCS / "cli.md").read_text())) if b.lang in SHELL_LANGS]
+    return [
+        b
+        for b in parse_page("cli.md", hooks.generate((DOCS / "cli.md").read_text()))
+        if b.lang in SHELL_LANGS
+    ]
 
 
 # ---- argument validity ------------------------------------------------------------------------------
@@ -86,7 +91,9 @@ def check_devkit_command(argv: list[str]) -> None:
     if ns.command in ("tune", "promote") and kernel:
         from kernels import registry
 
-        assert kernel in registry.names(), f"devkit {ns.command}: unknown kernel {kernel!r} ({registry.names()})"
+        assert kernel in registry.names(), (
+            f"devkit {ns.command}: unknown kernel {kernel!r} ({registry.names()})"
+        )
     if ns.command == "cost":
         path, _, func = ns.kernel.rpartition(":")
         file = ROOT / path
@@ -121,11 +128,51 @@ def _devkit_commands() -> list[tuple[str, str]]:
 _DEVKIT = _devkit_commands()
 
 
-@pytest.mark.parametrize("where,command", _DEVKIT, ids=[w.replace("[", "(").replace("]", ")") for w, _ in _DEVKIT])
+@pytest.mark.parametrize(
+    "where,command", _DEVKIT, ids=[w.replace("[", "(").replace("]", ")") for w, _ in _DEVKIT]
+)
 def test_devkit_command_is_valid(where: str, command: str) -> None:
     argv = _devkit_argv(command)
     assert argv is not None
     check_devkit_command(argv)
+
+
+def _inline_devkit_spans() -> list[tuple[str, str]]:
+    out = []
+    for name in pages():
+        for m in re.finditer(r"`(devkit [^`]+)`", (DOCS / name).read_text(encoding="utf-8")):
+            out.append((f"docs/{name}: {m.group(1)}", m.group(1)))
+    return out
+
+
+_INLINE = _inline_devkit_spans()
+
+
+@pytest.mark.parametrize(
+    "where,span", _INLINE, ids=[w.replace("[", "(").replace("]", ")") for w, _ in _INLINE]
+)
+def test_inline_devkit_mentions_name_real_commands_and_options(where: str, span: str) -> None:
+    """Inline mentions such as `devkit cost --json` name an existing command and options of it."""
+    words = span.split()[1:]
+    parser = _parser()
+    path = ["devkit"]
+    for w in words:
+        subs = {}
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                subs = action.choices
+        if w in subs:
+            parser = subs[w]
+            path.append(w)
+            continue
+        if w.startswith("--"):
+            flag = w.split("=", 1)[0]
+            known = {f for a in parser._actions for f in a.option_strings}
+            assert flag in known or path[-1] == "simulate", f"{' '.join(path)} has no option {flag}"
+        elif w.isupper() or not subs:
+            continue  # a placeholder (COMMAND, SCRIPT, KERNEL) or a positional value
+        else:
+            raise AssertionError(f"{' '.join(path)} has no subcommand {w!r}")
 
 
 def test_docs_show_devkit_commands() -> None:
@@ -136,8 +183,12 @@ def test_docs_show_devkit_commands() -> None:
 
 
 def test_owned_pages_mark_every_shell_block() -> None:
-    unmarked = [b.where for name in OWNED_PAGES for b in parse_page(name)
-                if b.lang in SHELL_LANGS and b.marker is None]
+    unmarked = [
+        b.where
+        for name in OWNED_PAGES
+        for b in parse_page(name)
+        if b.lang in SHELL_LANGS and b.marker is None
+    ]
     assert not unmarked, f"shell blocks without a <!-- test: ... --> marker: {unmarked}"
 
 
@@ -162,8 +213,13 @@ def test_markers_are_known() -> None:
 
 def test_readme_blocks_repeat_the_readme() -> None:
     readme = readme_commands()
-    missing = [f"{b.where}: {c}" for b in _all_blocks() if b.marker and b.marker.kind == "readme"
-               for c in b.commands() if c.strip() not in readme]
+    missing = [
+        f"{b.where}: {c}"
+        for b in _all_blocks()
+        if b.marker and b.marker.kind == "readme"
+        for c in b.commands()
+        if c.strip() not in readme
+    ]
     assert not missing, "commands that differ from README.md:\n" + "\n".join(missing)
 
 
@@ -184,8 +240,15 @@ def test_args_blocks_hold_only_checkable_commands() -> None:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.update({"COLUMNS": "120", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-                "PYTHONDONTWRITEBYTECODE": "1"})
+    env.update(
+        {
+            "COLUMNS": "120",
+            "OMP_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
     env.pop("PYTEST_ADDOPTS", None)
     env.pop("PYTEST_CURRENT_TEST", None)
     return env
@@ -200,16 +263,26 @@ def _run_block(b: Block, workdir: Path) -> None:
     assert commands, f"{b.where}: no commands"
     output = []
     for n, cmd in enumerate(commands):
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=cwd, env=_env(), capture_output=True,
-                              text=True, timeout=900, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", cmd],
+            cwd=cwd,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            stdin=subprocess.DEVNULL,
+        )
         out = proc.stdout + proc.stderr
         output.append(f"$ {cmd}\n{out}")
         want = expected_exit if n == len(commands) - 1 else 0
         assert proc.returncode == want, (
-            f"{b.where}: `{cmd}` exited {proc.returncode}, expected {want}\n{out[-4000:]}")
+            f"{b.where}: `{cmd}` exited {proc.returncode}, expected {want}\n{out[-4000:]}"
+        )
     if "expect" in m.options:
         text = "\n".join(output)
-        assert m.options["expect"] in text, f"{b.where}: {m.options['expect']!r} not in the output:\n{text[-4000:]}"
+        assert m.options["expect"] in text, (
+            f"{b.where}: {m.options['expect']!r} not in the output:\n{text[-4000:]}"
+        )
 
 
 def _runnable(page: str) -> list[Block]:

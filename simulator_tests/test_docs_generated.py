@@ -76,8 +76,12 @@ def test_parameter_table_shows_every_parameter(hooks) -> None:
 def test_validation_claims_hold(hooks) -> None:
     """docs/cost-model.md says: all four within 25 %, in the right order."""
     rows = hooks.validation_rows()
-    assert [r["kernel"] for r in rows] == ["nki_matmul_tiled_", "nki_matmul_hoist_load_",
-                                           "nki_matmul_block_free_dimension_", "nki_matmul_fully_optimized_"]
+    assert [r["kernel"] for r in rows] == [
+        "nki_matmul_tiled_",
+        "nki_matmul_hoist_load_",
+        "nki_matmul_block_free_dimension_",
+        "nki_matmul_fully_optimized_",
+    ]
     for r in rows:
         assert r["measured_us"], f"no anchor for {r['kernel']}"
         assert abs(r["error"]) <= 0.25, r
@@ -98,11 +102,15 @@ def _code_rules() -> set[str]:
 
 def test_simulator_checks_table_matches_the_code() -> None:
     text = (DOCS / "simulator.md").read_text(encoding="utf-8")
-    section = text[text.index("## Checks and their sources"):text.index("### What is not checked")]
+    section = text[text.index("## Checks and their sources") : text.index("### What is not checked")]
     documented = set(re.findall(r"^\| \[`([a-z0-9-]+)`\]\(errors\.md#", section, re.MULTILINE))
     code = _code_rules()
-    assert not code - documented, f"rules raised by the simulator but missing from docs/simulator.md: {sorted(code - documented)}"
-    assert not documented - code, f"rules in docs/simulator.md that the simulator never raises: {sorted(documented - code)}"
+    assert not code - documented, (
+        f"rules raised by the simulator but missing from docs/simulator.md: {sorted(code - documented)}"
+    )
+    assert not documented - code, (
+        f"rules in docs/simulator.md that the simulator never raises: {sorted(documented - code)}"
+    )
 
 
 def test_every_page_is_in_the_nav() -> None:

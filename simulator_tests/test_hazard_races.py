@@ -163,7 +163,7 @@ def nested_loops_sequential_outer(a):
 
 def test_nested_loops_report_the_level_and_iterations_of_the_conflict():
     err = raises_race(nested_loops_race_on_the_outer_loop, A, other="# <- blame")
-    assert "loop level 0" in str(err) and "iterations 0 and 1" in str(err)
+    assert "affine nesting level 0" in str(err) and "iterations 0 and 1" in str(err)
     np.testing.assert_allclose(devkit.simulate(nested_loops_sequential_outer, A), 2 * A)
 
 

@@ -319,3 +319,24 @@ def test_transpose_via_matmul_with_identity_is_exact():
         return out
 
     assert_exact(k(x), f32(x).T.copy())
+
+
+def test_accumulation_into_a_slice_of_a_psum_tile():
+    rng = rng_of(8)
+    s = _ints(rng, (2, 128, 64), BF16)
+    mv = _ints(rng, (2, 128, 512), BF16)
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((64, 1024), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.zeros((2, nl.par_dim(64), 512), dtype=nl.float32, buffer=nl.psum)
+        for j in nl.affine_range(2):
+            for i in nl.affine_range(2):
+                acc[j, :, 0:256] += nisa.nc_matmul(nl.load(a[i]), nl.load(b[i, :, 256 * j : 256 * j + 256]))
+                acc[j, :, 256:512] += nisa.nc_matmul(nl.load(a[i]), nl.load(b[i, :, 256 * j : 256 * j + 256]))
+            nl.store(out[:, 512 * j : 512 * j + 512], value=acc[j])
+        return out
+
+    full = np.einsum("ikm,ikn->mn", f32(s), f32(mv))
+    want = np.concatenate([full[:, 0:256], full[:, 0:256], full[:, 256:512], full[:, 256:512]], axis=1)
+    assert_exact(k(s, mv), want)

@@ -151,31 +151,33 @@ def result_table(result: tuner.TuneResult, top: int) -> Table:
     table = Table(
         title=f"{result.kernel} [{shape}] {result.dtype} on {result.target}: {result.enumerated} "
         f"candidates, {result.feasible} feasible ({result.distinct} distinct), "
-        f"{len(result.ranked)} re-ranked"
+        f"{len(result.ranked)} re-ranked",
+        caption="bound: closed-form lower bound; trace: the trace-based cost model (modelled latencies, us); "
+        "same plan: other candidates identical to this one once clamped to the shape",
     )
     names = list(result.ranked[0].blocks)
     table.add_column("#", justify="right")
     table.add_column("", justify="left")
     for n in names:
         table.add_column(n, justify="right")
-    for col in ("closed-form bound", "trace model", "vs default", "SBUF/partition", "same plan"):
+    for col in ("bound us", "trace us", "vs default", "SBUF KiB/part", "same plan"):
         table.add_column(col, justify="right")
     for i, c in enumerate(result.ranked[:top], start=1):
         vs = "-"
         if c.trace_us and result.default_us:
             vs = f"{result.default_us / c.trace_us:.3f}x"
         if c.trace_us is not None:
-            trace = f"{c.trace_us:,.1f} us"
+            trace = f"{c.trace_us:,.1f}"
         else:
             trace = f"[red]{escape(c.trace_error or 'failed')}[/]"
         table.add_row(
             str(i),
             "default" if c.is_default else "",
             *(str(c.blocks[n]) for n in names),
-            f"{c.closed_form_us:,.1f} us" if c.closed_form_us is not None else "-",
+            f"{c.closed_form_us:,.1f}" if c.closed_form_us is not None else "-",
             trace,
             vs,
-            f"{c.footprint / 1024:,.1f} KiB",
+            f"{c.footprint / 1024:,.1f}",
             f"+{c.equivalents}" if c.equivalents else "",
         )
     return table

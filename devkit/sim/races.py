@@ -53,13 +53,14 @@ _MAX_KEYS = 32  # buckets one record may occupy before it is kept in the "wide" 
 # record: [box, ctx, is_write, reduce_class, loc, exact]
 
 
-def _diverge(a: tuple, b: tuple) -> tuple[int, str] | None:
-    """First loop level where two contexts are in the same loop instance but different iterations."""
+def _diverge(a: tuple, b: tuple) -> int | None:
+    """First nesting level (among ``affine_range`` loops) where two contexts are in the same loop
+    instance but different iterations; None when they are ordered by the program."""
     for i, (fa, fb) in enumerate(zip(a, b)):
         if fa[0] != fb[0]:
-            return None  # different loop instances at this level: ordered by the program
+            return None  # different instances of a loop: the program orders them
         if fa[1] != fb[1]:
-            return (i, fa[2])
+            return i
     return None
 
 
@@ -100,8 +101,9 @@ class _Records:
             return [tuple(r.start for r in ranges)]
         return list(itertools.product(*ranges))
 
-    def overlapping(self, box: Box) -> list[list]:
-        keys = self._keys(box)
+    def overlapping(self, box: Box, keys: Any = False) -> list[list]:
+        if keys is False:
+            keys = self._keys(box)
         if keys is None:
             cands: Any = self.sigs.values()
         elif len(keys) == 1:
@@ -122,9 +124,10 @@ class _Records:
                 found.append(rec)
         return found
 
-    def add(self, rec: list) -> None:
+    def add(self, rec: list, keys: Any = False) -> None:
         self.sigs[rec[6]] = rec
-        keys = self._keys(rec[0])
+        if keys is False:
+            keys = self._keys(rec[0])
         if keys is None:
             self.wide.append(rec)
             return
@@ -152,6 +155,11 @@ class _Records:
     @property
     def empty(self) -> bool:
         return not self.sigs
+
+    def clear(self) -> None:
+        self.sigs.clear()
+        self.buckets.clear()
+        self.wide.clear()
 
 
 def _shift(n: int) -> int:
@@ -245,11 +253,17 @@ def _overlap(a: Any, b: Any, shape: tuple[int, ...]) -> bool:
 
 
 class RaceChecker:
-    """Per-tensor access records of the loops currently running."""
+    """Per-tensor access records of the ``affine_range`` loops currently running.
+
+    A context is the ``(loop instance, iteration)`` of every enclosing ``affine_range`` loop.  Sequential
+    and static loops are left out: they order their iterations, and a loop nested in one gets a new
+    instance number per iteration, so contexts stay comparable.  Records live until the outermost
+    ``affine_range`` loop around them finishes (or their tensor dies).
+    """
 
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
-        self._spaces: dict[int, _Records] = {}
+        self._spaces: dict[int, tuple[_Records, _Records]] = {}  # sid -> (writes, reads)
         self._records_by_instance: dict[int, list[tuple[int, list]]] = {}
         self._ctx_key: tuple[int, int] | None = None
         self._ctx: tuple = ()
@@ -261,7 +275,7 @@ class RaceChecker:
         key = (f.instance, f.iter)
         if key != self._ctx_key:
             self._ctx_key = key
-            self._ctx = tuple((fr.instance, fr.iter, fr.kind) for fr in loops)
+            self._ctx = tuple((fr.instance, fr.iter) for fr in loops if fr.kind == "affine")
             self._deepest_affine = max((i for i, fr in enumerate(loops) if fr.kind == "affine"), default=-1)
 
     def access(self, t: Tensor, is_write: bool, reduce: Any, loc: tuple[str, int]) -> None:
@@ -274,7 +288,7 @@ class RaceChecker:
         if st.is_input or st.kind == "constant":
             return  # never written, so never part of a race
         self._context()
-        if self._deepest_affine < getattr(st, "depth", 0):
+        if self._deepest_affine < st.depth:
             return  # created inside the innermost affine loop: private to one iteration
         if reduce is True:
             reduce = "add"
@@ -282,32 +296,34 @@ class RaceChecker:
             reduce = None
         ctx = self._ctx
         box = t.box()
-        sp = self._spaces.get(st.id)
-        if sp is None:
-            sp = self._spaces[st.id] = _Records(st.shape, st.par_axis)
+        spaces = self._spaces.get(st.id)
+        if spaces is None:
+            spaces = self._spaces[st.id] = (_Records(st.shape, st.par_axis), _Records(st.shape, st.par_axis))
+        writes, reads = spaces
+        keys = writes._keys(box)
         exact = ("d", t.dims) if t.dims is not None else ("g", t._garr)
-        found = sp.overlapping(box)
-        for rec in found:
-            rctx = rec[1]
-            if rctx is ctx or rctx == ctx:
-                continue
-            if not (is_write or rec[2]):
-                continue  # two reads never conflict
-            if reduce is not None and rec[3] == reduce:
-                continue  # commuting updates of one reduction
-            dv = _diverge(rctx, ctx)
-            if dv is None or dv[1] != "affine":
-                continue
-            if not _overlap(rec[5], exact, st.shape):
-                continue
-            self._raise(t, rec, ctx, is_write, reduce, loc, dv[0])
+        # a read can only conflict with writes; a write with both
+        for sp in (writes, reads) if is_write else (writes,):
+            for rec in sp.overlapping(box, keys):
+                if reduce is not None and rec[3] == reduce:
+                    continue  # commuting updates of one reduction
+                rctx = rec[1]
+                if rctx is ctx:
+                    continue
+                level = _diverge(rctx, ctx)
+                if level is None:
+                    continue
+                if not _overlap(rec[5], exact, st.shape):
+                    continue
+                self._raise(t, rec, ctx, is_write, reduce, loc, level)
         # an identical record (same elements, context and kind) is kept once
+        sp = writes if is_write else reads
         sig = _sig(box, ctx, is_write, reduce, exact)
         if sig in sp.sigs:
             return
         rec = [box, ctx, is_write, reduce, loc, exact, sig]
-        sp.add(rec)
-        self._records_by_instance.setdefault(ctx[-1][0], []).append((st.id, rec))
+        sp.add(rec, keys)
+        self._records_by_instance.setdefault(ctx[0][0], []).append((st.id, rec))
 
     def _raise(
         self,
@@ -333,7 +349,7 @@ class RaceChecker:
             what = "depend on each other through memory"
         lo_hi = ", ".join(f"{a}:{b}" for a, b in rec[0])
         raise RaceError(
-            f"iterations {it_a} and {it_b} of an nl.affine_range loop (loop level {level}) {what}: "
+            f"iterations {it_a} and {it_b} of an nl.affine_range loop (affine nesting level {level}) {what}: "
             f"{t.st.describe()} [{lo_hi}] {other_kind} at {ofn}:{oln} (iteration {it_a}) and {this_kind} "
             f"here (iteration {it_b}); give each iteration its own region (index with the loop variable), or "
             "use nl.sequential_range for a loop-carried dependency",
@@ -342,33 +358,26 @@ class RaceChecker:
         )
 
     def loop_ended(self, frame: LoopFrame) -> None:
-        """A loop instance finished: its records collapse onto the enclosing context."""
+        """A loop instance finished: if it was an outermost ``affine_range``, its records go."""
         self._ctx_key = None
         recs = self._records_by_instance.pop(frame.instance, None)
         if not recs:
             return
-        touched = set()
+        by_space: dict[tuple[int, bool], list[list]] = {}
         for sid, rec in recs:
-            sp = self._spaces.get(sid)
-            if sp is None or sp.sigs.get(rec[6]) is not rec:
+            by_space.setdefault((sid, rec[2]), []).append(rec)
+        for (sid, is_write), lst in by_space.items():
+            spaces = self._spaces.get(sid)
+            if spaces is None:
                 continue
-            touched.add(sid)
-            keep = tuple(f for f in rec[1] if f[0] != frame.instance)
-            if not any(f[2] == "affine" for f in keep):
-                sp.remove(rec)  # no affine loop left around it: it can no longer race
-                continue
-            sig = _sig(rec[0], keep, rec[2], rec[3], rec[5])
-            if sig in sp.sigs:
-                sp.remove(rec)  # the same access of another iteration is already recorded
-                continue
-            del sp.sigs[rec[6]]  # same box: the buckets stay, only the context changes
-            rec[1] = keep
-            rec[6] = sig
-            sp.sigs[sig] = rec
-            self._records_by_instance.setdefault(keep[-1][0], []).append((sid, rec))
-        for sid in touched:
-            sp = self._spaces.get(sid)
-            if sp is not None and sp.empty:
+            sp = spaces[0] if is_write else spaces[1]
+            if len(lst) >= len(sp.sigs):
+                sp.clear()
+            else:
+                for rec in lst:
+                    if sp.sigs.get(rec[6]) is rec:
+                        sp.remove(rec)
+            if spaces[0].empty and spaces[1].empty:
                 del self._spaces[sid]
 
     def forget(self, sid: int) -> None:

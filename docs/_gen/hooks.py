@@ -44,7 +44,21 @@ VALIDATION_FILE = HERE / "validation.json"
 
 
 def _escape_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return _md_text(text).replace("|", "\\|").replace("\n", " ")
+
+
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
+
+
+def _md_text(text: str) -> str:
+    """Help text shown as Markdown: keep `code` spans, but never let ``<name>`` or ``*`` become markup."""
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(text[pos : m.start()].replace("<", "&lt;").replace("*", "\\*"))
+        out.append(m.group(0))
+        pos = m.end()
+    out.append(text[pos:].replace("<", "&lt;").replace("*", "\\*"))
+    return "".join(out)
 
 
 _MD_SPECIAL = str.maketrans({"*": "\\*", "_": "\\_", "|": "\\|", "<": "&lt;", "`": "\\`", "\n": " "})
@@ -122,7 +136,7 @@ def _epilog(text: str | None) -> list[str]:
         close()
         in_examples = False
         if line.strip():
-            out.append(line.strip())
+            out.append(_md_text(line.strip()))
         else:
             out.append("")
     close()
@@ -144,7 +158,7 @@ def _describe(description: str | None) -> list[str]:
         return []
     lines = description.strip("\n").splitlines()
     # argparse descriptions here are module docstrings: keep their paragraphs, drop hard indents
-    return [ln.strip() for ln in lines] + [""]
+    return [_md_text(ln.strip()) for ln in lines] + [""]
 
 
 def _usage(parser: argparse.ArgumentParser) -> str:
@@ -163,14 +177,17 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 def _command(name: str, parser: argparse.ArgumentParser, summary: str, level: int) -> list[str]:
     out = [f"{'#' * level} `{name}`", ""]
     if summary:
-        out += [f"*{summary.strip()}*", ""]
+        out += [f"*{_md_text(summary.strip())}*", ""]
     if name == "devkit simulate":
         from devkit.commands import simulate
 
         out += ["```text", simulate.USAGE, "```", ""]
         out += _describe(simulate.__doc__)
-        out += ["Everything after `SCRIPT` (or `-m MODULE`) is passed to the script untouched; the exit "
-                "status is the script's.", ""]
+        out += [
+            "Everything after `SCRIPT` (or `-m MODULE`) is passed to the script untouched; the exit "
+            "status is the script's.",
+            "",
+        ]
         return out
     out += ["```text", _usage(parser), "```", ""]
     out += _describe(parser.description)
@@ -241,7 +258,10 @@ def gen_target_summary(_: str | None = None) -> str:
     targets = _targets()
     names = _order(list(targets))
     first = targets[names[0]]
-    rows = ["| entry | " + " | ".join(names) + " | unit | kind |", "|---|" + "---:|" * len(names) + "---|---|"]
+    rows = [
+        "| entry | " + " | ".join(names) + " | unit | kind |",
+        "|---|" + "---:|" * len(names) + "---|---|",
+    ]
     for section, key, entry in _entries(first):
         vals = []
         kinds = set()
@@ -250,7 +270,11 @@ def gen_target_summary(_: str | None = None) -> str:
             vals.append(_fmt(e["value"]) if e else "–")
             if e:
                 kinds.add(e["kind"])
-        rows.append(f"| `{section}.{key}` | " + " | ".join(vals) + f" | {entry['unit']} | {', '.join(sorted(kinds))} |")
+        rows.append(
+            f"| `{section}.{key}` | "
+            + " | ".join(vals)
+            + f" | {entry['unit']} | {', '.join(sorted(kinds))} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -266,8 +290,10 @@ def gen_target_sources(_: str | None = None) -> str:
         out.append("    | entry | value | kind | source |")
         out.append("    |---|---:|---|---|")
         for section, key, e in _entries(data):
-            out.append(f"    | `{section}.{key}` | {_fmt(e['value'])} {e['unit']} | {e['kind']} | "
-                       f"{_prose(e['source'])} |")
+            out.append(
+                f"    | `{section}.{key}` | {_fmt(e['value'])} {e['unit']} | {e['kind']} | "
+                f"{_prose(e['source'])} |"
+            )
         out.append("")
     return "\n".join(out)
 
@@ -286,24 +312,31 @@ def _params() -> dict[str, Any]:
 def gen_params(_: str | None = None) -> str:
     data = _params()
     overrides = data.get("targets", {})
-    rows = ["| parameter | value | per-target | fitted from | method | bounds |",
-            "|---|---:|---|---|---|---|"]
+    rows = [
+        "| parameter | value | per-target | fitted from | method | bounds |",
+        "|---|---:|---|---|---|---|",
+    ]
     details = []
     for name, spec in data["params"].items():
         per = [f"{t}: {_fmt(ov[name]['value'])}" for t, ov in sorted(overrides.items()) if name in ov]
         fitted = ", ".join(f"`{f}`" for f in spec.get("fitted_from", [])) or "—"
         lo, hi = spec.get("bounds", ["", ""])
-        rows.append(f"| [`{name}`](#param-{name.replace('_', '-')}) | {_fmt(spec['value'])} {spec['unit']} | "
-                    f"{'; '.join(per) or '—'} | {fitted} | {spec.get('method', '')} ({spec.get('fit_date', '')}) | "
-                    f"{_fmt(lo)} … {_fmt(hi)} |")
-        details.append(f"`{name}` = {_fmt(spec['value'])} {spec['unit']} {{ #param-{name.replace('_', '-')} }}")
+        rows.append(
+            f"| [`{name}`](#param-{name.replace('_', '-')}) | {_fmt(spec['value'])} {spec['unit']} | "
+            f"{'; '.join(per) or '—'} | {fitted} | {spec.get('method', '')} ({spec.get('fit_date', '')}) | "
+            f"{_fmt(lo)} … {_fmt(hi)} |"
+        )
+        details.append(
+            f"`{name}` = {_fmt(spec['value'])} {spec['unit']} {{ #param-{name.replace('_', '-')} }}"
+        )
         details.append(f":   {_prose(_sentence(spec['description']))}")
         details.append("")
         details.append(f"    *Source:* {_prose(_sentence(spec['source']))}")
         for t, ov in sorted(overrides.items()):
             if name in ov:
                 details.append("")
-                details.append(f"    *{t}:* {_fmt(ov[name]['value'])} {spec['unit']}: {_prose(_sentence(ov[name]['source']))}")
+                value = f"{_fmt(ov[name]['value'])} {spec['unit']}"
+                details.append(f"    *{t}:* {value}: {_prose(_sentence(ov[name]['source']))}")
         details.append("")
     return "\n".join(rows) + "\n\n" + "\n".join(details)
 
@@ -312,12 +345,17 @@ def gen_anchors(_: str | None = None) -> str:
     data = _params()
     rows = ["| id | target | measured | what | source |", "|---|---|---:|---|---|"]
     for a in data.get("anchors", []):
-        metric = {"latency_us": "latency", "dma_engine_us": "DMA engine busy",
-                  "initiation_interval_us": "initiation interval"}.get(a["metric"], a["metric"])
+        metric = {
+            "latency_us": "latency",
+            "dma_engine_us": "DMA engine busy",
+            "initiation_interval_us": "initiation interval",
+        }.get(a["metric"], a["metric"])
         val = a["measured_us"]
         shown = f"{val / 1000:g} ms" if val >= 1000 else (f"{val * 1000:g} ns" if val < 1 else f"{val:g} us")
-        rows.append(f"| `{a['id']}` | {a['target']} | {shown} | {metric} of {_prose(a['kernel'])}, "
-                    f"{_prose(a['shape'])} {a['dtype']} | {_prose(a['source'])} |")
+        rows.append(
+            f"| `{a['id']}` | {a['target']} | {shown} | {metric} of {_prose(a['kernel'])}, "
+            f"{_prose(a['shape'])} {a['dtype']} | {_prose(a['source'])} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -333,28 +371,39 @@ def validation_rows() -> list[dict[str, Any]]:
     for r in val["rows"]:
         a = anchors.get((r["kernel"], val["target"]))
         measured = a["measured_us"] if a else None
-        rows.append({**r, "measured_us": measured,
-                     "error": (r["predicted_us"] / measured - 1.0) if measured else None,
-                     "anchor": a["id"] if a else None})
+        rows.append(
+            {
+                **r,
+                "measured_us": measured,
+                "error": (r["predicted_us"] / measured - 1.0) if measured else None,
+                "anchor": a["id"] if a else None,
+            }
+        )
     return rows
 
 
 def gen_validation(_: str | None = None) -> str:
     val = load_validation()
-    rows = ["| kernel | measured | predicted | error | bound by | TensorE utilisation |",
-            "|---|---:|---:|---:|---|---:|"]
+    rows = [
+        "| kernel | measured | predicted | error | bound by | TensorE utilisation |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
     for r in validation_rows():
         m = f"{r['measured_us'] / 1000:.2f} ms" if r["measured_us"] else "—"
         e = f"{r['error']:+.1%}" if r["error"] is not None else "—"
-        rows.append(f"| `{r['kernel']}` | {m} | {r['predicted_us'] / 1000:.2f} ms | {e} | {r['bound_by']} | "
-                    f"{r['tensor_utilization']:.0%} |")
+        rows.append(
+            f"| `{r['kernel']}` | {m} | {r['predicted_us'] / 1000:.2f} ms | {e} | {r['bound_by']} | "
+            f"{r['tensor_utilization']:.0%} |"
+        )
     total = sum(r["wall_s"] for r in val["rows"])
     instrs = ", ".join(f"{r['instructions']:,}" for r in val["rows"])
-    note = (f"\n*Target {val['target']}, arguments {', '.join('`' + a + '`' for a in val['args'])}. Predicted by "
-            f"devkit {val['devkit_version']} at commit `{val['git_commit']}` on {val['date']} "
-            f"({instrs} instructions; {total:.0f} s of cost-only simulation in all), stored in "
-            f"`docs/_gen/validation.json` by `docs/_gen/validation.py`. Measured: the `[[anchors]]` of "
-            f"`devkit/cost/params.toml` (above).*\n")
+    note = (
+        f"\n*Target {val['target']}, arguments {', '.join('`' + a + '`' for a in val['args'])}. Predicted by "
+        f"devkit {val['devkit_version']} at commit `{val['git_commit']}` on {val['date']} "
+        f"({instrs} instructions; {total:.0f} s of cost-only simulation in all), stored in "
+        f"`docs/_gen/validation.json` by `docs/_gen/validation.py`. Measured: the `[[anchors]]` of "
+        f"`devkit/cost/params.toml` (above).*\n"
+    )
     return "\n".join(rows) + "\n" + note
 
 

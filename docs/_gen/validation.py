@@ -36,21 +36,37 @@ ARGS = ("bfloat16[8192,4096]", "bfloat16[8192,8192]")
 
 def _git_commit() -> str:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "devkit"], cwd=ROOT, capture_output=True,
-                               text=True, check=True).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "devkit"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         return commit + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
 
 def estimate(path: str, kernel: str, target: str) -> dict:
-    cmd = [sys.executable, "-m", "devkit", "cost", f"{path}:{kernel}", *[a for x in ARGS for a in ("--arg", x)],
-           "--target", target, "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "devkit",
+        "cost",
+        f"{path}:{kernel}",
+        *[a for x in ARGS for a in ("--arg", x)],
+        "--target",
+        target,
+        "--json",
+    ]
     t0 = time.time()
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    out = subprocess.run(
+        cmd, capture_output=True, text=True, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+    )
     rep = json.loads(out.stdout)
     return {
         "kernel": kernel,
