@@ -199,6 +199,31 @@ def test_eight_live_psum_accumulators_fit():
     np.testing.assert_allclose(passes(eight_accumulators, A), 8 * 128.0)
 
 
+def small_accumulators(n: int):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a[:, 0:128])
+        accs = []
+        for _i in range(n):  # each accumulation group owns a bank, however small the tile
+            ps = nl.zeros((128, 128), dtype=nl.float32, buffer=nl.psum)  # <- blame
+            ps += nisa.nc_matmul(x, x)
+            accs.append(ps)
+        total = nl.copy(accs[0])
+        for ps in accs[1:]:
+            total = nl.add(total, ps)
+        nl.store(out, value=total)
+        return out
+
+    return k
+
+
+def test_small_psum_tiles_still_take_a_bank_each():
+    err = raises(CapacityError, small_accumulators(9), A)
+    assert err.rule == "psum-capacity" and "[128, 128]" in str(err)
+    np.testing.assert_allclose(passes(small_accumulators(8), A), 8 * 128.0)
+
+
 def test_psum_accumulators_in_a_loop_reuse_banks():
     @nki.jit
     def k(a):

@@ -136,10 +136,16 @@ def test_reducing_the_partition_axis_is_an_error(axis):
         apply(lambda t: nl.sum(t, axis=axis), x)
 
 
-def test_reduction_axes_must_be_the_trailing_free_axes():
-    x = np.ones((4, 3, 8), np.float32)
-    with pytest.raises(IndexingError):
-        apply(lambda t: nl.sum(t, axis=1), x)
+@pytest.mark.parametrize(
+    ("shape", "axes"),
+    [((4, 3, 8), 1), ((4, 3, 8), [1]), ((6, 2, 3, 4, 5), [2, 4]), ((6, 2, 3, 4, 5), (1, 3))],
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_non_trailing_free_axes_reduce_like_numpy(shape, axes, keepdims):
+    """The average-pool example of the NKI docs reduces axes [2, 4] of a 5-D access pattern."""
+    x = rand(rng_of(9), shape, np.float32)
+    got = apply(lambda t: nl.max(t, axis=axes, keepdims=keepdims), x)
+    assert_exact(got, as_tile(np.max(x, axis=tuple(np.atleast_1d(axes)), keepdims=keepdims)))
 
 
 # ---- softmax / rms_norm ----------------------------------------------------------------------------

@@ -7,8 +7,10 @@ buffers of a loop-local tile (multi-buffering) as far as capacity allows.  Becau
 tracker works on physical addresses, reusing an address creates the write-after-read hazards that
 limit how far loads can run ahead of compute, so pipelining depth emerges from capacity.
 
-PSUM is 8 banks of 2 KiB per partition; a tile of at most one bank never straddles a bank boundary,
-a larger (block) tile starts on a bank boundary.
+PSUM is 8 banks of 2 KiB per partition, and a compiler-managed PSUM tile occupies whole banks (an
+accumulation group owns its bank: two groups interleaved in one bank are illegal on hardware), so at
+most 8 PSUM tiles of up to 2 KiB are live at once; a block tile of several banks starts on a bank
+boundary.
 """
 
 from __future__ import annotations
@@ -70,17 +72,25 @@ class RingAllocator:
         return None
 
     def allocate(self, nbytes: int) -> Placement:
-        """Place ``nbytes`` per partition; a :class:`Placement` with ``virtual=True`` if no room."""
+        """Place ``nbytes`` per partition; a :class:`Placement` with ``virtual=True`` if no room.
+
+        With banks, the size is rounded up to whole banks (``Placement.nbytes`` is the rounded size).
+        """
         nbytes = max(nbytes, 1)
+        if self.bank_bytes:
+            nbytes = -(-nbytes // self.bank_bytes) * self.bank_bytes
         pos = self._gap_search(self._cursor, self.capacity, nbytes)
         if pos is None:
             pos = self._gap_search(0, self.capacity, nbytes)
         if pos is None:
+            # No contiguous gap.  If the live set itself fits, only fragmentation is in the way, which the
+            # real compiler's allocator (planning the whole kernel) avoids: place the tile out of the way
+            # without calling it a spill.  Otherwise it is virtual: it does not fit.
             pos = self._virtual_cursor
             self._virtual_cursor += -(-nbytes // self.align) * self.align
             self.live_bytes += nbytes
             self.peak_bytes = max(self.peak_bytes, self.live_bytes)
-            return Placement(pos, nbytes, virtual=True)
+            return Placement(pos, nbytes, virtual=self.live_bytes > self.capacity)
         bisect.insort(self._starts, pos)
         self._ends[pos] = pos + nbytes
         self._cursor = pos + nbytes

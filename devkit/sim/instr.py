@@ -280,6 +280,14 @@ def assign(dst: Tensor, value: Any) -> None:
             and value.st.addr is None
             and value.st.alive
         ):
+            if p.engine == TENSOR and dst.st.buffer != "psum":
+                if p.opcode != "matmul":
+                    raise MemoryPlacementError(
+                        f"{p.opcode} runs on the TensorE, which writes PSUM only; assign its result to a PSUM tile "
+                        f"(not {dst.st.buffer}) and copy that to SBUF (nl.copy / nisa.tensor_copy)",
+                        rule="tensor-engine-writes-psum")
+                copy_into(m, dst, value, loc)  # nl.matmul: the compiler evacuates PSUM with a copy
+                return
             retarget(m, p, value, dst, loc)
             return
         copy_into(m, dst, value, loc)
@@ -331,6 +339,7 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
     _dst_shape_check(dst, value.shape, "assignment")
     m.check_write(dst, loc, accumulate=False)
     m.retarget(p, value, dst)
+    value._fresh = None  # a second assignment of the same value is a copy
     raw = getattr(p, "raw", None)
     pmask = getattr(p, "mask", None)
     if m.numerics:

@@ -269,9 +269,11 @@ class Machine:
             if p.virtual:
                 self.psum.free(p)
                 raise CapacityError(
-                    f"PSUM is full: {st.describe()} ({st.bytes_pp} bytes per partition) does not fit next to "
-                    f"{self.psum.live_bytes} bytes per partition of live PSUM tiles "
-                    f"({g.psum_banks} banks of {bank} bytes); free accumulation tiles earlier or use fewer at once",
+                    f"PSUM is full: {st.describe()} ({st.bytes_pp} bytes per partition) needs "
+                    f"{-(-max(st.bytes_pp, 1) // bank)} bank(s) but all "
+                    f"{g.psum_banks} banks of {bank} bytes are held by live PSUM tiles "
+                    f"({self.psum.live_bytes // bank} banks; every PSUM tile occupies whole banks); free "
+                    "accumulation tiles earlier or use fewer at once",
                     rule="psum-capacity",
                     filename=loc[0],
                     lineno=loc[1],
@@ -479,7 +481,9 @@ class Machine:
             if o is old:
                 p.outs[i] = new
                 break
-        self.discard_temp(old.st)
+        # The temporary stays valid (its values are those just written to ``new``): a kernel that also
+        # keeps the result under a name (`t = nl.load(a); b[...] = t`) may read it later, and it is then
+        # placed in memory on first use.
 
     def flush(self) -> None:
         p = self.pending
@@ -490,6 +494,10 @@ class Machine:
             st = o.st
             if st.on_chip and st.addr is None and st.alive and st.kind != "direct":
                 self._place(st, p.loc)
+        for t in p.ins:
+            st = t.st
+            if st.on_chip and st.addr is None and st.alive and st.kind == "temp":
+                self._place(st, p.loc)  # a retargeted result read under its own name
         pre: list[Instr] = []
         post: list[Instr] = []
         ins = tuple(self._access(t, p, pre, False) for t in p.ins)

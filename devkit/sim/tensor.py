@@ -311,7 +311,7 @@ class Tensor:
     def run_elems(self, free_only: bool = False) -> int:
         """Elements in one contiguous memory run when this view is traversed in view order."""
         if self.dims is None:
-            return 1
+            return self._general_run_elems(free_only)
         st = self.st
         axes_order = sorted({e[3] for e in self.dims if not isinstance(e, int) and e[2] > 1})
         run = 1
@@ -333,6 +333,26 @@ class Tensor:
             pos -= 1
             if count != st.shape[d]:
                 break
+        return run
+
+    def _general_run_elems(self, free_only: bool) -> int:
+        """Average contiguous run of an explicitly indexed view: flatten its storage offsets in view order
+        and count where consecutive elements stop being adjacent in memory."""
+        size = self.size
+        if size <= 1:
+            return max(size, 1)
+        st = self.st
+        strides = [1] * st.ndim
+        for d in range(st.ndim - 2, -1, -1):
+            strides[d] = strides[d + 1] * st.shape[d + 1]
+        offs = np.zeros(self.shape, dtype=np.int64)
+        for a, stride in zip(self._garr, strides):  # type: ignore[arg-type]
+            offs = offs + np.broadcast_to(a, self.shape) * stride
+        flat = offs.reshape(-1)
+        breaks = int(np.count_nonzero(np.diff(flat) != 1)) + 1
+        run = max(1, size // breaks)
+        if free_only and self.pax is not None and self.shape:
+            run = min(run, max(1, size // max(self.shape[self.pax], 1)))
         return run
 
     # ---- indexing --------------------------------------------------------------------------------
@@ -584,13 +604,16 @@ def index(t: Tensor, key: Any) -> Tensor:
     if isinstance(key, MaskExpr):
         return _operand_mask(t, key)
     keys = _norm_key(t, key)
+    n_given = len(key) if isinstance(key, tuple) else 1
+    if isinstance(key, tuple) and any(k is Ellipsis for k in key):
+        n_given = len(keys)
     adv = False
     has_slice = False
-    for k in keys:
+    for j, k in enumerate(keys):
         if isinstance(k, (IndexExpr, Tensor, np.ndarray)):
             adv = True
         elif isinstance(k, slice):
-            if k != slice(None):
+            if j < n_given:
                 has_slice = True
         elif k is None:
             raise IndexingError("None / np.newaxis is not supported when indexing NKI tensors")
@@ -613,7 +636,41 @@ def index(t: Tensor, key: Any) -> Tensor:
                 "for free dims",
                 rule="1d-arange",
             )
+    if n_given < len(keys):
+        keys = _expand_implicit_dims(t, keys, n_given)
     return _advanced(t, keys)
+
+
+def _expand_implicit_dims(t: Tensor, keys: list[Any], n_given: int) -> list[Any]:
+    """``d[idx]`` on a 2-D tensor: dims the index leaves out are taken whole, as new trailing grid axes."""
+    extra = len(keys) - n_given
+    rank = 0
+    for k in keys[:n_given]:
+        if isinstance(k, (IndexExpr, Tensor, np.ndarray)):
+            rank = max(rank, len(k.shape))
+    nd = rank + extra
+    out: list[Any] = []
+    for k in keys[:n_given]:
+        if isinstance(k, IndexExpr):
+            full = (1,) * (rank - len(k.shape)) + tuple(k.shape)
+            shape = full + (1,) * extra
+            if k.axis is not None:
+                out.append(IndexExpr(shape, k.axis + rank - len(k.shape), k.start, k.step))
+            else:
+                out.append(IndexExpr.from_array(k.values().reshape(shape)))
+        elif isinstance(k, Tensor):
+            vals = np.asarray(Tensor._ops.index_values(k))
+            out.append(vals.reshape((1,) * (rank - vals.ndim) + vals.shape + (1,) * extra))
+        elif isinstance(k, np.ndarray):
+            out.append(k.reshape((1,) * (rank - k.ndim) + k.shape + (1,) * extra))
+        else:
+            out.append(k)
+    for j in range(extra):
+        ax = n_given + j
+        shape = [1] * nd
+        shape[rank + j] = t.shape[ax]
+        out.append(IndexExpr(tuple(shape), rank + j, 0, 1))
+    return out
 
 
 def _operand_mask(t: Tensor, m: MaskExpr) -> Tensor:
