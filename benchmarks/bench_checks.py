@@ -11,7 +11,7 @@ the project's kernels change.  ``--project`` also times ``kernels.matmul`` when 
 
 Usage::
 
-    python benchmarks/bench_checks.py [--size 1024] [--repeat 3] [--project]
+    python benchmarks/bench_checks.py [--size 2048] [--repeat 5] [--project]
 
 Prints one row per kernel and the total; exits 1 if the total overhead is above the 30 % target.
 """

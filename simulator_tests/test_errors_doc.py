@@ -139,9 +139,11 @@ def test_example_raises_what_the_document_says(ex: Example):
 
 
 def _raised_rules() -> set[str]:
-    rules = set()
+    rules: set[str] = set()
+    pattern = re.compile(r'rule="([a-z0-9-]+)"(?:\s+if\s+.*?\s+else\s+"([a-z0-9-]+)")?')
     for path in (ROOT / "devkit").rglob("*.py"):
-        rules |= set(re.findall(r"rule=\"([a-z0-9-]+)\"", path.read_text()))
+        for m in pattern.finditer(path.read_text()):
+            rules.update(c for c in m.groups() if c)
     return rules
 
 

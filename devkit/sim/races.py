@@ -168,8 +168,16 @@ def _shift(n: int) -> int:
 
 
 def _sig(box: Box, ctx: tuple, is_write: bool, reduce: str | None, exact: Any) -> tuple:
-    """Identity of a record: gathered views (index arrays) are only identical to themselves."""
-    return (box, ctx, is_write, reduce, exact if exact[0] == "d" else id(exact))
+    """Identity of a record, for keeping one of equivalent records.
+
+    The iteration of the innermost affine loop is left out: the same access made by several iterations
+    of that loop is recorded once, by the first iteration that ran it.  Nothing is missed: an access of
+    another iteration conflicting with a dropped record also conflicts with the kept one, and a
+    conflicting access of the kept iteration itself ran before the dropped ones (iterations execute one
+    after another), so it was compared with them when they were made.  Gathered views (index arrays)
+    are only identical to themselves.
+    """
+    return (box, ctx[:-1], ctx[-1][0], is_write, reduce, exact if exact[0] == "d" else id(exact))
 
 
 # ---- exact overlap of two views ------------------------------------------------------------------
