@@ -111,9 +111,10 @@ def test_live_set_over_capacity_warns_spill_at_the_allocation_and_records_spill_
     assert first.lineno == line_of(three_live_buffers, "# <- blame")
     msg = str(first.message)
     assert "allocated at" in msg and f":{first.lineno}" in msg and "spill" in msg
-    assert res.stats.spill_bytes > 0
-    spills = [i for i in trace.instrs if i.opcode.startswith("spill_")]
-    assert spills and all(i.engine == "dma" and (i.attrs or {}).get("spill") for i in spills)
+    # 3 x 60,400 B (plus the small tiles) live at once against 180,224 usable: the excess is stored
+    # and reloaded once
+    assert res.stats.sbuf_peak_bytes_per_partition >= 3 * 60_400
+    assert res.stats.spill_bytes == 2 * (res.stats.sbuf_peak_bytes_per_partition - 180_224) * 128
     np.testing.assert_array_equal(res.outputs, A)  # a spill is a cost, not a wrong result
 
 
@@ -169,7 +170,10 @@ def nine_accumulators(a):
         ps = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # <- blame
         ps += nisa.nc_matmul(x, y)
         accs.append(ps)
-    nl.store(out, value=nl.copy(accs[0]))
+    total = nl.copy(accs[0])
+    for ps in accs[1:]:  # every accumulator is read here, so all nine are live at once
+        total = nl.add(total, ps)
+    nl.store(out, value=total)
     return out
 
 

@@ -216,8 +216,20 @@ def test_nl_matmul_y_limit():
     _raises(TileShapeError, nl_matmul_y_too_wide, _bf((128, 64)), _bf((128, 600)))
 
 
-def test_matmul_writes_psum_only():
-    _raises(MemoryPlacementError, matmul_into_sbuf, _bf((128, 64)), _bf((128, 64)))
+def test_matmul_assigned_to_sbuf_lowers_to_a_psum_write_and_a_copy():
+    """The TensorE writes PSUM only: assigning its result to SBUF is the PSUM write plus a copy out."""
+    from devkit.nki.runner import run_kernel
+    from devkit.trace import Trace
+
+    a, b = _bf((128, 64)), _bf((128, 64))
+    trace = Trace()
+    out = run_kernel(matmul_into_sbuf.func, (a, b), {}, sink=trace).outputs
+    ops = [(i.engine, i.opcode, i.outs[0].buffer) for i in trace.instrs if i.engine != "dma"]
+    mm = next(k for k, op in enumerate(ops) if op[1] == "nc_matmul")
+    assert ops[mm] == ("tensor", "nc_matmul", "psum")
+    assert ops[mm + 1][1] == "tensor_copy" and ops[mm + 1][2] == "sbuf"
+    ref = a.astype(np.float32).T @ b.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(out, dtype=np.float32), ref, rtol=1e-2, atol=1e-2)
 
 
 def test_matmul_operand_dtypes():
@@ -706,9 +718,16 @@ def test_errors_blame_the_kernel_line_inside_helper_functions():
 @nki.jit
 def nine_live_psum_banks(a):
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a[:, 0:128])
+    y = nl.load(a)
     tiles = [nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(8)]
     ninth = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)  # <- blame
-    nl.store(out, value=nl.add(tiles[0], ninth))
+    for t in [*tiles, ninth]:
+        t += nisa.nc_matmul(x, y)  # nine matmul accumulation tiles...
+    total = nl.copy(ninth)
+    for t in tiles:
+        total = nl.add(total, t)  # ...all read here, so all live at once
+    nl.store(out, value=total)
     return out
 
 

@@ -30,6 +30,7 @@ from devkit.errors import (
 )
 from devkit.sim.alloc import Placement, RingAllocator
 from devkit.sim.deps import DependencyTracker, keyspec_for
+from devkit.sim.liveness import Liveness
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.races import RaceChecker
 from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
@@ -90,6 +91,8 @@ class Machine:
         self.direct_high_water = {"sbuf": 0, "psum": 0}
         self._owners: dict[str, Any] = {}
         self.deps = DependencyTracker()
+        self.liveness = Liveness(geometry)
+        self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
         self.races = RaceChecker(self) if (options.check_races and options.numerics) else None
         self.spill_bytes = 0
         self._spill_warned: set[tuple[str, int]] = set()
@@ -123,14 +126,45 @@ class Machine:
 
     def finish(self) -> MemoryStats:
         self.flush()
+        v = self.liveness.verdict()
+        self._judge_capacity(v)
         stats = MemoryStats(
-            sbuf_peak_bytes_per_partition=max(self.sbuf.peak_bytes, self.direct_high_water["sbuf"]),
-            psum_peak_bytes_per_partition=max(self.psum.peak_bytes, self.direct_high_water["psum"]),
-            spill_bytes=self.spill_bytes,
+            sbuf_peak_bytes_per_partition=max(v.sbuf_peak_bytes, self.direct_high_water["sbuf"]),
+            psum_peak_bytes_per_partition=max(v.psum_peak_bytes, self.direct_high_water["psum"]),
+            spill_bytes=self.spill_bytes + v.spill_bytes,
             partitions=self.geometry.partitions,
         )
         self.sink.finish(stats)
         return stats
+
+    def _judge_capacity(self, v: Any) -> None:
+        """Capacity verdicts from true tile lifetimes (see :mod:`devkit.sim.liveness`)."""
+        g = self.geometry
+        if v.psum_acc_over is not None:
+            banks, (fn, ln), desc = v.psum_acc_over
+            raise CapacityError(
+                f"{banks} PSUM banks of matmul accumulation tiles are live at once ({desc} allocated at {fn}:{ln} "
+                f"went over) but PSUM has {g.psum_banks} banks of {g.psum_bank_bytes} bytes, and matmul "
+                "accumulation cannot be spilled; copy results out and let accumulation tiles die before "
+                "starting more (each PSUM tile occupies whole banks)", rule="psum-capacity",
+                filename=fn, lineno=ln)
+        if v.psum_over is not None:
+            banks, (fn, ln), desc = v.psum_over
+            msg = (f"{banks} PSUM banks of tiles are live at once ({desc} allocated at {fn}:{ln} went over) but "
+                   f"PSUM has {g.psum_banks}; the compiler would spill PSUM tiles to SBUF")
+            self._over_capacity(msg, "psum-capacity", (fn, ln))
+        if v.sbuf_over is not None:
+            peak, (fn, ln), desc = v.sbuf_over
+            msg = (f"{desc} allocated at {fn}:{ln} does not fit: {peak} bytes per partition of SBUF are live at "
+                   f"once, {g.sbuf_usable_bytes_per_partition} usable on {g.name}; the compiler would spill to HBM")
+            self._over_capacity(msg, "sbuf-capacity", (fn, ln))
+
+    def _over_capacity(self, msg: str, rule: str, loc: tuple[str, int]) -> None:
+        if self.options.strict_capacity:
+            raise CapacityError(msg + " (strict_capacity is on)", rule=rule, filename=loc[0], lineno=loc[1])
+        if loc not in self._spill_warned:
+            self._spill_warned.add(loc)
+            warnings.warn_explicit(msg, SpillWarning, loc[0], loc[1])
 
     # ---- storage -----------------------------------------------------------------------------------
     def new_storage(
@@ -222,73 +256,45 @@ class Machine:
         return st
 
     def _place(self, st: Storage, loc: tuple[str, int]) -> None:
+        """Give an on-chip tensor an address.  Whether everything fits is judged from true lifetimes when
+        the kernel ends (:meth:`finish`); here only a single logical tile larger than the memory is a fault."""
         g = self.geometry
+        tile_bytes = self._tile_bytes(st)
         if st.buffer == "sbuf":
-            if st.bytes_pp > g.sbuf_usable_bytes_per_partition:
+            if tile_bytes > g.sbuf_usable_bytes_per_partition:
                 raise CapacityError(
-                    f"{st.describe()} needs {st.bytes_pp} bytes per partition but only "
-                    f"{g.sbuf_usable_bytes_per_partition} bytes per partition of SBUF are usable on {g.name}; "
-                    "split it into smaller tiles",
-                    rule="sbuf-capacity",
-                    filename=loc[0],
-                    lineno=loc[1],
-                )
+                    f"{st.describe()} needs {tile_bytes} bytes per partition{' per logical tile' if st.par_axis else ''}"
+                    f" but only {g.sbuf_usable_bytes_per_partition} bytes per partition of SBUF are usable on "
+                    f"{g.name}; split it into smaller tiles", rule="sbuf-capacity", filename=loc[0], lineno=loc[1])
             p = self.sbuf.allocate(st.bytes_pp)
-            if p.virtual or self.sbuf.live_bytes > g.sbuf_usable_bytes_per_partition:
-                msg = (
-                    f"{st.describe()} allocated at {loc[0]}:{loc[1]} does not fit: "
-                    f"{self.sbuf.live_bytes} bytes per partition of SBUF would be live at once, "
-                    f"{g.sbuf_usable_bytes_per_partition} usable on {g.name}; the compiler would spill to HBM"
-                )
-                if self.options.strict_capacity:
-                    raise CapacityError(
-                        msg + " (strict_capacity is on)", rule="sbuf-capacity", filename=loc[0], lineno=loc[1]
-                    )
-                if loc not in self._spill_warned:
-                    self._spill_warned.add(loc)
-                    warnings.warn_explicit(msg, SpillWarning, loc[0], loc[1])
-                st.spilled = True
         else:
             bank = g.psum_bank_bytes
-            if st.ndim >= 2:
-                block_bytes = st.bytes_pp
-                nblocks = 1
-                for i in range(st.par_axis or 0):
-                    nblocks *= st.shape[i]
-                if nblocks:
-                    block_bytes = st.bytes_pp // max(nblocks, 1)
-                if block_bytes > bank:
-                    raise CapacityError(
-                        f"PSUM tile {st.describe()} uses {block_bytes} bytes per partition; a PSUM tile must fit "
-                        f"one {bank}-byte bank (512 fp32 elements)",
-                        rule="psum-tile-size",
-                        filename=loc[0],
-                        lineno=loc[1],
-                    )
-            p = self.psum.allocate(st.bytes_pp)
-            if p.virtual:
-                self.psum.free(p)
+            if tile_bytes > bank:
                 raise CapacityError(
-                    f"PSUM is full: {st.describe()} ({st.bytes_pp} bytes per partition) needs "
-                    f"{-(-max(st.bytes_pp, 1) // bank)} bank(s) but all "
-                    f"{g.psum_banks} banks of {bank} bytes are held by live PSUM tiles "
-                    f"({self.psum.live_bytes // bank} banks; every PSUM tile occupies whole banks); free "
-                    "accumulation tiles earlier or use fewer at once",
-                    rule="psum-capacity",
-                    filename=loc[0],
-                    lineno=loc[1],
-                )
+                    f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit "
+                    f"one {bank}-byte bank (512 fp32 elements)", rule="psum-tile-size", filename=loc[0],
+                    lineno=loc[1])
+            p = self.psum.allocate(st.bytes_pp)
         st.addr = p.addr
         self.placements[st.id] = p
         inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
         if inherited:
             self.reuse_deps[st.id] = inherited
 
+    @staticmethod
+    def _tile_bytes(st: Storage) -> int:
+        """Bytes per partition of one logical tile (block dims are independent tiles)."""
+        nblocks = 1
+        for i in range(st.par_axis or 0):
+            nblocks *= st.shape[i]
+        return st.bytes_pp // max(nblocks, 1)
+
     def release(self, st: Storage) -> None:
         """End of a tensor's life: its on-chip space can be reused."""
         if not st.alive:
             return
         st.alive = False
+        self.liveness.close(st.id)
         p = self.placements.pop(st.id, None)
         if p is not None:
             (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
@@ -509,8 +515,10 @@ class Machine:
         deps: set[int] = set()
         for t in p.ins:
             self._dep(t, iid, p.engine, False, deps)
+        self._accumulating = bool(p.attrs and p.attrs.get("accumulate")) and p.engine == "tensor"
         for t in p.outs:
             self._dep(t, iid, p.engine, True, deps)
+        self._accumulating = False
         deps.discard(iid)
         self.sink.emit(
             Instr(
@@ -562,6 +570,10 @@ class Machine:
                 self.deps.access(sp, region, iid, engine, is_write, deps)
             return
         if st.on_chip:
+            box = t.box()
+            pa = st.par_axis
+            blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]])) if pa else [()]
+            self.liveness.touch(st, blocks, self._tile_bytes(st), iid, self._accumulating)
             sp = self.deps.space(st.id, ())
             if sp.keyspec == ():
                 sp.keyspec = keyspec_for(st.shape, st.par_axis)
@@ -573,4 +585,4 @@ class Machine:
             sp = self.deps.space(("hbm", st.id), ())
             if sp.keyspec == ():
                 sp.keyspec = keyspec_for(st.shape, None)
-        self.deps.access(sp, t.box(), iid, engine, is_write, deps)
+        self.deps.access(sp, t.box() if not st.on_chip else box, iid, engine, is_write, deps)

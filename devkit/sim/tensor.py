@@ -853,8 +853,10 @@ def _drop_unreferenced_axes(keys: list[Any], bshape: tuple[int, ...]) -> tuple[l
     """Grid axes no index refers to do not appear in the access pattern: ``t[i_p, i_f]`` with the first two
     components of ``nl.mgrid[0:P, 0:F, 0:1]`` is a (P, F) tile.  Rank stays at least 2."""
     nd = len(bshape)
-    # a one-element index expression is a constant: it selects, it does not add a dimension
-    keys = [int(k.values().reshape(-1)[0]) if isinstance(k, IndexExpr) and k.size == 1 else k for k in keys]
+    if nd > len(keys):
+        # more grid axes than subscripts (components of a higher-rank nl.mgrid): a one-element index
+        # expression then only selects, it does not contribute a dimension
+        keys = [int(k.values().reshape(-1)[0]) if isinstance(k, IndexExpr) and k.size == 1 else k for k in keys]
     ref: set[int] = set()
     for k in keys:
         if isinstance(k, IndexExpr) and k.axis is not None and len(k.shape) == nd:

@@ -1,0 +1,147 @@
+"""True liveness of on-chip tiles, and the capacity verdicts that follow from it.
+
+The compiler allocates SBUF and PSUM by the lifetime of each tile -- from the instruction that first
+touches it to the one that last does -- and block dimensions are a list of independent logical tiles,
+each with a lifetime of its own.  The simulator cannot know a tile's last use while the kernel runs,
+so it records every logical tile's interval ``[first, last]`` (instruction ids) as it goes and judges
+capacity when the kernel ends:
+
+- SBUF: the peak of the bytes per partition live at once.  Above the usable size the compiler spills
+  to HBM: a :class:`~devkit.errors.SpillWarning` naming the allocation that went over (an error with
+  ``strict_capacity``); the spill traffic is estimated as the excess stored once and loaded once.
+- PSUM: every tile occupies whole 2 KiB banks.  More *accumulation tiles* (tiles that receive
+  ``+=`` of matmul results) live at once than there are banks is an error -- matmul accumulation happens
+  in PSUM, it cannot be spilled.  Other PSUM tiles (plain results such as ``t[...] = nc_matmul(...)``)
+  beyond the banks are spilled to SBUF by the compiler: a warning.
+
+Units: bytes are bytes per partition; times are instruction ids.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import numpy as np
+
+from devkit.sim.options import Geometry
+
+
+@dataclass
+class Verdict:
+    """Outcome of the capacity analysis of one kernel run."""
+
+    sbuf_peak_bytes: int
+    psum_peak_bytes: int
+    spill_bytes: int  # estimated spill traffic (bytes, all partitions)
+    sbuf_over: tuple[int, tuple[str, int], str] | None  # (peak, allocation site, description)
+    psum_over: tuple[int, tuple[str, int], str] | None  # (peak banks, site, description), spill only
+    psum_acc_over: tuple[int, tuple[str, int], str] | None  # (open groups, site, description): an error
+
+
+class _Intervals:
+    """Closed intervals with a weight, stored compactly."""
+
+    __slots__ = ("first", "last", "site", "weight")
+
+    def __init__(self) -> None:
+        self.first = array("q")
+        self.last = array("q")
+        self.weight = array("q")
+        self.site = array("q")
+
+    def add(self, first: int, last: int, weight: int, site: int) -> None:
+        self.first.append(first)
+        self.last.append(last)
+        self.weight.append(weight)
+        self.site.append(site)
+
+    def peak(self, cap: int) -> tuple[int, int]:
+        """(peak weight, interval whose start first took the level above ``cap``, or -1)."""
+        n = len(self.first)
+        if n == 0:
+            return 0, -1
+        first = np.frombuffer(self.first, dtype=np.int64)
+        last = np.frombuffer(self.last, dtype=np.int64)
+        w = np.frombuffer(self.weight, dtype=np.int64)
+        times = np.concatenate([first, last + 1])
+        deltas = np.concatenate([w, -w])
+        idx = np.concatenate([np.arange(n), np.arange(n)])
+        order = np.lexsort((deltas, times))  # at equal times, ends (negative) before starts
+        level = np.cumsum(deltas[order])
+        peak = int(level.max())
+        over = np.nonzero(level > cap)[0]
+        culprit = int(idx[order][over[0]]) if over.size else -1
+        return peak, culprit
+
+
+class Liveness:
+    """Records logical tiles' lifetimes during a run and judges capacity at the end."""
+
+    def __init__(self, geometry: Geometry) -> None:
+        self.geometry = geometry
+        # sid -> {block index -> [first, last, bytes, buffer, site, accumulated, unused]}
+        self._open: dict[int, dict[tuple[int, ...], list]] = {}
+        self._sites: list[tuple[tuple[str, int], str]] = []
+        self._site_of: dict[int, int] = {}
+        self.sbuf = _Intervals()
+        self.psum = _Intervals()
+        self.psum_acc = _Intervals()
+
+    def touch(self, st: object, blocks: list[tuple[int, ...]], tile_bytes: int, iid: int, accumulate: bool) -> None:
+        """Instruction ``iid`` accesses the logical tiles ``blocks`` of on-chip tensor ``st``."""
+        sid = st.id  # type: ignore[attr-defined]
+        tiles = self._open.get(sid)
+        if tiles is None:
+            tiles = self._open[sid] = {}
+            if sid not in self._site_of:
+                self._site_of[sid] = len(self._sites)
+                self._sites.append((st.origin, st.describe()))  # type: ignore[attr-defined]
+        site = self._site_of[sid]
+        for b in blocks:
+            rec = tiles.get(b)
+            if rec is None:
+                rec = tiles[b] = [iid, iid, tile_bytes, st.buffer, site, -1, -1]  # type: ignore[attr-defined]
+            else:
+                rec[1] = iid
+            if accumulate:
+                rec[5] = 1
+
+    def close(self, sid: int) -> None:
+        """Tensor ``sid`` died: its tiles' intervals are final."""
+        tiles = self._open.pop(sid, None)
+        if tiles:
+            for rec in tiles.values():
+                self._retire(rec)
+
+    def _retire(self, rec: list) -> None:
+        first, last, nbytes, buf, site, accumulated, _ = rec
+        if buf == "sbuf":
+            self.sbuf.add(first, last, nbytes, site)
+            return
+        banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
+        self.psum.add(first, last, banks, site)
+        if accumulated > 0:
+            self.psum_acc.add(first, last, banks, site)
+
+    def verdict(self) -> Verdict:
+        for sid in list(self._open):
+            self.close(sid)
+        g = self.geometry
+        sbuf_peak, s_k = self.sbuf.peak(g.sbuf_usable_bytes_per_partition)
+        psum_banks, p_k = self.psum.peak(g.psum_banks)
+        acc_banks, a_k = self.psum_acc.peak(g.psum_banks)
+        sbuf_over = psum_over = acc_over = None
+        spill = 0
+        if sbuf_peak > g.sbuf_usable_bytes_per_partition:
+            site, desc = self._sites[self.sbuf.site[s_k]]
+            sbuf_over = (sbuf_peak, site, desc)
+            spill += 2 * (sbuf_peak - g.sbuf_usable_bytes_per_partition) * g.partitions
+        if psum_banks > g.psum_banks:
+            site, desc = self._sites[self.psum.site[p_k]]
+            psum_over = (psum_banks, site, desc)
+            spill += 2 * (psum_banks - g.psum_banks) * g.psum_bank_bytes * g.partitions
+        if acc_banks > g.psum_banks:
+            site, desc = self._sites[self.psum_acc.site[a_k]]
+            acc_over = (acc_banks, site, desc)
+        return Verdict(sbuf_peak, psum_banks * g.psum_bank_bytes, spill, sbuf_over, psum_over, acc_over)
