@@ -30,11 +30,11 @@ def _kernels():
             for n in nl.affine_range(n_dim // 512):
                 acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
                 for k in nl.affine_range(k_dim // 128):
-                    a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                    b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                    a = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+                    b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
                     acc += nisa.nc_matmul(a, b)
                 res = nl.copy(acc, dtype=out.dtype)
-                nl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=res)
+                nl.store(out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], value=res)
         return out
 
     return tiled_matmul
@@ -54,10 +54,14 @@ def main() -> None:
 
     k_dim, m_dim, n_dim = (2048, 2048, 4096) if args.quick else (8192, 4096, 8192)
     t0 = time.perf_counter()
-    rep = devkit.estimate(kernel, nt.tensor[[k_dim, m_dim], nl.bfloat16], nt.tensor[[k_dim, n_dim], nl.bfloat16])
+    rep = devkit.estimate(
+        kernel, nt.tensor[[k_dim, m_dim], nl.bfloat16], nt.tensor[[k_dim, n_dim], nl.bfloat16]
+    )
     dt_s = time.perf_counter() - t0
-    print(f"cost-only: {rep.instructions} instructions in {dt_s:.2f} s = {rep.instructions / dt_s:,.0f} instr/s "
-          f"(modelled latency {rep.latency_us:,.0f} us on trn1)")
+    print(
+        f"cost-only: {rep.instructions} instructions in {dt_s:.2f} s = {rep.instructions / dt_s:,.0f} instr/s "
+        f"(modelled latency {rep.latency_us:,.0f} us on trn1)"
+    )
 
     size = 1024 if args.quick else 2048
     rng = np.random.default_rng(0)
@@ -71,8 +75,10 @@ def main() -> None:
     out = devkit.simulate(kernel, a, b)
     t_sim = time.perf_counter() - t0
     err = float(np.abs(out.astype(np.float32) - ref).max())
-    print(f"numerics: {size}^3 bf16 tiled matmul simulated in {t_sim:.2f} s vs NumPy fp32 {t_np:.2f} s "
-          f"= {t_sim / t_np:.1f}x (max abs err {err:.3g})")
+    print(
+        f"numerics: {size}^3 bf16 tiled matmul simulated in {t_sim:.2f} s vs NumPy fp32 {t_np:.2f} s "
+        f"= {t_sim / t_np:.1f}x (max abs err {err:.3g})"
+    )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,10 @@ def main(argv: list[str] | None = None) -> int:
         trace = build(args.instructions)
         rate, wall_rate, latency_us = run(trace, args.target, args.repeat)
         ok &= rate >= GOAL_PER_S
-        print(f"{name:14s} {len(trace):>9,} instructions  {rate / 1e3:6.0f} k instr/CPU-s  "
-              f"({wall_rate / 1e3:.0f} k/s wall)  modelled latency {latency_us / 1e3:,.2f} ms")
+        print(
+            f"{name:14s} {len(trace):>9,} instructions  {rate / 1e3:6.0f} k instr/CPU-s  "
+            f"({wall_rate / 1e3:.0f} k/s wall)  modelled latency {latency_us / 1e3:,.2f} ms"
+        )
     print(f"goal: {GOAL_PER_S / 1e3:.0f} k instr/s -> {'OK' if ok else 'BELOW GOAL'}")
     return 0 if ok else 1
 

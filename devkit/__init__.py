@@ -37,8 +37,9 @@ def _unwrap(kernel: Any, grid: Any) -> tuple[Any, Any]:
     return kernel, grid
 
 
-def simulate(kernel: Any, *args: Any, grid: Any = None, target: str = "trn1", options: Any = None,
-             **kwargs: Any) -> Any:
+def simulate(
+    kernel: Any, *args: Any, grid: Any = None, target: str = "trn1", options: Any = None, **kwargs: Any
+) -> Any:
     """Run ``kernel(*args, **kwargs)`` in the simulator and return its outputs as NumPy arrays."""
     from devkit.nki import _tensor_ops  # noqa: F401
     from devkit.nki.runner import run_kernel
@@ -47,8 +48,15 @@ def simulate(kernel: Any, *args: Any, grid: Any = None, target: str = "trn1", op
     return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
 
 
-def estimate(kernel: Any, *args_or_specs: Any, grid: Any = None, target: str = "trn1", numerics: bool | None = None,
-             options: Any = None, **kwargs: Any) -> Any:
+def estimate(
+    kernel: Any,
+    *args_or_specs: Any,
+    grid: Any = None,
+    target: str = "trn1",
+    numerics: bool | None = None,
+    options: Any = None,
+    **kwargs: Any,
+) -> Any:
     """Cost-model ``kernel`` on ``target`` and return a CostReport (``.to_dict()`` gives the JSON object).
 
     Arguments may be arrays or ``nt.tensor[[shape], dtype]`` placeholders; placeholders (or

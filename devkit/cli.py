@@ -13,8 +13,10 @@ import devkit.commands as _commands
 def build_parser() -> argparse.ArgumentParser:
     from devkit import __version__
 
-    p = argparse.ArgumentParser(prog="devkit", description="NeuronMM devkit: simulate, estimate and prove NKI "
-                                "kernels for AWS Trainium.")
+    p = argparse.ArgumentParser(
+        prog="devkit",
+        description="NeuronMM devkit: simulate, estimate and prove NKI kernels for AWS Trainium.",
+    )
     p.add_argument("--version", action="version", version=f"devkit {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(_commands.__path__), key=lambda i: i.name):

@@ -13,8 +13,15 @@ import sys
 import types
 from typing import Any
 
-_NAMES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa", "neuronxcc.nki.typing",
-          "neuronxcc.nki.compiler", "neuronxcc.nki.isa.constants")
+_NAMES = (
+    "neuronxcc",
+    "neuronxcc.nki",
+    "neuronxcc.nki.language",
+    "neuronxcc.nki.isa",
+    "neuronxcc.nki.typing",
+    "neuronxcc.nki.compiler",
+    "neuronxcc.nki.isa.constants",
+)
 
 
 def real_sdk_available() -> bool:
@@ -40,8 +47,13 @@ def is_installed() -> bool:
 
 def _modules() -> dict[str, Any]:
     import devkit.nki as nki
-    from devkit.nki import _tensor_ops  # noqa: F401  (installs tensor operators)
-    from devkit.nki import compiler, isa, language, typing
+    from devkit.nki import (
+        _tensor_ops,  # noqa: F401  (installs tensor operators)
+        compiler,
+        isa,
+        language,
+        typing,
+    )
 
     root = types.ModuleType("neuronxcc")
     root.__doc__ = "The NeuronMM devkit simulator standing in for the Neuron compiler package."

@@ -15,8 +15,12 @@ _installation: Any = None
 
 def pytest_addoption(parser: Any) -> None:
     group = parser.getgroup("devkit")
-    group.addoption("--devkit-simulator", action="store_true", default=False,
-                    help="map neuronxcc.nki onto the devkit simulator for this test run")
+    group.addoption(
+        "--devkit-simulator",
+        action="store_true",
+        default=False,
+        help="map neuronxcc.nki onto the devkit simulator for this test run",
+    )
 
 
 def pytest_configure(config: Any) -> None:
@@ -25,7 +29,8 @@ def pytest_configure(config: Any) -> None:
     wants = config.getoption("--devkit-simulator", default=False)
     args = [str(a) for a in config.args]
     ours = os.path.isfile(os.path.join(root, "devkit", "pytest_plugin.py")) and (
-        not args or any("simulator_tests" in a for a in args) or args == [root])
+        not args or any("simulator_tests" in a for a in args) or args == [root]
+    )
     if wants or ours:
         from devkit import compat
 

@@ -70,18 +70,34 @@ def load_kernel(ref: str) -> Any:
         sys.path.pop(0)
     if not hasattr(module, name):
         kernels = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
-        raise CostUsageError(f"{path} has no kernel {name!r}; candidates: {', '.join(sorted(kernels)) or 'none'}")
+        raise CostUsageError(
+            f"{path} has no kernel {name!r}; candidates: {', '.join(sorted(kernels)) or 'none'}"
+        )
     return getattr(module, name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("cost", help="cost-only latency estimate of one kernel from an unmodified file",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "cost",
+        help="cost-only latency estimate of one kernel from an unmodified file",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("kernel", metavar="FILE.py:KERNEL", help="kernel to estimate")
-    p.add_argument("--arg", action="append", default=[], metavar="DTYPE[D0,D1,...]",
-                   help="one positional tensor argument (repeat in order)")
-    p.add_argument("--kwarg", action="append", default=[], metavar="NAME=VALUE",
-                   help="a keyword argument given as a Python literal (repeatable)")
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="DTYPE[D0,D1,...]",
+        help="one positional tensor argument (repeat in order)",
+    )
+    p.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a keyword argument given as a Python literal (repeatable)",
+    )
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid")
     p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
@@ -96,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         from devkit.cost.target import TARGETS
+
         if args.target not in TARGETS:
             raise CostUsageError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")
         specs = []

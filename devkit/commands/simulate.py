@@ -12,8 +12,12 @@ USAGE = "usage: devkit simulate SCRIPT [ARGS...] | devkit simulate -m MODULE [AR
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("simulate", help="run a script or module with neuronxcc.nki mapped to the simulator",
-                       description=__doc__, add_help=True)
+    p = sub.add_parser(
+        "simulate",
+        help="run a script or module with neuronxcc.nki mapped to the simulator",
+        description=__doc__,
+        add_help=True,
+    )
     p.add_argument("script", nargs="?", help="Python script (or -m MODULE)")
     p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     p.set_defaults(func=lambda a: run_simulate(([a.script] if a.script else []) + list(a.args)))

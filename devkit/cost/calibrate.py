@@ -65,12 +65,23 @@ class Measurement:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise MeasurementError(f"{self.id}: measured_us must be a positive number, got {value!r}")
         if self.metric not in METRICS:
-            raise MeasurementError(f"{self.id}: metric must be one of {', '.join(METRICS)}, "
-                                   f"got {self.metric!r}")
+            raise MeasurementError(
+                f"{self.id}: metric must be one of {', '.join(METRICS)}, got {self.metric!r}"
+            )
 
 
-_RECORD_KEYS = {"kernel", "target", "measured_us", "p50_us", "shape", "dtype", "args", "id", "metric",
-                "source"}
+_RECORD_KEYS = {
+    "kernel",
+    "target",
+    "measured_us",
+    "p50_us",
+    "shape",
+    "dtype",
+    "args",
+    "id",
+    "metric",
+    "source",
+}
 
 
 def parse_measurement(record: Mapping[str, Any], where: str = "<record>") -> Measurement:
@@ -88,10 +99,17 @@ def parse_measurement(record: Mapping[str, Any], where: str = "<record>") -> Mea
         raise MeasurementError(f"{where}: 'measured_us' or 'p50_us' is required")
     shape = record.get("shape")
     try:
-        return Measurement(kernel=record["kernel"], target=record["target"], measured_us=value,
-                           shape=None if shape is None else str(shape), dtype=record.get("dtype"),
-                           args=record.get("args"), id=record.get("id", ""),
-                           metric=record.get("metric", "latency_us"), source=record.get("source", ""))
+        return Measurement(
+            kernel=record["kernel"],
+            target=record["target"],
+            measured_us=value,
+            shape=None if shape is None else str(shape),
+            dtype=record.get("dtype"),
+            args=record.get("args"),
+            id=record.get("id", ""),
+            metric=record.get("metric", "latency_us"),
+            source=record.get("source", ""),
+        )
     except MeasurementError as exc:
         raise MeasurementError(f"{where}: {exc}") from None
 
@@ -117,8 +135,19 @@ def load_measurements(path: str | Path) -> list[Measurement]:
 
 def anchor_measurements(param_set: ParamSet) -> list[Measurement]:
     """The ``[[anchors]]`` of a params file as measurements."""
-    return [Measurement(kernel=a.kernel, target=a.target, measured_us=a.measured_us, shape=a.shape,
-                        dtype=a.dtype, id=a.id, metric=a.metric, source=a.source) for a in param_set.anchors]
+    return [
+        Measurement(
+            kernel=a.kernel,
+            target=a.target,
+            measured_us=a.measured_us,
+            shape=a.shape,
+            dtype=a.dtype,
+            id=a.id,
+            metric=a.metric,
+            source=a.source,
+        )
+        for a in param_set.anchors
+    ]
 
 
 def log_error(measured: Iterable[Measurement], predicted: Mapping[str, float]) -> float:
@@ -149,9 +178,15 @@ class FitResult:
         return {k: self.predicted_us[k] / v for k, v in self.measured_us.items()}
 
 
-def fit(predict: Predict, measurements: Sequence[Measurement], start: Params, *,
-        names: Sequence[str] | None = None, bounds: Mapping[str, tuple[float, float]],
-        max_evaluations: int = 400) -> FitResult:
+def fit(
+    predict: Predict,
+    measurements: Sequence[Measurement],
+    start: Params,
+    *,
+    names: Sequence[str] | None = None,
+    bounds: Mapping[str, tuple[float, float]],
+    max_evaluations: int = 400,
+) -> FitResult:
     """Least squares on log latency over ``names`` (default: all parameters), inside ``bounds``."""
     names = tuple(names) if names is not None else Params.names()
     unknown = set(names) - set(Params.names())
@@ -173,16 +208,29 @@ def fit(predict: Predict, measurements: Sequence[Measurement], start: Params, *,
     best = minimize(loss, x0, max_evaluations=max_evaluations)
     params = to_params(best.x)
     predicted = dict(predict(params))
-    return FitResult(params=params, fitted={n: getattr(params, n) for n in names}, loss_before=before,
-                     loss_after=best.value, evaluations=best.evaluations,
-                     predicted_us={m.id: predicted[m.id] for m in measurements},
-                     measured_us={m.id: m.measured_us for m in measurements})
+    return FitResult(
+        params=params,
+        fitted={n: getattr(params, n) for n in names},
+        loss_before=before,
+        loss_after=best.value,
+        evaluations=best.evaluations,
+        predicted_us={m.id: predicted[m.id] for m in measurements},
+        measured_us={m.id: m.measured_us for m in measurements},
+    )
 
 
-def calibrate_file(measurements_path: str | Path, predict: Predict, target: str, *,
-                   names: Sequence[str] | None = None, params_path: str | Path = PARAMS_PATH,
-                   write: bool = False, per_target: bool = True, fit_date: str | None = None,
-                   max_evaluations: int = 400) -> tuple[FitResult, ParamSet]:
+def calibrate_file(
+    measurements_path: str | Path,
+    predict: Predict,
+    target: str,
+    *,
+    names: Sequence[str] | None = None,
+    params_path: str | Path = PARAMS_PATH,
+    write: bool = False,
+    per_target: bool = True,
+    fit_date: str | None = None,
+    max_evaluations: int = 400,
+) -> tuple[FitResult, ParamSet]:
     """Fit ``target``'s parameters to the measurements for that target in a JSON-lines file.
 
     With ``write``, the fitted values go back into ``params_path`` as overrides for ``target``
@@ -193,14 +241,24 @@ def calibrate_file(measurements_path: str | Path, predict: Predict, target: str,
     if not measurements:
         raise MeasurementError(f"{measurements_path}: no measurements for target {target!r}")
     bounds = {n: spec.bounds for n, spec in param_set.specs.items()}
-    result = fit(predict, measurements, param_set.for_target(target), names=names, bounds=bounds,
-                 max_evaluations=max_evaluations)
+    result = fit(
+        predict,
+        measurements,
+        param_set.for_target(target),
+        names=names,
+        bounds=bounds,
+        max_evaluations=max_evaluations,
+    )
     date = fit_date or datetime.date.today().isoformat()
     updated = param_set.with_values(
-        target if per_target else None, result.fitted, fitted_from=tuple(m.id for m in measurements),
-        fit_date=date, method="least-squares",
+        target if per_target else None,
+        result.fitted,
+        fitted_from=tuple(m.id for m in measurements),
+        fit_date=date,
+        method="least-squares",
         source=f"least-squares fit on log latency to {Path(measurements_path).name} "
-               f"(loss {result.loss_before:.4g} -> {result.loss_after:.4g})")
+        f"(loss {result.loss_before:.4g} -> {result.loss_after:.4g})",
+    )
     if write:
         save_params(updated, params_path)
     return result, updated

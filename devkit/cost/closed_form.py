@@ -45,9 +45,13 @@ class Movement:
         return self.flops / self.hbm_bytes if self.hbm_bytes else float("inf")
 
     def __add__(self, other: Movement) -> Movement:
-        return Movement(self.flops + other.flops, self.hbm_read_bytes + other.hbm_read_bytes,
-                        self.hbm_write_bytes + other.hbm_write_bytes, max(self.sbuf_bytes, other.sbuf_bytes),
-                        self.spill_bytes + other.spill_bytes)
+        return Movement(
+            self.flops + other.flops,
+            self.hbm_read_bytes + other.hbm_read_bytes,
+            self.hbm_write_bytes + other.hbm_write_bytes,
+            max(self.sbuf_bytes, other.sbuf_bytes),
+            self.spill_bytes + other.spill_bytes,
+        )
 
 
 def _overflow(sbuf_bytes: int, target: Target | None) -> int:
@@ -57,10 +61,19 @@ def _overflow(sbuf_bytes: int, target: Target | None) -> int:
     return max(0, sbuf_bytes - capacity)
 
 
-def blocked_matmul(k: int, m: int, n: int, *, dtype: str = "bfloat16", out_dtype: str | None = None,
-                   block_m: int = 128, block_n: int = 512, block_k: int = 128,
-                   reuse: Reuse = "rhs",
-                   target: str | Target | None = None) -> Movement:
+def blocked_matmul(
+    k: int,
+    m: int,
+    n: int,
+    *,
+    dtype: str = "bfloat16",
+    out_dtype: str | None = None,
+    block_m: int = 128,
+    block_n: int = 512,
+    block_k: int = 128,
+    reuse: Reuse = "rhs",
+    target: str | Target | None = None,
+) -> Movement:
     """Tutorial-style blocked ``lhsT[K, M].T @ rhs[K, N]``.
 
     ``reuse`` says which operand stays in SBUF while the other streams:
@@ -88,13 +101,28 @@ def blocked_matmul(k: int, m: int, n: int, *, dtype: str = "bfloat16", out_dtype
         raise ValueError(f"reuse must be 'none', 'lhsT' or 'rhs', got {reuse!r}")
     tgt = resolve_target(target) if target is not None else None
     spill = 2 * _overflow(sbuf, tgt) * n_blocks_k * n_blocks_n if reuse == "rhs" else 0
-    return Movement(flops=2 * m * n * k, hbm_read_bytes=reads, hbm_write_bytes=m * n * so, sbuf_bytes=sbuf,
-                    spill_bytes=spill)
+    return Movement(
+        flops=2 * m * n * k,
+        hbm_read_bytes=reads,
+        hbm_write_bytes=m * n * so,
+        sbuf_bytes=sbuf,
+        spill_bytes=spill,
+    )
 
 
-def fused_xuv(s_tokens: int, h: int, r: int, n: int, *, block_tokens: int, dtype: str = "bfloat16",
-              block_h: int = 512, block_r: int = 1024, block_n: int = 512,
-              target: str | Target | None = None) -> Movement:
+def fused_xuv(
+    s_tokens: int,
+    h: int,
+    r: int,
+    n: int,
+    *,
+    block_tokens: int,
+    dtype: str = "bfloat16",
+    block_h: int = 512,
+    block_r: int = 1024,
+    block_n: int = 512,
+    target: str | Target | None = None,
+) -> Movement:
     """NeuronMM fused ``X[S,H] U[H,r] V[r,N]`` with token block ``block_tokens`` (B_K).
 
     HBM: X once, U and V once per token block, the output once; the ``(XU)^T`` strip for all ``r``
@@ -107,23 +135,56 @@ def fused_xuv(s_tokens: int, h: int, r: int, n: int, *, block_tokens: int, dtype
     sbuf = (r * bk + block_h * bk + block_h * block_r + block_r * block_n + bk * block_n) * s
     tgt = resolve_target(target) if target is not None else None
     spill = 2 * _overflow(sbuf, tgt) * token_blocks
-    return Movement(flops=2 * s_tokens * r * (h + n), hbm_read_bytes=reads, hbm_write_bytes=s_tokens * n * s,
-                    sbuf_bytes=sbuf, spill_bytes=spill)
+    return Movement(
+        flops=2 * s_tokens * r * (h + n),
+        hbm_read_bytes=reads,
+        hbm_write_bytes=s_tokens * n * s,
+        sbuf_bytes=sbuf,
+        spill_bytes=spill,
+    )
 
 
-def sequential_xuv(s_tokens: int, h: int, r: int, n: int, *, dtype: str = "bfloat16", block_m: int = 2048,
-                   block_n: int = 1024, block_k: int = 1024, transpose_in_hbm: bool = True,
-                   target: str | Target | None = None) -> Movement:
+def sequential_xuv(
+    s_tokens: int,
+    h: int,
+    r: int,
+    n: int,
+    *,
+    dtype: str = "bfloat16",
+    block_m: int = 2048,
+    block_n: int = 1024,
+    block_k: int = 1024,
+    transpose_in_hbm: bool = True,
+    target: str | Target | None = None,
+) -> Movement:
     """Baseline "NKI XUV": two fully-optimized tutorial matmuls with ``XU`` through HBM.
 
     ``X.U`` runs as ``lhsT = X^T [H, S]``, ``rhs = U [H, r]``; then ``(XU).V`` as ``lhsT = (XU)^T [r, S]``,
     ``rhs = V [r, N]``.  With ``transpose_in_hbm`` the framework's ``.t()`` of ``XU`` between the calls
     reads and writes ``S * r`` elements once more (neuronmm.md s2.10).
     """
-    first = blocked_matmul(h, s_tokens, r, dtype=dtype, block_m=block_m, block_n=block_n, block_k=block_k,
-                           reuse="rhs", target=target)
-    second = blocked_matmul(r, s_tokens, n, dtype=dtype, block_m=block_m, block_n=block_n, block_k=block_k,
-                            reuse="rhs", target=target)
+    first = blocked_matmul(
+        h,
+        s_tokens,
+        r,
+        dtype=dtype,
+        block_m=block_m,
+        block_n=block_n,
+        block_k=block_k,
+        reuse="rhs",
+        target=target,
+    )
+    second = blocked_matmul(
+        r,
+        s_tokens,
+        n,
+        dtype=dtype,
+        block_m=block_m,
+        block_n=block_n,
+        block_k=block_k,
+        reuse="rhs",
+        target=target,
+    )
     total = first + second
     if transpose_in_hbm:
         sr = s_tokens * r * itemsize(dtype)
@@ -148,8 +209,14 @@ class Bound:
         return "tensor" if self.compute_us >= self.memory_us else "dma/hbm"
 
 
-def latency_bound(target: str | Target, flops: float, hbm_bytes: float, dtype: str = "bfloat16",
-                  params: Params | None = None, serial_transfers: int = 2) -> Bound:
+def latency_bound(
+    target: str | Target,
+    flops: float,
+    hbm_bytes: float,
+    dtype: str = "bfloat16",
+    params: Params | None = None,
+    serial_transfers: int = 2,
+) -> Bound:
     """``max(compute, memory) + fixed``: FLOPs at TensorE peak for ``dtype``; HBM bytes at the lower of
     the per-core HBM bandwidth and the DMA engines' aggregate bandwidth; plus ``serial_transfers``
     DMA fixed latencies that no pipelining hides (the first load and the last store).
@@ -158,7 +225,8 @@ def latency_bound(target: str | Target, flops: float, hbm_bytes: float, dtype: s
     prm = params if params is not None else default_params(tgt.name)
     dma_bw = tgt.dma.engines * tgt.dma.engine_bw_bytes_per_ns
     bw = min(tgt.hbm.bw_bytes_per_ns, dma_bw)
-    return Bound(compute_us=flops / tgt.peak_flops_per_ns(dtype) * 1e-3,
-                 memory_us=hbm_bytes / bw * 1e-3,
-                 fixed_us=serial_transfers * prm.dma_fixed_latency_ns * 1e-3)
-
+    return Bound(
+        compute_us=flops / tgt.peak_flops_per_ns(dtype) * 1e-3,
+        memory_us=hbm_bytes / bw * 1e-3,
+        fixed_us=serial_transfers * prm.dma_fixed_latency_ns * 1e-3,
+    )

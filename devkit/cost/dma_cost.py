@@ -27,10 +27,20 @@ from devkit.cost.target import Target
 from devkit.trace import HBM, Access, Instr
 
 #: DMA opcodes with a specific rule (every DMA opcode goes through the same mechanism).
-DMA_OPCODES = frozenset({
-    "dma_copy", "load", "store", "load_transpose2d", "dma_transpose", "atomic_rmw",
-    "load_indirect", "store_indirect", "spill_store", "spill_load",
-})
+DMA_OPCODES = frozenset(
+    {
+        "dma_copy",
+        "load",
+        "store",
+        "load_transpose2d",
+        "dma_transpose",
+        "atomic_rmw",
+        "load_indirect",
+        "store_indirect",
+        "spill_store",
+        "spill_load",
+    }
+)
 TRANSPOSE_OPCODES = frozenset({"load_transpose2d", "dma_transpose"})
 
 
@@ -77,9 +87,18 @@ class DmaCostModel:
             src, dst = ins[0], outs[0]
             attrs = instr.attrs
             # (the scheduler's hot path builds the same key inline: keep both in step)
-            memo_key = (src.buffer, src.bytes, src.partitions, src.run_bytes, dst.buffer, dst.bytes,
-                        dst.partitions, dst.run_bytes, instr.opcode,
-                        attrs.get("transpose") if attrs else None)
+            memo_key = (
+                src.buffer,
+                src.bytes,
+                src.partitions,
+                src.run_bytes,
+                dst.buffer,
+                dst.bytes,
+                dst.partitions,
+                dst.run_bytes,
+                instr.opcode,
+                attrs.get("transpose") if attrs else None,
+            )
             hit = self.memo.get(memo_key)
             if hit is not None:
                 return hit

@@ -57,9 +57,11 @@ class DmaPool:
         engines).  Returns ``(first start, last end)`` of the transfer.
         """
         times = self.times
-        if len(times) != 1 or (occ <= self.longest_hole and bisect_left(
-            self.hole_ends, ready + occ if ready + occ > not_before else not_before
-        ) < len(self.hole_ends)):
+        if len(times) != 1 or (
+            occ <= self.longest_hole
+            and bisect_left(self.hole_ends, ready + occ if ready + occ > not_before else not_before)
+            < len(self.hole_ends)
+        ):
             return self._take_general(n, ready, occ, not_before)
         # one group of engines, no idle gap to fill: the common case
         f, mask = times[0], self.masks[0]

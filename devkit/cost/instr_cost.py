@@ -42,9 +42,21 @@ class _Consts:
     """Target numbers the rules read, flattened once per :class:`CostModel`."""
 
     __slots__ = (
-        "bn_aggr", "dyn_copy_min", "fp32_factor", "fp32_onezero_factor", "g_start", "ls_speedup",
-        "memset_div", "mm_min", "perf_contig", "perf_other", "recip", "reduce_div", "s_min_ii",
-        "two_input", "v_min_ii",
+        "bn_aggr",
+        "dyn_copy_min",
+        "fp32_factor",
+        "fp32_onezero_factor",
+        "g_start",
+        "ls_speedup",
+        "memset_div",
+        "mm_min",
+        "perf_contig",
+        "perf_other",
+        "recip",
+        "reduce_div",
+        "s_min_ii",
+        "two_input",
+        "v_min_ii",
     )
 
     def __init__(self, t: Target) -> None:
@@ -79,6 +91,7 @@ def _rule(engine: str, *opcodes: str) -> Callable[[Rule], Rule]:
         for op in opcodes:
             _RULES[engine][op] = fn
         return fn
+
     return register
 
 
@@ -133,6 +146,7 @@ def _perf_divisor(instr: Instr, k: _Consts, *, copy_like: bool) -> float:
 
 # --- TensorE -------------------------------------------------------------------------------------
 
+
 @_rule(TENSOR, "nc_matmul", "matmul")
 def _matmul(instr: Instr, k: _Consts) -> float:
     attrs = instr.attrs
@@ -164,15 +178,29 @@ def _pe_transpose(instr: Instr, k: _Consts) -> float:
 
 # --- VectorE -------------------------------------------------------------------------------------
 
+
 @_rule(VECTOR, "tensor_scalar", "tensor_copy", "copy")
 def _v_copy_like(instr: Instr, k: _Consts) -> float:
     cycles = _streamed(instr) / _perf_divisor(instr, k, copy_like=True)
     return cycles if cycles > k.v_min_ii else k.v_min_ii
 
 
-@_rule(VECTOR, "nc_transpose", "transpose", "tensor_copy_predicated", "dropout", "max8", "nc_find_index8",
-       "nc_match_replace8", "nc_stream_shuffle", "bn_stats", "range_select", "select_reduce", "select",
-       "tensor_scalar_cumulative")
+@_rule(
+    VECTOR,
+    "nc_transpose",
+    "transpose",
+    "tensor_copy_predicated",
+    "dropout",
+    "max8",
+    "nc_find_index8",
+    "nc_match_replace8",
+    "nc_stream_shuffle",
+    "bn_stats",
+    "range_select",
+    "select_reduce",
+    "select",
+    "tensor_scalar_cumulative",
+)
 def _v_one_input(instr: Instr, k: _Consts) -> float:
     n = _streamed(instr)
     return n if n > k.v_min_ii else k.v_min_ii
@@ -184,7 +212,9 @@ def _v_tensor_tensor(instr: Instr, k: _Consts) -> float:
     ins = instr.ins
     single_pass = _any_psum(ins) or (
         _attr(instr, "op") in ("add", "subtract", "multiply")
-        and _all_half_float(ins) and all(a.buffer == SBUF for a in ins) and _contiguous(ins)
+        and _all_half_float(ins)
+        and all(a.buffer == SBUF for a in ins)
+        and _contiguous(ins)
     )
     cycles = n if single_pass else k.two_input * n
     return max(k.v_min_ii, cycles / _perf_divisor(instr, k, copy_like=False))
@@ -243,6 +273,7 @@ def _v_dynamic_copy(instr: Instr, k: _Consts) -> float:
 
 # --- ScalarE -------------------------------------------------------------------------------------
 
+
 @_rule(SCALAR, "activation", "tensor_scalar", "tensor_copy", "copy")
 def _s_activation(instr: Instr, k: _Consts) -> float:
     reduces = bool(_attr(instr, "reduce") or _attr(instr, "reduce_op")) or len(instr.outs) > 1
@@ -256,9 +287,23 @@ def _s_activation_reduce(instr: Instr, k: _Consts) -> float:
 
 # --- GpSimd --------------------------------------------------------------------------------------
 
-@_rule(GPSIMD, "iota", "affine_select", "local_gather", "memset", "tensor_copy", "copy", "tensor_scalar",
-       "tensor_partition_reduce", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "gather_flattened",
-       "rand", "sequence_bounds")
+
+@_rule(
+    GPSIMD,
+    "iota",
+    "affine_select",
+    "local_gather",
+    "memset",
+    "tensor_copy",
+    "copy",
+    "tensor_scalar",
+    "tensor_partition_reduce",
+    "tensor_copy_dynamic_src",
+    "tensor_copy_dynamic_dst",
+    "gather_flattened",
+    "rand",
+    "sequence_bounds",
+)
 def _g_one_input(instr: Instr, k: _Consts) -> float:
     """``150 + N`` [B1-ISA iota/affine_select/local_gather]; the general GpSimd rule of
     reference/nki_api.md s4.5 for the ops without a documented figure (partition reduce,

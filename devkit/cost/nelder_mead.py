@@ -23,8 +23,15 @@ def _clip(x: Sequence[float]) -> list[float]:
     return [min(1.0, max(0.0, v)) for v in x]
 
 
-def minimize(f: Callable[[list[float]], float], x0: Sequence[float], *, step: float = 0.15,
-             max_evaluations: int = 400, tolerance: float = 1e-9, restarts: int = 3) -> Minimum:
+def minimize(
+    f: Callable[[list[float]], float],
+    x0: Sequence[float],
+    *,
+    step: float = 0.15,
+    max_evaluations: int = 400,
+    tolerance: float = 1e-9,
+    restarts: int = 3,
+) -> Minimum:
     """Minimise ``f`` over ``[0, 1]^d`` from ``x0``; returns the best point found."""
     evaluations = 0
 
@@ -45,8 +52,15 @@ def minimize(f: Callable[[list[float]], float], x0: Sequence[float], *, step: fl
     return Minimum(tuple(best_x), best_f, evaluations)
 
 
-def _search(g: Callable[[Sequence[float]], float], x0: list[float], f0: float, step: float,
-            max_evaluations: int, tolerance: float, used: Callable[[], int]) -> tuple[list[float], float]:
+def _search(
+    g: Callable[[Sequence[float]], float],
+    x0: list[float],
+    f0: float,
+    step: float,
+    max_evaluations: int,
+    tolerance: float,
+    used: Callable[[], int],
+) -> tuple[list[float], float]:
     d = len(x0)
     simplex = [list(x0)]
     values = [f0]

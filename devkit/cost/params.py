@@ -106,8 +106,10 @@ _ANCHOR_KEYS = {f.name for f in dataclasses.fields(Anchor)}
 def _keys(where: str, table: Any, expected: set[str]) -> None:
     if not isinstance(table, dict) or set(table) != expected:
         got = set(table) if isinstance(table, dict) else set()
-        raise ParamsError(f"{where}: keys must be {sorted(expected)} (missing {sorted(expected - got)}, "
-                          f"unknown {sorted(got - expected)})")
+        raise ParamsError(
+            f"{where}: keys must be {sorted(expected)} (missing {sorted(expected - got)}, "
+            f"unknown {sorted(got - expected)})"
+        )
 
 
 def _number(where: str, value: Any) -> float:
@@ -131,8 +133,16 @@ class ParamSet:
             values[name] = ov.value
         return Params(**values)
 
-    def with_values(self, target: str | None, values: Mapping[str, float], *, fitted_from: tuple[str, ...],
-                    fit_date: str, method: str, source: str) -> ParamSet:
+    def with_values(
+        self,
+        target: str | None,
+        values: Mapping[str, float],
+        *,
+        fitted_from: tuple[str, ...],
+        fit_date: str,
+        method: str,
+        source: str,
+    ) -> ParamSet:
         """A copy with new values: per-target overrides, or the defaults when ``target`` is None."""
         unknown = set(values) - set(self.specs)
         if unknown:
@@ -141,20 +151,36 @@ class ParamSet:
         overrides = {t: dict(o) for t, o in self.overrides.items()}
         for name, value in values.items():
             if target is None:
-                specs[name] = dataclasses.replace(specs[name], value=float(value),
-                                                  fitted_from=tuple(fitted_from), fit_date=fit_date,
-                                                  method=method)
+                specs[name] = dataclasses.replace(
+                    specs[name],
+                    value=float(value),
+                    fitted_from=tuple(fitted_from),
+                    fit_date=fit_date,
+                    method=method,
+                )
             else:
-                overrides.setdefault(target, {})[name] = Override(float(value), source, tuple(fitted_from),
-                                                                  fit_date, method)
+                overrides.setdefault(target, {})[name] = Override(
+                    float(value), source, tuple(fitted_from), fit_date, method
+                )
         return ParamSet(specs=specs, overrides=overrides, anchors=self.anchors)
 
     def to_toml(self) -> str:
         """The file text (header comment, then parameters, overrides and anchors)."""
         parts = [_HEADER + "schema = 1\n"]
         for name, spec in self.specs.items():
-            table = {k: getattr(spec, k) for k in ("value", "unit", "description", "source", "fitted_from",
-                                                   "fit_date", "method", "bounds")}
+            table = {
+                k: getattr(spec, k)
+                for k in (
+                    "value",
+                    "unit",
+                    "description",
+                    "source",
+                    "fitted_from",
+                    "fit_date",
+                    "method",
+                    "bounds",
+                )
+            }
             table["fitted_from"], table["bounds"] = list(spec.fitted_from), list(spec.bounds)
             parts.append(_toml.dump_table(f"params.{name}", table))
         for target, ovs in self.overrides.items():
@@ -171,14 +197,16 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
     """Validate parsed TOML and build a :class:`ParamSet`."""
     extra = set(data) - {"schema", "params", "targets", "anchors"}
     if extra or data.get("schema") != 1:
-        raise ParamsError(f"{origin}: expected schema = 1 and tables params/targets/anchors, "
-                          f"got extra {sorted(extra)}")
+        raise ParamsError(
+            f"{origin}: expected schema = 1 and tables params/targets/anchors, got extra {sorted(extra)}"
+        )
     names = Params.names()
     raw = data.get("params", {})
     if set(raw) != set(names):
         missing, unknown = sorted(set(names) - set(raw)), sorted(set(raw) - set(names))
-        raise ParamsError(f"{origin}: parameters must be exactly {list(names)} "
-                          f"(missing {missing}, unknown {unknown})")
+        raise ParamsError(
+            f"{origin}: parameters must be exactly {list(names)} (missing {missing}, unknown {unknown})"
+        )
     specs: dict[str, ParamSpec] = {}
     for name in names:
         where = f"{origin}: params.{name}"
@@ -188,13 +216,23 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
         value = _number(where, table["value"])
         if not lo <= value <= hi:
             raise ParamsError(f"{where}: value {value} outside bounds [{lo}, {hi}]")
-        specs[name] = ParamSpec(name, value, table["unit"], table["description"], table["source"],
-                                tuple(table["fitted_from"]), table["fit_date"], table["method"], (lo, hi))
+        specs[name] = ParamSpec(
+            name,
+            value,
+            table["unit"],
+            table["description"],
+            table["source"],
+            tuple(table["fitted_from"]),
+            table["fit_date"],
+            table["method"],
+            (lo, hi),
+        )
     overrides: dict[str, dict[str, Override]] = {}
     for target, tables in data.get("targets", {}).items():
         if target not in TARGETS:
-            raise ParamsError(f"{origin}: override for unknown target {target!r}; "
-                              f"valid: {', '.join(TARGETS)}")
+            raise ParamsError(
+                f"{origin}: override for unknown target {target!r}; valid: {', '.join(TARGETS)}"
+            )
         for name, table in tables.items():
             where = f"{origin}: targets.{target}.{name}"
             if name not in specs:
@@ -205,7 +243,8 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
             if not lo <= value <= hi:
                 raise ParamsError(f"{where}: value {value} outside bounds [{lo}, {hi}]")
             overrides.setdefault(target, {})[name] = Override(
-                value, table["source"], tuple(table["fitted_from"]), table["fit_date"], table["method"])
+                value, table["source"], tuple(table["fitted_from"]), table["fit_date"], table["method"]
+            )
     anchors = []
     for i, table in enumerate(data.get("anchors", [])):
         where = f"{origin}: anchors[{i}]"

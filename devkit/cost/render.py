@@ -29,10 +29,14 @@ def render_table(report: CostReport, hotspots: int = 10) -> Group:
     summary.add_row("TensorE utilization", f"{report.tensor_utilization:.1%}")
     summary.add_row("HBM bandwidth utilization (MBU)", f"{report.mbu:.1%}")
     summary.add_row("DMA transfers / descriptors", f"{report.dma_transfers:,} / {report.dma_descriptors:,}")
-    summary.add_row("SBUF peak", f"{_bytes(report.sbuf_peak_bytes)} "
-                    f"({_bytes(report.sbuf_peak_bytes_per_partition)}/partition)")
-    summary.add_row("PSUM peak", f"{_bytes(report.psum_peak_bytes)} "
-                    f"({_bytes(report.psum_peak_bytes_per_partition)}/partition)")
+    summary.add_row(
+        "SBUF peak",
+        f"{_bytes(report.sbuf_peak_bytes)} ({_bytes(report.sbuf_peak_bytes_per_partition)}/partition)",
+    )
+    summary.add_row(
+        "PSUM peak",
+        f"{_bytes(report.psum_peak_bytes)} ({_bytes(report.psum_peak_bytes_per_partition)}/partition)",
+    )
     summary.add_row("spill", _bytes(report.spill_bytes))
 
     engines = Table(title="engines")
@@ -57,12 +61,17 @@ def render_table(report: CostReport, hotspots: int = 10) -> Group:
     for name in BUSY_KEYS:
         hot.add_column(f"{name} us", justify="right")
     for h in report.hotspots[:hotspots]:
-        hot.add_row(f"{h.filename}:{h.lineno}", f"{h.instructions:,}",
-                    *(f"{h.busy_us[name]:,.1f}" for name in BUSY_KEYS))
+        hot.add_row(
+            f"{h.filename}:{h.lineno}",
+            f"{h.instructions:,}",
+            *(f"{h.busy_us[name]:,.1f}" for name in BUSY_KEYS),
+        )
     parts = [summary, engines, levels, hot]
     if report.unknown_opcodes:
-        parts.append(f"[yellow]opcodes without a cost rule (engine default used): "
-                     f"{', '.join(report.unknown_opcodes)}[/yellow]")
+        parts.append(
+            f"[yellow]opcodes without a cost rule (engine default used): "
+            f"{', '.join(report.unknown_opcodes)}[/yellow]"
+        )
     return Group(*parts)
 
 

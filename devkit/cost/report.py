@@ -52,8 +52,13 @@ class Hotspot:
         return sum(self.busy_us.values())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"file": self.filename, "line": self.lineno, "instructions": self.instructions,
-                "busy_us": dict(self.busy_us), "total_busy_us": self.total_busy_us}
+        return {
+            "file": self.filename,
+            "line": self.lineno,
+            "instructions": self.instructions,
+            "busy_us": dict(self.busy_us),
+            "total_busy_us": self.total_busy_us,
+        }
 
 
 @dataclass(frozen=True)
@@ -124,9 +129,16 @@ class CostReport:
         return out
 
 
-def build_report(totals: ScheduleTotals, target: Target, params: Params, stats: MemoryStats, *,
-                 kernel_name: str = "", timeline: Timeline | None = None,
-                 hotspot_limit: int = 20) -> CostReport:
+def build_report(
+    totals: ScheduleTotals,
+    target: Target,
+    params: Params,
+    stats: MemoryStats,
+    *,
+    kernel_name: str = "",
+    timeline: Timeline | None = None,
+    hotspot_limit: int = 20,
+) -> CostReport:
     """Derive the report figures from raw schedule totals."""
     ns_to_us = 1e-3
     makespan = totals.makespan_ns

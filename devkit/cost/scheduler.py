@@ -113,8 +113,14 @@ class Scheduler:
     documents it and is replaced in ``__init__``).
     """
 
-    def __init__(self, target: str | Target = "trn1", params: Params | None = None, *,
-                 kernel_name: str = "", timeline_limit: int = 20_000) -> None:
+    def __init__(
+        self,
+        target: str | Target = "trn1",
+        params: Params | None = None,
+        *,
+        kernel_name: str = "",
+        timeline_limit: int = 20_000,
+    ) -> None:
         self.cost = CostModel(target, params)
         self.target = self.cost.target
         self.params = self.cost.params
@@ -195,8 +201,10 @@ class Scheduler:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
             e = code_of(instr.engine)
             if e is None:
-                raise ValueError(f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
-                                 f"valid engines: {', '.join(ENGINES)}")
+                raise ValueError(
+                    f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
+                    f"valid engines: {', '.join(ENGINES)}"
+                )
             deps = instr.deps
             key = (instr.filename, instr.lineno)
             # per source line: counts and busy ns per engine, then the line's own DMA queue state
@@ -258,9 +266,20 @@ class Scheduler:
                 timing = None
                 if len(ins) == 1 and len(outs) == 1:  # DmaCostModel.raw's memo, same key, inlined
                     src, dst = ins[0], outs[0]
-                    timing = dma_memo.get((src.buffer, src.bytes, src.partitions, src.run_bytes, dst.buffer,
-                                           dst.bytes, dst.partitions, dst.run_bytes, instr.opcode,
-                                           attrs.get("transpose") if attrs else None))
+                    timing = dma_memo.get(
+                        (
+                            src.buffer,
+                            src.bytes,
+                            src.partitions,
+                            src.run_bytes,
+                            dst.buffer,
+                            dst.bytes,
+                            dst.partitions,
+                            dst.run_bytes,
+                            instr.opcode,
+                            attrs.get("transpose") if attrs else None,
+                        )
+                    )
                 if timing is None:
                     timing = dma_raw(instr)
                 engines, descriptors, occ, moved, rd, wr, _ = timing
@@ -309,8 +328,10 @@ class Scheduler:
                             self._hbm.prune(min([pool.times[0]] + [h[0] for h in pool.holes]))
                 elif instr.ins and instr.outs and instr.ins[0].buffer == SBUF == instr.outs[0].buffer:
                     s2s += moved
-                if engines == all_engines and len(pool_times) == 1 and (
-                    occ > pool.longest_hole or not hole_ends or ready + occ > hole_ends[-1]
+                if (
+                    engines == all_engines
+                    and len(pool_times) == 1
+                    and (occ > pool.longest_hole or not hole_ends or ready + occ > hole_ends[-1])
                 ):
                     # fast path: every engine in one group, no idle gap it could use (see DmaPool.take)
                     f = pool_times[0]
@@ -336,9 +357,19 @@ class Scheduler:
                 tl_add(e, first, end, busy)
 
         def scalars() -> dict[str, float]:
-            return {"flops": flops_total, "other_flops": other_flops, "peak_time": peak_time, "s2p": s2p,
-                    "p2s": p2s, "s2s": s2s, "hbm_r": hbm_r, "hbm_w": hbm_w, "spill": spill,
-                    "transfers": transfers, "descriptors": descriptors_total}
+            return {
+                "flops": flops_total,
+                "other_flops": other_flops,
+                "peak_time": peak_time,
+                "s2p": s2p,
+                "p2s": p2s,
+                "s2s": s2s,
+                "hbm_r": hbm_r,
+                "hbm_w": hbm_w,
+                "spill": spill,
+                "transfers": transfers,
+                "descriptors": descriptors_total,
+            }
 
         return emit, scalars
 
@@ -361,8 +392,10 @@ class Scheduler:
         untraced = max(0, self.stats.spill_bytes - traced_spill) if self.finished else 0
         tail = 0.0
         if untraced:
-            rate = min(self.target.dma.engines * self.target.dma.engine_bw_bytes_per_ns,
-                       self.target.hbm.bw_bytes_per_ns)
+            rate = min(
+                self.target.dma.engines * self.target.dma.engine_bw_bytes_per_ns,
+                self.target.hbm.bw_bytes_per_ns,
+            )
             tail = 2 * untraced / rate
         return ScheduleTotals(
             makespan_ns=makespan + tail,
@@ -382,8 +415,10 @@ class Scheduler:
             dma_transfers=int(sc["transfers"]),
             dma_descriptors=int(sc["descriptors"]),
             dma_engine_ns=busy[_DMA],
-            queue_busy_ns=max([q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()],
-                              default=0) * self.params.dma_queue_busy_ns,
+            queue_busy_ns=max(
+                [q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()], default=0
+            )
+            * self.params.dma_queue_busy_ns,
             hotspots={key: v[: 2 * _N] for key, v in self._hot.items()},
             unknown_opcodes=dict(self.cost.unknown_opcodes),
         )
@@ -392,13 +427,24 @@ class Scheduler:
         """The :class:`devkit.cost.report.CostReport` of everything emitted so far."""
         from devkit.cost.report import build_report
 
-        return build_report(self.totals(), self.target, self.params, self.stats,
-                            kernel_name=self.kernel_name if kernel_name is None else kernel_name,
-                            timeline=self.timeline, hotspot_limit=hotspot_limit)
+        return build_report(
+            self.totals(),
+            self.target,
+            self.params,
+            self.stats,
+            kernel_name=self.kernel_name if kernel_name is None else kernel_name,
+            timeline=self.timeline,
+            hotspot_limit=hotspot_limit,
+        )
 
 
-def schedule(instrs: Iterable[Instr], target: str | Target = "trn1", stats: MemoryStats | None = None,
-             params: Params | None = None, kernel_name: str = "") -> CostReport:
+def schedule(
+    instrs: Iterable[Instr],
+    target: str | Target = "trn1",
+    stats: MemoryStats | None = None,
+    params: Params | None = None,
+    kernel_name: str = "",
+) -> CostReport:
     """Schedule a finished trace (e.g. :attr:`devkit.trace.Trace.instrs`) and return its CostReport."""
     sched = Scheduler(target, params, kernel_name=kernel_name)
     for instr in instrs:

@@ -40,7 +40,9 @@ class _Latency:
 
     def get_latency_percentile(self, p: int) -> float:
         if p not in (0, 1, 10, 25, 50, 90, 99, 100):
-            raise KernelArgumentError(f"latency percentile must be one of 0, 1, 10, 25, 50, 90, 99, 100; got {p}")
+            raise KernelArgumentError(
+                f"latency percentile must be one of 0, 1, 10, 25, 50, 90, 99, 100; got {p}"
+            )
         return self.latency_us
 
 
@@ -56,7 +58,9 @@ class Kernel:
 
     __test__ = False  # a kernel named test_* is not a pytest test
 
-    def __init__(self, func: Any, mode: str = "auto", grid: tuple[int, ...] | None = None, **options: Any) -> None:
+    def __init__(
+        self, func: Any, mode: str = "auto", grid: tuple[int, ...] | None = None, **options: Any
+    ) -> None:
         if isinstance(func, Kernel):
             grid = grid if grid is not None else func.grid
             options = {**func.options, **options}
@@ -76,21 +80,31 @@ class Kernel:
 
     @property
     def target(self) -> str:
-        return str(self.options.get("platform_target") or self.options.get("target") or
-                   os.environ.get("DEVKIT_TARGET", "trn1"))
+        return str(
+            self.options.get("platform_target")
+            or self.options.get("target")
+            or os.environ.get("DEVKIT_TARGET", "trn1")
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if current() is not None:
             if self.grid:
-                raise UnsupportedError("calling a kernel with an SPMD grid from inside another kernel is not "
-                                       "supported (err_nested_kernel_with_spmd_grid)")
+                raise UnsupportedError(
+                    "calling a kernel with an SPMD grid from inside another kernel is not "
+                    "supported (err_nested_kernel_with_spmd_grid)"
+                )
             return self.func(*args, **kwargs)
         if self.mode in ("jax", "torchxla"):
-            _notice(f"mode-{self.mode}", f"devkit: nki.jit(mode={self.mode!r}) runs in the simulator on NumPy "
-                                          "arrays (no framework device here)")
+            _notice(
+                f"mode-{self.mode}",
+                f"devkit: nki.jit(mode={self.mode!r}) runs in the simulator on NumPy "
+                "arrays (no framework device here)",
+            )
         if self.mode == "baremetal":
-            _notice("baremetal", "devkit: nki.baremetal runs in the devkit simulator on the CPU "
-                                 "(no Neuron device is used)")
+            _notice(
+                "baremetal",
+                "devkit: nki.baremetal runs in the devkit simulator on the CPU (no Neuron device is used)",
+            )
         if self.mode == "benchmark":
             return self._benchmark(args, kwargs)
         if self.mode == "profile":
@@ -101,14 +115,25 @@ class Kernel:
         from devkit.cost.scheduler import Scheduler
 
         sink = Scheduler(self.target)
-        specs = tuple(TensorSpec(a.shape, a.dtype) if hasattr(a, "shape") and hasattr(a, "dtype") else a
-                      for a in args)
-        res = run_kernel(self.func, specs, kwargs, grid=self.grid, target=self.target,
-                         options=SimOptions(numerics=False), sink=sink)
+        specs = tuple(
+            TensorSpec(a.shape, a.dtype) if hasattr(a, "shape") and hasattr(a, "dtype") else a for a in args
+        )
+        res = run_kernel(
+            self.func,
+            specs,
+            kwargs,
+            grid=self.grid,
+            target=self.target,
+            options=SimOptions(numerics=False),
+            sink=sink,
+        )
         report = sink.report(kernel_name=getattr(self.func, "__name__", "kernel"))
         self.benchmark_result = BenchmarkResult(report)
-        _notice("benchmark", f"devkit: nki.benchmark reports latency MODELLED by the devkit cost model for "
-                             f"{self.target} (not measured); warmup/iters are ignored")
+        _notice(
+            "benchmark",
+            f"devkit: nki.benchmark reports latency MODELLED by the devkit cost model for "
+            f"{self.target} (not measured); warmup/iters are ignored",
+        )
         return res.outputs
 
     def _profile(self, args: tuple, kwargs: dict) -> Any:
@@ -124,8 +149,15 @@ class Kernel:
         return out
 
 
-def simulate_call(func: Any, args: tuple, kwargs: dict, *, grid: Any = None, target: str = "trn1",
-                  options: SimOptions | None = None) -> Any:
+def simulate_call(
+    func: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    grid: Any = None,
+    target: str = "trn1",
+    options: SimOptions | None = None,
+) -> Any:
     return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
 
 
@@ -138,7 +170,9 @@ def jit(func: Any = None, mode: str = "auto", **kwargs: Any) -> Any:
 
 def trace(func: Any = None, **kwargs: Any) -> Any:
     """A (sub-)kernel traced without its own launch; callable from other kernels or simulate_kernel."""
-    return jit(func, mode="trace", **kwargs) if func is not None else (lambda f: jit(f, mode="trace", **kwargs))
+    return (
+        jit(func, mode="trace", **kwargs) if func is not None else (lambda f: jit(f, mode="trace", **kwargs))
+    )
 
 
 def baremetal(kernel: Any = None, **kwargs: Any) -> Any:
@@ -175,5 +209,7 @@ class FrameworkKernel:
     """Framework integration base class of the SDK; framework tensors are not available in the simulator."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise UnsupportedError("nki.FrameworkKernel integrates with JAX/PyTorch on a Neuron device and is not "
-                               "available in the simulator")
+        raise UnsupportedError(
+            "nki.FrameworkKernel integrates with JAX/PyTorch on a Neuron device and is not "
+            "available in the simulator"
+        )

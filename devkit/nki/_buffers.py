@@ -21,7 +21,7 @@ from devkit.errors import CapacityError, KernelArgumentError, SpillWarning, Tile
 from devkit.sim.tensor import Storage, Tensor
 
 
-class par_dim:  # noqa: N801 - NKI name
+class par_dim:
     """``nl.par_dim(n)``: marks the partition dimension inside a shape with block dimensions."""
 
     def __init__(self, size: int) -> None:
@@ -61,8 +61,11 @@ def resolve(buffer: Any) -> Buffer:
         return sbuf
     if isinstance(buffer, Buffer):
         return buffer
-    raise KernelArgumentError(f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm or a "
-                              f"nki.compiler allocation, got {buffer!r}", rule="bad-buffer")
+    raise KernelArgumentError(
+        f"buffer must be nl.sbuf, nl.psum, nl.hbm, nl.private_hbm, nl.shared_hbm or a "
+        f"nki.compiler allocation, got {buffer!r}",
+        rule="bad-buffer",
+    )
 
 
 def parse_shape(shape: Any, api: str) -> tuple[tuple[int, ...], int]:
@@ -91,7 +94,9 @@ def parse_shape(shape: Any, api: str) -> tuple[tuple[int, ...], int]:
     return tuple(dims), pax
 
 
-def hbm_tensor(m: Any, shape: tuple[int, ...], dtype: Any, kind: str, name: str, loc: tuple[str, int]) -> Tensor:
+def hbm_tensor(
+    m: Any, shape: tuple[int, ...], dtype: Any, kind: str, name: str, loc: tuple[str, int]
+) -> Tensor:
     """An HBM tensor; ``shared_hbm`` tensors are the same storage in every SPMD program instance."""
     if kind == "shared_hbm":
         i = m._shared_cursor
@@ -101,7 +106,8 @@ def hbm_tensor(m: Any, shape: tuple[int, ...], dtype: Any, kind: str, name: str,
             if st.shape != shape or st.dtype != dtype:
                 raise KernelArgumentError(
                     f"shared_hbm tensor #{i} has shape {list(shape)} in this program instance but "
-                    f"{list(st.shape)} in an earlier one; SPMD instances must allocate the same outputs")
+                    f"{list(st.shape)} in an earlier one; SPMD instances must allocate the same outputs"
+                )
             return Tensor.whole(st)
         st = m.new_storage(shape, dtype, "shared_hbm", name=name, kind="output", loc=loc)
         m.shared_outputs.append(st)
@@ -111,6 +117,7 @@ def hbm_tensor(m: Any, shape: tuple[int, ...], dtype: Any, kind: str, name: str,
 
 
 # ---- direct allocation (nki.compiler) ------------------------------------------------------------------
+
 
 def _linearize(shape: tuple[int, ...], idx: tuple[int, ...]) -> int:
     out = 0
@@ -127,6 +134,7 @@ def _modulo(base: int, alloc_shape: tuple[int, ...], scale: int) -> Callable[[tu
         s = tuple(alloc_shape)[: len(idx)] if alloc_shape else (1,) * len(idx)
         s = s + (1,) * (len(idx) - len(s))
         return _linearize(s, tuple(i % max(int(n), 1) for i, n in zip(idx, s))) * scale + base
+
     return f
 
 
@@ -144,7 +152,9 @@ class DirectPlacement:
 _WARNED: set = set()
 
 
-def _check_sbuf_range(m: Any, name: str, idx: tuple[int, ...], addr: int, fbytes: int, loc: tuple[str, int]) -> None:
+def _check_sbuf_range(
+    m: Any, name: str, idx: tuple[int, ...], addr: int, fbytes: int, loc: tuple[str, int]
+) -> None:
     """A directly allocated SBUF tile must lie inside the partition.
 
     Past the target's usable size (``total_available_sbuf_size``) or its physical partition size the
@@ -157,19 +167,31 @@ def _check_sbuf_range(m: Any, name: str, idx: tuple[int, ...], addr: int, fbytes
     end = addr + fbytes
     what = f"SBUF allocation of {name or 'tensor'} block {list(idx)}: bytes [{addr}, {end}) per partition"
     if addr < 0 or end > largest_sbuf_bytes_per_partition():
-        raise CapacityError(f"{what} run past the end of the partition ({largest_sbuf_bytes_per_partition()} bytes on "
-                            "the largest target)", rule="direct-alloc-range", filename=loc[0], lineno=loc[1])
-    for limit, what_limit in ((g.sbuf_bytes_per_partition, "physical partition size"),
-                              (g.sbuf_usable_bytes_per_partition, "usable size (total_available_sbuf_size)")):
+        raise CapacityError(
+            f"{what} run past the end of the partition ({largest_sbuf_bytes_per_partition()} bytes on "
+            "the largest target)",
+            rule="direct-alloc-range",
+            filename=loc[0],
+            lineno=loc[1],
+        )
+    for limit, what_limit in (
+        (g.sbuf_bytes_per_partition, "physical partition size"),
+        (g.sbuf_usable_bytes_per_partition, "usable size (total_available_sbuf_size)"),
+    ):
         if end > limit:
             msg = f"{what} run past the {limit}-byte {what_limit} of {g.name}"
             if m.options.strict_capacity:
-                raise CapacityError(msg + " (strict_capacity is on)", rule="direct-alloc-range",
-                                    filename=loc[0], lineno=loc[1])
+                raise CapacityError(
+                    msg + " (strict_capacity is on)",
+                    rule="direct-alloc-range",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
             if (loc, limit) not in _WARNED:
                 _WARNED.add((loc, limit))
-                warnings.warn_explicit(msg + "; the kernel only fits a NeuronCore with more SBUF", SpillWarning,
-                                       loc[0], loc[1])
+                warnings.warn_explicit(
+                    msg + "; the kernel only fits a NeuronCore with more SBUF", SpillWarning, loc[0], loc[1]
+                )
             break
 
 
@@ -193,30 +215,40 @@ class DirectAlloc:
             return self.func(idx=idx, pdim_size=pdim, fdim_size=fbytes)
         return self.func(idx, pdim, fbytes)
 
-    def create(self, m: Any, shape: tuple[int, ...], pax: int, dtype: Any, name: str,
-               loc: tuple[str, int]) -> Tensor:
+    def create(
+        self, m: Any, shape: tuple[int, ...], pax: int, dtype: Any, name: str, loc: tuple[str, int]
+    ) -> Tensor:
         from devkit import dtypes as dt
 
         nblock_dims = pax
         p = shape[pax]
-        fbytes = int(np.prod(shape[pax + 1:], dtype=np.int64)) * dt.itemsize(dtype)
+        fbytes = int(np.prod(shape[pax + 1 :], dtype=np.int64)) * dt.itemsize(dtype)
         g = m.geometry
         blocks: dict[tuple[int, ...], tuple[int, int]] = {}
         for idx in itertools.product(*[range(n) for n in shape[:nblock_dims]]):
             r = self._call(tuple(idx), p, fbytes)
             if self.buffer == "psum":
                 if not isinstance(r, tuple) or len(r) != 3:
-                    raise KernelArgumentError("a PSUM allocator must return (bank, start_partition, byte_addr)")
+                    raise KernelArgumentError(
+                        "a PSUM allocator must return (bank, start_partition, byte_addr)"
+                    )
                 bank, sp, addr = (int(v) for v in r)
                 if not 0 <= bank < g.psum_banks:
-                    raise CapacityError(f"PSUM allocation of {name or 'tensor'} block {idx}: bank {bank} is outside "
-                                        f"0..{g.psum_banks - 1}", rule="direct-alloc-range",
-                                        filename=loc[0], lineno=loc[1])
+                    raise CapacityError(
+                        f"PSUM allocation of {name or 'tensor'} block {idx}: bank {bank} is outside "
+                        f"0..{g.psum_banks - 1}",
+                        rule="direct-alloc-range",
+                        filename=loc[0],
+                        lineno=loc[1],
+                    )
                 if addr + fbytes > g.psum_bank_bytes:
                     raise CapacityError(
                         f"PSUM allocation of {name or 'tensor'} block {idx}: bytes [{addr}, {addr + fbytes}) run "
-                        f"past the {g.psum_bank_bytes}-byte bank", rule="direct-alloc-range",
-                        filename=loc[0], lineno=loc[1])
+                        f"past the {g.psum_bank_bytes}-byte bank",
+                        rule="direct-alloc-range",
+                        filename=loc[0],
+                        lineno=loc[1],
+                    )
                 phys = bank * g.psum_bank_bytes + addr
             else:
                 if not isinstance(r, tuple) or len(r) != 2:
@@ -224,9 +256,13 @@ class DirectAlloc:
                 sp, phys = (int(v) for v in r)
                 _check_sbuf_range(m, name, idx, phys, fbytes, loc)
             if sp < 0 or sp + p > g.partitions:
-                raise CapacityError(f"allocation of {name or 'tensor'} block {idx}: partitions [{sp}, {sp + p}) "
-                                    f"run past {g.partitions}", rule="direct-alloc-range",
-                                    filename=loc[0], lineno=loc[1])
+                raise CapacityError(
+                    f"allocation of {name or 'tensor'} block {idx}: partitions [{sp}, {sp + p}) "
+                    f"run past {g.partitions}",
+                    rule="direct-alloc-range",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
             blocks[tuple(idx)] = (sp, phys)
         st = m.new_storage(shape, dtype, self.buffer, par_axis=pax, name=name, kind="direct", loc=loc)
         placement = DirectPlacement(self.buffer, blocks, fbytes, p)

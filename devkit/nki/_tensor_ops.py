@@ -32,8 +32,9 @@ class _Ops:
         if t.st.buffer != "sbuf":
             raise IndexingError("indirect indices must be an SBUF tile", rule="indirect-indices-sbuf")
         if dt.is_float(t.dtype):
-            raise IndexingError(f"indirect indices must be integers, got {dt.name_of(t.dtype)}",
-                                rule="indirect-indices-dtype")
+            raise IndexingError(
+                f"indirect indices must be integers, got {dt.name_of(t.dtype)}", rule="indirect-indices-dtype"
+            )
         m.check_read(t)
         if not m.numerics:
             return np.zeros(t.shape, dtype=np.int64)
@@ -46,8 +47,10 @@ Tensor._ops = _Ops
 def _dynamic_scalar(t: Tensor) -> int:
     """The runtime value of a one-element index tile (a dynamic offset such as ``offs[0, i] + iy``)."""
     if t.size != 1:
-        raise IndexingError(f"a dynamic index offset must be a single element, got a tile of shape {list(t.shape)}",
-                            rule="dynamic-offset")
+        raise IndexingError(
+            f"a dynamic index offset must be a single element, got a tile of shape {list(t.shape)}",
+            rule="dynamic-offset",
+        )
     vals = _Ops.index_values(t)
     return int(vals.reshape(-1)[0])
 
@@ -56,32 +59,60 @@ def _binop(fn: Any, reverse: bool = False):  # type: ignore[no-untyped-def]
     def op(self: Tensor, other: Any) -> Any:
         if isinstance(other, IndexExpr) and fn in (nl.add, nl.subtract, nl.multiply):
             v = _dynamic_scalar(self)
-            return {nl.add: lambda: other + v, nl.multiply: lambda: other * v,
-                    nl.subtract: lambda: (v - other) if not reverse else (other - v)}[fn]()
+            return {
+                nl.add: lambda: other + v,
+                nl.multiply: lambda: other * v,
+                nl.subtract: lambda: (v - other) if not reverse else (other - v),
+            }[fn]()
         if not isinstance(other, (Tensor, *_x.Scalar)):
             return NotImplemented
         return fn(other, self) if reverse else fn(self, other)
+
     return op
 
 
 def _inplace(name: str):  # type: ignore[no-untyped-def]
     def op(self: Tensor, other: Any) -> Tensor:
         return _x.augmented(self, other, name)
+
     return op
 
 
-for _name, _fn in (("add", nl.add), ("sub", nl.subtract), ("mul", nl.multiply), ("truediv", nl.divide),
-                   ("pow", nl.power), ("mod", nl.mod), ("and", nl.bitwise_and), ("or", nl.bitwise_or),
-                   ("xor", nl.bitwise_xor), ("lshift", nl.left_shift), ("rshift", nl.right_shift)):
+for _name, _fn in (
+    ("add", nl.add),
+    ("sub", nl.subtract),
+    ("mul", nl.multiply),
+    ("truediv", nl.divide),
+    ("pow", nl.power),
+    ("mod", nl.mod),
+    ("and", nl.bitwise_and),
+    ("or", nl.bitwise_or),
+    ("xor", nl.bitwise_xor),
+    ("lshift", nl.left_shift),
+    ("rshift", nl.right_shift),
+):
     setattr(Tensor, f"__{_name}__", _binop(_fn))
     setattr(Tensor, f"__r{_name}__", _binop(_fn, reverse=True))
 
-for _name, _fn in (("lt", nl.less), ("le", nl.less_equal), ("gt", nl.greater), ("ge", nl.greater_equal),
-                   ("eq", nl.equal), ("ne", nl.not_equal)):
+for _name, _fn in (
+    ("lt", nl.less),
+    ("le", nl.less_equal),
+    ("gt", nl.greater),
+    ("ge", nl.greater_equal),
+    ("eq", nl.equal),
+    ("ne", nl.not_equal),
+):
     setattr(Tensor, f"__{_name}__", _binop(_fn))
 
-for _name, _op in (("iadd", "add"), ("isub", "sub"), ("imul", "mul"), ("itruediv", "div"), ("iand", "and"),
-                   ("ior", "or"), ("ixor", "xor")):
+for _name, _op in (
+    ("iadd", "add"),
+    ("isub", "sub"),
+    ("imul", "mul"),
+    ("itruediv", "div"),
+    ("iand", "and"),
+    ("ior", "or"),
+    ("ixor", "xor"),
+):
     setattr(Tensor, f"__{_name}__", _inplace(_op))
 
 
@@ -98,6 +129,7 @@ Tensor.__invert__ = lambda self: nl.invert(self) if not dt.is_float(self.dtype) 
 
 # ---- tensor methods ------------------------------------------------------------------------------------
 
+
 def _reshape(self: Tensor, shape: Any) -> Tensor:
     """A view with a new shape (the view must cover whole, contiguous storage)."""
     self.check_alive()
@@ -106,21 +138,35 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
         known = int(np.prod([s for s in shp if s != -1]))
         shp = tuple(self.size // known if s == -1 else s for s in shp)
     if int(np.prod(shp)) != self.size:
-        raise TileShapeError(f"cannot reshape a tensor of shape {list(self.shape)} ({self.size} elements) to "
-                             f"{list(shp)}", rule="reshape")
+        raise TileShapeError(
+            f"cannot reshape a tensor of shape {list(self.shape)} ({self.size} elements) to {list(shp)}",
+            rule="reshape",
+        )
     st = self.st
     whole = self.dims is not None and all(
-        not isinstance(e, int) and e[0] == 0 and e[1] == 1 and e[2] == n for e, n in zip(self.dims, st.shape))
+        not isinstance(e, int) and e[0] == 0 and e[1] == 1 and e[2] == n for e, n in zip(self.dims, st.shape)
+    )
     if not whole:
-        raise KernelArgumentError("reshape is only supported on a whole tensor (reshape before indexing)",
-                                  rule="reshape")
+        raise KernelArgumentError(
+            "reshape is only supported on a whole tensor (reshape before indexing)", rule="reshape"
+        )
     pax = st.par_axis
     if st.on_chip and shp[0] != st.shape[0] and pax == 0:
-        raise TileShapeError(f"reshape of an on-chip tile must keep the partition dim ({st.shape[0]})",
-                             rule="reshape")
-    alias = Storage(st.machine() if st.machine else None, st.id, shp, st.dtype, st.buffer,
-                    0 if st.on_chip else None, st.data.reshape(shp) if st.data is not None else None,
-                    name=st.name, kind=st.kind, origin=st.origin)
+        raise TileShapeError(
+            f"reshape of an on-chip tile must keep the partition dim ({st.shape[0]})", rule="reshape"
+        )
+    alias = Storage(
+        st.machine() if st.machine else None,
+        st.id,
+        shp,
+        st.dtype,
+        st.buffer,
+        0 if st.on_chip else None,
+        st.data.reshape(shp) if st.data is not None else None,
+        name=st.name,
+        kind=st.kind,
+        origin=st.origin,
+    )
     alias.uninit = st.uninit.reshape(shp) if st.uninit is not None else None
     alias.n_uninit = st.n_uninit
     alias.addr = st.addr
@@ -150,7 +196,7 @@ def _broadcast_to(self: Tensor, shape: Any) -> Tensor:
     for d, e in enumerate(dims):
         if isinstance(e, int):
             continue
-        start, step, count, ax = e
+        start, _step, count, ax = e
         if count == 1 and shp[ax] != 1:
             dims[d] = (start, 0, shp[ax], ax)
     # a size-1 axis with no storage dim behind it (e.g. from t[g, i_p, 0]) broadcasts through a storage
@@ -196,16 +242,19 @@ def _view(self: Tensor, dtype: Any) -> Tensor:
     self.check_alive()
     d = dt.as_dtype(dtype)
     if dt.itemsize(d) != self.itemsize:
-        raise KernelArgumentError(f"view({dt.name_of(d)}): itemsize {dt.itemsize(d)} differs from "
-                                  f"{self.itemsize}; only same-size reinterpretation is supported")
+        raise KernelArgumentError(
+            f"view({dt.name_of(d)}): itemsize {dt.itemsize(d)} differs from "
+            f"{self.itemsize}; only same-size reinterpretation is supported"
+        )
     st = self.st
     data = None
     if st.data is not None:
         raw = dt.to_external(st.data, st.dtype)
         data = dt.to_storage(raw.view(np.dtype(d) if not isinstance(d, dt._TF32) else np.float32), d)
     m = st.machine() if st.machine else None
-    alias = Storage(m, st.id, st.shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind,
-                    origin=st.origin)
+    alias = Storage(
+        m, st.id, st.shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
+    )
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.machine = None
@@ -215,8 +264,10 @@ def _view(self: Tensor, dtype: Any) -> Tensor:
 
 def _assert_shape(self: Tensor, shape: Any) -> Tensor:
     if tuple(self.shape) != tuple(int(s) for s in shape):
-        raise TileShapeError(f"tensor shape {list(self.shape)} does not match the expected {list(shape)}",
-                             rule="annotation-shape")
+        raise TileShapeError(
+            f"tensor shape {list(self.shape)} does not match the expected {list(shape)}",
+            rule="annotation-shape",
+        )
     return self
 
 

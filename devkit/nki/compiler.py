@@ -20,15 +20,26 @@ from devkit.nki._buffers import sbuf as _auto_sbuf
 class _SbufAllocators:
     def alloc(self, func: Callable[..., Any]) -> Buffer:
         if not callable(func):
-            raise KernelArgumentError("ncc.sbuf.alloc expects a function (idx, pdim_size, fdim_size) -> "
-                                      "(start_partition, byte_addr)")
+            raise KernelArgumentError(
+                "ncc.sbuf.alloc expects a function (idx, pdim_size, fdim_size) -> "
+                "(start_partition, byte_addr)"
+            )
         return Buffer("sbuf", DirectAlloc("sbuf", func))
 
-    def mod_alloc(self, *, base_addr: int, base_partition: int = 0, num_par_tiles: tuple = (),
-                  num_free_tiles: tuple = ()) -> Buffer:
+    def mod_alloc(
+        self,
+        *,
+        base_addr: int,
+        base_partition: int = 0,
+        num_par_tiles: tuple = (),
+        num_free_tiles: tuple = (),
+    ) -> Buffer:
         def func(idx: tuple[int, ...], pdim_size: int, fdim_size: int) -> tuple[int, int]:
-            return (_modulo(base_partition, num_par_tiles, pdim_size)(idx),
-                    _modulo(base_addr, num_free_tiles, fdim_size)(idx))
+            return (
+                _modulo(base_partition, num_par_tiles, pdim_size)(idx),
+                _modulo(base_addr, num_free_tiles, fdim_size)(idx),
+            )
+
         return Buffer("sbuf", DirectAlloc("sbuf", func))
 
     def auto_alloc(self) -> Buffer:
@@ -38,16 +49,29 @@ class _SbufAllocators:
 class _PsumAllocators:
     def alloc(self, func: Callable[..., Any]) -> Buffer:
         if not callable(func):
-            raise KernelArgumentError("ncc.psum.alloc expects a function (idx, pdim_size, fdim_size) -> "
-                                      "(bank, start_partition, byte_addr)")
+            raise KernelArgumentError(
+                "ncc.psum.alloc expects a function (idx, pdim_size, fdim_size) -> "
+                "(bank, start_partition, byte_addr)"
+            )
         return Buffer("psum", DirectAlloc("psum", func))
 
-    def mod_alloc(self, *, base_bank: int, base_addr: int = 0, base_partition: int = 0,
-                  num_bank_tiles: tuple = (), num_par_tiles: tuple = (), num_free_tiles: tuple = ()) -> Buffer:
+    def mod_alloc(
+        self,
+        *,
+        base_bank: int,
+        base_addr: int = 0,
+        base_partition: int = 0,
+        num_bank_tiles: tuple = (),
+        num_par_tiles: tuple = (),
+        num_free_tiles: tuple = (),
+    ) -> Buffer:
         def func(idx: tuple[int, ...], pdim_size: int, fdim_size: int) -> tuple[int, int, int]:
-            return (_modulo(base_bank, num_bank_tiles, 1)(idx),
-                    _modulo(base_partition, num_par_tiles, pdim_size)(idx),
-                    _modulo(base_addr, num_free_tiles, fdim_size)(idx))
+            return (
+                _modulo(base_bank, num_bank_tiles, 1)(idx),
+                _modulo(base_partition, num_par_tiles, pdim_size)(idx),
+                _modulo(base_addr, num_free_tiles, fdim_size)(idx),
+            )
+
         return Buffer("psum", DirectAlloc("psum", func))
 
     def auto_alloc(self) -> Buffer:

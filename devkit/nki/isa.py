@@ -24,14 +24,14 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import language as _nl
-from devkit.nki.language import _alu_name, fp32  # noqa: F401
+from devkit.nki.language import _alu_name, fp32
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 
-class engine(enum.IntEnum):  # noqa: N801 - NKI name
+class engine(enum.IntEnum):
     unknown = 0
     tensor = 1
     scalar = 2
@@ -49,7 +49,7 @@ unknown_engine = engine.unknown
 dma_engine = engine.dma
 
 
-class reduce_cmd(enum.IntEnum):  # noqa: N801
+class reduce_cmd(enum.IntEnum):
     idle = 0
     reset = 1
     reduce = 2
@@ -57,19 +57,19 @@ class reduce_cmd(enum.IntEnum):  # noqa: N801
     load_reduce = 4
 
 
-class dge_mode(enum.IntEnum):  # noqa: N801
+class dge_mode(enum.IntEnum):
     none = 0
     swdge = 1
     hwdge = 2
     unknown = 3
 
 
-class oob_mode(enum.IntEnum):  # noqa: N801
+class oob_mode(enum.IntEnum):
     error = 0
     skip = 1
 
 
-class nc_version(enum.IntEnum):  # noqa: N801
+class nc_version(enum.IntEnum):
     gen2 = 2
     gen3 = 3
     gen4 = 4
@@ -81,8 +81,13 @@ def get_nc_version() -> nc_version:
     return nc_version(m.geometry.nc_version if m is not None else 2)
 
 
-_ENGINE_NAME = {engine.tensor: TENSOR, engine.scalar: SCALAR, engine.gpsimd: GPSIMD, engine.vector: VECTOR,
-                engine.dma: DMA}
+_ENGINE_NAME = {
+    engine.tensor: TENSOR,
+    engine.scalar: SCALAR,
+    engine.gpsimd: GPSIMD,
+    engine.vector: VECTOR,
+    engine.dma: DMA,
+}
 
 
 def _engine(e: Any, default: str, allowed: tuple[str, ...], api: str) -> str:
@@ -93,12 +98,14 @@ def _engine(e: Any, default: str, allowed: tuple[str, ...], api: str) -> str:
     except (ValueError, KeyError):
         raise KernelArgumentError(f"{api}: unknown engine {e!r}") from None
     if name not in allowed:
-        raise KernelArgumentError(f"{api}: engine must be one of {', '.join(allowed)}, got {name}",
-                                  rule="bad-engine")
+        raise KernelArgumentError(
+            f"{api}: engine must be one of {', '.join(allowed)}, got {name}", rule="bad-engine"
+        )
     return name
 
 
 # ---- ALU operators ---------------------------------------------------------------------------------------
+
 
 def _shr(a: np.ndarray, b: Any) -> np.ndarray:
     a = np.asarray(a)
@@ -109,26 +116,57 @@ def _shr(a: np.ndarray, b: Any) -> np.ndarray:
 
 
 ALU: dict[str, Any] = {
-    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
-    "max": np.maximum, "min": np.minimum, "power": np.power, "mod": np.mod, "fmod": np.fmod,
-    "equal": lambda a, b: (a == b).astype(np.float32), "not_equal": lambda a, b: (a != b).astype(np.float32),
-    "greater": lambda a, b: (a > b).astype(np.float32), "greater_equal": lambda a, b: (a >= b).astype(np.float32),
-    "less": lambda a, b: (a < b).astype(np.float32), "less_equal": lambda a, b: (a <= b).astype(np.float32),
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "max": np.maximum,
+    "min": np.minimum,
+    "power": np.power,
+    "mod": np.mod,
+    "fmod": np.fmod,
+    "equal": lambda a, b: (a == b).astype(np.float32),
+    "not_equal": lambda a, b: (a != b).astype(np.float32),
+    "greater": lambda a, b: (a > b).astype(np.float32),
+    "greater_equal": lambda a, b: (a >= b).astype(np.float32),
+    "less": lambda a, b: (a < b).astype(np.float32),
+    "less_equal": lambda a, b: (a <= b).astype(np.float32),
     "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(np.float32),
     "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(np.float32),
     "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
     "logical_not": lambda a, b: (a == 0).astype(np.float32),
-    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor,
-    "invert": lambda a, b: np.invert(a), "left_shift": lambda a, b: np.left_shift(a, np.asarray(b).astype(a.dtype)),
-    "right_shift": _shr, "rsqrt": lambda a, b: 1.0 / np.sqrt(a), "reciprocal": lambda a, b: 1.0 / a,
-    "abs": lambda a, b: np.abs(a), "bypass": lambda a, b: a,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "invert": lambda a, b: np.invert(a),
+    "left_shift": lambda a, b: np.left_shift(a, np.asarray(b).astype(a.dtype)),
+    "right_shift": _shr,
+    "rsqrt": lambda a, b: 1.0 / np.sqrt(a),
+    "reciprocal": lambda a, b: 1.0 / a,
+    "abs": lambda a, b: np.abs(a),
+    "bypass": lambda a, b: a,
 }
 BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"}
-REDUCE_OK = {"add", "subtract", "multiply", "max", "min", "bitwise_and", "bitwise_or", "bitwise_xor",
-             "logical_and", "logical_or"}
+REDUCE_OK = {
+    "add",
+    "subtract",
+    "multiply",
+    "max",
+    "min",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "logical_and",
+    "logical_or",
+}
 _REDUCE_FN = {
-    "add": np.sum, "multiply": np.prod, "max": np.max, "min": np.min, "subtract": np.sum,
-    "bitwise_and": np.bitwise_and.reduce, "bitwise_or": np.bitwise_or.reduce,
+    "add": np.sum,
+    "multiply": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "subtract": np.sum,
+    "bitwise_and": np.bitwise_and.reduce,
+    "bitwise_or": np.bitwise_or.reduce,
     "bitwise_xor": np.bitwise_xor.reduce,
     "logical_and": lambda v, axis, keepdims=False: np.all(v != 0, axis=axis, keepdims=keepdims),
     "logical_or": lambda v, axis, keepdims=False: np.any(v != 0, axis=axis, keepdims=keepdims),
@@ -158,8 +196,11 @@ def _reduce_values(name: str, v: np.ndarray, axis: Any, keepdims: bool) -> np.nd
 def _same_partitions(api: str, *tiles: Tensor) -> None:
     ps = {_x.aligned_shape(t)[0] for t in tiles if isinstance(t, Tensor)}
     if len(ps) > 1:
-        raise PartitionMismatchError(f"{api}: operands have different partition counts {sorted(ps)}; use "
-                                     "broadcast_to for a partition broadcast", rule="partition-mismatch")
+        raise PartitionMismatchError(
+            f"{api}: operands have different partition counts {sorted(ps)}; use "
+            "broadcast_to for a partition broadcast",
+            rule="partition-mismatch",
+        )
 
 
 def _vector_operand(x: Any, p: int, api: str, name: str) -> Any:
@@ -168,11 +209,15 @@ def _vector_operand(x: Any, p: int, api: str, name: str) -> Any:
         t = _x.tile(x, api, name)
         s = _x.aligned_shape(t)
         if s[0] not in (p, 1) and int(np.prod(s[1:])) == 1:
-            raise PartitionMismatchError(f"{api}: {name} has {s[0]} partitions but the data has {p}; use a "
-                                         f"({p}, 1) vector tile", rule="partition-mismatch")
+            raise PartitionMismatchError(
+                f"{api}: {name} has {s[0]} partitions but the data has {p}; use a ({p}, 1) vector tile",
+                rule="partition-mismatch",
+            )
         if s[0] not in (p, 1) or int(np.prod(s[1:])) != 1:
-            raise TileShapeError(f"{api}: {name} must be a scalar or a ({p}, 1) vector tile, got shape {list(t.shape)}",
-                                 rule="vector-operand-shape")
+            raise TileShapeError(
+                f"{api}: {name} must be a scalar or a ({p}, 1) vector tile, got shape {list(t.shape)}",
+                rule="vector-operand-shape",
+            )
         return t
     if isinstance(x, _x.Scalar):
         return x
@@ -193,9 +238,17 @@ def _val(x: Any, shape: tuple[int, ...] | None = None, *, to_float: bool = True)
 _MM_DTYPES = {"float8_e4m3", "float8_e5m2", "float8_e4m3fn", "bfloat16", "float16", "tfloat32", "float32"}
 
 
-def matmul_core(api: str, stationary: Any, moving: Any, *, mask: Any = None, opcode: str = "nc_matmul",
-                perf_mode: Any = None, is_transpose: bool = False, onezero: tuple[bool, bool] = (False, False)
-                ) -> Tensor:
+def matmul_core(
+    api: str,
+    stationary: Any,
+    moving: Any,
+    *,
+    mask: Any = None,
+    opcode: str = "nc_matmul",
+    perf_mode: Any = None,
+    is_transpose: bool = False,
+    onezero: tuple[bool, bool] = (False, False),
+) -> Tensor:
     """``stationary.T @ moving`` on the TensorE into a new PSUM tile (fp32 accumulate)."""
     m = _x.machine(api)
     loc = user_location()
@@ -204,39 +257,69 @@ def matmul_core(api: str, stationary: Any, moving: Any, *, mask: Any = None, opc
     double_row = perf_mode is not None and str(perf_mode).startswith("double_row")
     if double_row:
         if m.geometry.nc_version < 3:
-            raise UnsupportedError(f"{api}: perf_mode={perf_mode!r} is only supported on NeuronCore-v3 (trn2)",
-                                   rule="double-row-arch")
+            raise UnsupportedError(
+                f"{api}: perf_mode={perf_mode!r} is only supported on NeuronCore-v3 (trn2)",
+                rule="double-row-arch",
+            )
         if st.ndim != 3 or mv.ndim != 3 or st.shape[1] != 2 or mv.shape[1] != 2:
-            raise TileShapeError(f"{api}: double-row operands must be [K, 2, M] and [K, 2, N], got "
-                                 f"{list(st.shape)} and {list(mv.shape)}", rule="double-row-shape")
+            raise TileShapeError(
+                f"{api}: double-row operands must be [K, 2, M] and [K, 2, N], got "
+                f"{list(st.shape)} and {list(mv.shape)}",
+                rule="double-row-shape",
+            )
         k, mm, n = st.shape[0] * 2, st.shape[2], mv.shape[2]
     else:
         k, mm, n = st.shape[0], st.free_size, mv.free_size
     for t, nm in ((st, "stationary"), (mv, "moving")):
         if _dt.name_of(t.dtype) not in _MM_DTYPES:
-            raise DtypeError(f"{api}: {nm} dtype {_dt.name_of(t.dtype)} is not supported by the TensorE "
-                             f"(use one of {', '.join(sorted(_MM_DTYPES))})", rule="matmul-dtype")
+            raise DtypeError(
+                f"{api}: {nm} dtype {_dt.name_of(t.dtype)} is not supported by the TensorE "
+                f"(use one of {', '.join(sorted(_MM_DTYPES))})",
+                rule="matmul-dtype",
+            )
     f32 = {_dt.name_of(st.dtype) in ("float32", "tfloat32"), _dt.name_of(mv.dtype) in ("float32", "tfloat32")}
     if len(f32) == 2 and not is_transpose:
-        raise DtypeError(f"{api}: fp32/tf32 operands can only be multiplied with fp32/tf32 operands, got "
-                         f"{_dt.name_of(st.dtype)} and {_dt.name_of(mv.dtype)}", rule="matmul-dtype")
+        raise DtypeError(
+            f"{api}: fp32/tf32 operands can only be multiplied with fp32/tf32 operands, got "
+            f"{_dt.name_of(st.dtype)} and {_dt.name_of(mv.dtype)}",
+            rule="matmul-dtype",
+        )
     if st.shape[0] != mv.shape[0]:
-        raise TileShapeError(f"{api}: contraction (partition) dims differ: stationary {list(st.shape)} vs moving "
-                             f"{list(mv.shape)}", rule="matmul-contraction")
+        raise TileShapeError(
+            f"{api}: contraction (partition) dims differ: stationary {list(st.shape)} vs moving "
+            f"{list(mv.shape)}",
+            rule="matmul-contraction",
+        )
     if mm > 128:
-        raise TileShapeError(f"{api}: stationary free size {mm} exceeds gemm_stationary_fmax (128) "
-                             f"(stationary shape {list(st.shape)})", rule="matmul-stationary-size")
+        raise TileShapeError(
+            f"{api}: stationary free size {mm} exceeds gemm_stationary_fmax (128) "
+            f"(stationary shape {list(st.shape)})",
+            rule="matmul-stationary-size",
+        )
     if n > 512:
-        raise TileShapeError(f"{api}: moving free size {n} exceeds gemm_moving_fmax (512) "
-                             f"(moving shape {list(mv.shape)})", rule="matmul-moving-size")
+        raise TileShapeError(
+            f"{api}: moving free size {n} exceeds gemm_moving_fmax (512) (moving shape {list(mv.shape)})",
+            rule="matmul-moving-size",
+        )
     out = _x.new_tile(m, (mm, n), _dt.float32, "psum", loc)
     m.check_read(st, loc)
     m.check_read(mv, loc)
-    dt_name = "float32" if _dt.name_of(st.dtype) in ("float32",) and _dt.name_of(mv.dtype) in ("float32",) \
+    dt_name = (
+        "float32"
+        if _dt.name_of(st.dtype) in ("float32",) and _dt.name_of(mv.dtype) in ("float32",)
         else _dt.name_of(mv.dtype)
-    attrs = {"stationary_free": mm, "moving_free": n, "contract": k, "accumulate": False, "dtype": dt_name,
-             "is_stationary_onezero": onezero[0], "is_moving_onezero": onezero[1],
-             "double_row": double_row, "transpose": is_transpose}
+    )
+    attrs = {
+        "stationary_free": mm,
+        "moving_free": n,
+        "contract": k,
+        "accumulate": False,
+        "dtype": dt_name,
+        "is_stationary_onezero": onezero[0],
+        "is_moving_onezero": onezero[1],
+        "double_row": double_row,
+        "transpose": is_transpose,
+    }
     p = m.emit(TENSOR, opcode, [st, mv], [out], 2 * k * mm * n, attrs, loc)
     vals = None
     wmask = _x.mask_array(mask, (mm, n), api)
@@ -274,24 +357,44 @@ def matmul_core(api: str, stationary: Any, moving: Any, *, mask: Any = None, opc
     return _x.commit(m, p, out, vals, wmask)
 
 
-def nc_matmul(stationary: Tensor, moving: Tensor, *, is_stationary_onezero: bool = False,
-              is_moving_onezero: bool = False, is_transpose: bool = False, tile_position: Any = (),
-              tile_size: Any = (), mask: Any = None, perf_mode: Any = None, **kwargs: Any) -> Tensor:
+def nc_matmul(
+    stationary: Tensor,
+    moving: Tensor,
+    *,
+    is_stationary_onezero: bool = False,
+    is_moving_onezero: bool = False,
+    is_transpose: bool = False,
+    tile_position: Any = (),
+    tile_size: Any = (),
+    mask: Any = None,
+    perf_mode: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``stationary.T @ moving`` -> PSUM [stationary free, moving free] in fp32."""
     if bool(tile_position) != bool(tile_size):
-        raise KernelArgumentError("nc_matmul tile_position and tile_size must be both set or not set",
-                                  rule="pe-tiling")
+        raise KernelArgumentError(
+            "nc_matmul tile_position and tile_size must be both set or not set", rule="pe-tiling"
+        )
     if tile_size:
         for v in tuple(tile_size) + tuple(tile_position):
             if int(v) % 32:
-                raise KernelArgumentError(f"nc_matmul: tile_position/tile_size must be multiples of 32, got {v}",
-                                          rule="pe-tiling")
-    return matmul_core("nisa.nc_matmul", stationary, moving, mask=mask, perf_mode=perf_mode,
-                       is_transpose=is_transpose, onezero=(bool(is_stationary_onezero), bool(is_moving_onezero)))
+                raise KernelArgumentError(
+                    f"nc_matmul: tile_position/tile_size must be multiples of 32, got {v}", rule="pe-tiling"
+                )
+    return matmul_core(
+        "nisa.nc_matmul",
+        stationary,
+        moving,
+        mask=mask,
+        perf_mode=perf_mode,
+        is_transpose=is_transpose,
+        onezero=(bool(is_stationary_onezero), bool(is_moving_onezero)),
+    )
 
 
-def nc_transpose(data: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
-                 **kwargs: Any) -> Tensor:
+def nc_transpose(
+    data: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> Tensor:
     """2-D partition/free transpose (TensorE: <= 128x128, SBUF -> PSUM; VectorE: <= 32x32)."""
     api = "nisa.nc_transpose"
     m = _x.machine(api)
@@ -301,27 +404,35 @@ def nc_transpose(data: Tensor, *, mask: Any = None, dtype: Any = None, engine: A
     eng = _engine(engine, VECTOR if (p <= 32 and f <= 32) else TENSOR, (TENSOR, VECTOR), api)
     if eng == TENSOR:
         if p > 128 or f > 128:
-            raise TileShapeError(f"{api}: TensorE transpose input must be at most 128x128, got {list(t.shape)}",
-                                 rule="transpose-size")
+            raise TileShapeError(
+                f"{api}: TensorE transpose input must be at most 128x128, got {list(t.shape)}",
+                rule="transpose-size",
+            )
         if t.st.buffer != "sbuf":
             raise MemoryPlacementError(f"{api}: TensorE transpose reads SBUF only")
         buf, default_dt = "psum", (t.dtype if m.geometry.nc_version >= 3 else _dt.float32)
     else:
         if p > 32 or f > 32:
-            raise TileShapeError(f"{api}: VectorE transpose input must be at most 32x32, got {list(t.shape)}",
-                                 rule="transpose-size")
+            raise TileShapeError(
+                f"{api}: VectorE transpose input must be at most 32x32, got {list(t.shape)}",
+                rule="transpose-size",
+            )
         buf, default_dt = "sbuf", t.dtype
     odt = _x.out_dtype(dtype, default_dt, api)
     out = _x.new_tile(m, (f, p), odt, buf, loc)
     m.check_read(t, loc)
     attrs = {"stationary_free": p, "moving_free": f, "contract": p} if eng == TENSOR else None
     pend = m.emit(eng, "nc_transpose", [t], [out], 0, attrs, loc)
-    vals = t.read().reshape(p, f).T.astype(np.float32) if m.numerics and _dt.is_float(t.dtype) else \
-        (t.read().reshape(p, f).T if m.numerics else None)
+    vals = (
+        t.read().reshape(p, f).T.astype(np.float32)
+        if m.numerics and _dt.is_float(t.dtype)
+        else (t.read().reshape(p, f).T if m.numerics else None)
+    )
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, (f, p), api))
 
 
 # ---- ScalarE -----------------------------------------------------------------------------------------------
+
 
 def _activation_fn(op: Any, api: str) -> tuple[str, Any]:
     name = getattr(op, "_nki_activation", None)
@@ -329,29 +440,74 @@ def _activation_fn(op: Any, api: str) -> tuple[str, Any]:
         name = getattr(op, "__name__", None) if not isinstance(op, str) else op
         name = {"expit": "sigmoid", "absolute": "abs", "copy": "copy", "identity": "copy"}.get(name, name)
     if name not in _nl.ACTIVATIONS:
-        raise KernelArgumentError(f"{api}: {op!r} is not a ScalarE activation function "
-                                  f"(supported: {', '.join(sorted(_nl.ACTIVATIONS))})", rule="bad-activation")
+        raise KernelArgumentError(
+            f"{api}: {op!r} is not a ScalarE activation function "
+            f"(supported: {', '.join(sorted(_nl.ACTIVATIONS))})",
+            rule="bad-activation",
+        )
     return name, _nl.ACTIVATIONS[name]
 
 
-def activation(op: Any, data: Tensor, *, bias: Any = None, scale: Any = 1.0, reduce_op: Any = None,
-               reduce_res: Any = None, reduce_cmd: Any = reduce_cmd.idle, mask: Any = None, dtype: Any = None,
-               **kwargs: Any) -> Tensor:
+def activation(
+    op: Any,
+    data: Tensor,
+    *,
+    bias: Any = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``op(data * scale + bias)`` on the ScalarE, with optional accumulation into its registers."""
-    return _activation("nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype)
+    return _activation(
+        "nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype
+    )
 
 
-def activation_reduce(op: Any, data: Tensor, *, reduce_op: Any, reduce_res: Tensor, bias: Any = None,
-                      scale: Any = 1.0, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+def activation_reduce(
+    op: Any,
+    data: Tensor,
+    *,
+    reduce_op: Any,
+    reduce_res: Tensor,
+    bias: Any = None,
+    scale: Any = 1.0,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``activation`` that also writes the free-axis reduction of its result into ``reduce_res``."""
     if reduce_res is None:
         raise KernelArgumentError("nisa.activation_reduce: reduce_res is required")
-    return _activation("nisa.activation_reduce", op, data, bias, scale, reduce_op, reduce_res,
-                       reduce_cmd.reset_reduce, mask, dtype)
+    return _activation(
+        "nisa.activation_reduce",
+        op,
+        data,
+        bias,
+        scale,
+        reduce_op,
+        reduce_res,
+        reduce_cmd.reset_reduce,
+        mask,
+        dtype,
+    )
 
 
-def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: Any, reduce_res: Any,
-                rcmd: Any, mask: Any, dtype: Any) -> Tensor:
+def _activation(
+    api: str,
+    op: Any,
+    data: Any,
+    bias: Any,
+    scale: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    rcmd: Any,
+    mask: Any,
+    dtype: Any,
+) -> Tensor:
     m = _x.machine(api)
     loc = user_location()
     name, fn = _activation_fn(op, api)
@@ -361,15 +517,21 @@ def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: 
     if bias is not None:
         bias = _vector_operand(bias, p, api, "bias")
         if isinstance(bias, Tensor) and _dt.name_of(bias.dtype) not in ("float32", "float16", "bfloat16"):
-            raise DtypeError(f"{api}: bias must be a float32/float16/bfloat16 (P, 1) tile, got "
-                             f"{_dt.name_of(bias.dtype)}", rule="activation-bias-dtype")
+            raise DtypeError(
+                f"{api}: bias must be a float32/float16/bfloat16 (P, 1) tile, got {_dt.name_of(bias.dtype)}",
+                rule="activation-bias-dtype",
+            )
         if name == "reciprocal" and m.geometry.nc_version < 3:
-            raise KernelArgumentError(f"{api}: reciprocal must have bias=None on trn1/inf2", rule="activation-bias")
+            raise KernelArgumentError(
+                f"{api}: reciprocal must have bias=None on trn1/inf2", rule="activation-bias"
+            )
     if isinstance(scale, Tensor):
         scale = _vector_operand(scale, p, api, "scale")
         if _dt.name_of(scale.dtype) != "float32":
-            raise DtypeError(f"{api}: a scale tile must be float32, got {_dt.name_of(scale.dtype)}",
-                             rule="activation-scale-dtype")
+            raise DtypeError(
+                f"{api}: a scale tile must be float32, got {_dt.name_of(scale.dtype)}",
+                rule="activation-scale-dtype",
+            )
     elif not isinstance(scale, _x.Scalar):
         raise KernelArgumentError(f"{api}: scale must be a scalar or a (P, 1) float32 tile")
     rname = None
@@ -379,7 +541,9 @@ def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: 
     if reduce_op is not None or reduce_res is not None or rc in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
         rname = _alu(reduce_op if reduce_op is not None else "add", api)
         if m.geometry.nc_version < 3 and rname != "add":
-            raise KernelArgumentError(f"{api}: only add is a legal reduce_op on trn1/inf2", rule="activation-reduce-op")
+            raise KernelArgumentError(
+                f"{api}: only add is a legal reduce_op on trn1/inf2", rule="activation-reduce-op"
+            )
     if reduce_res is not None:
         rr = _x.tile(reduce_res, api, "reduce_res")
         if rr.shape[0] != p or rr.free_size != 1:
@@ -393,8 +557,15 @@ def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: 
     if reduce_res is not None:
         m.check_write(reduce_res, loc)
     size = t.size
-    pend = m.emit(SCALAR, "activation", ins, [out] + ([reduce_res] if reduce_res is not None else []),
-                  2 * size, {"func": name, "reduce": rname is not None}, loc)
+    pend = m.emit(
+        SCALAR,
+        "activation",
+        ins,
+        [out] + ([reduce_res] if reduce_res is not None else []),
+        2 * size,
+        {"func": name, "reduce": rname is not None},
+        loc,
+    )
     vals = None
     if m.numerics:
         x = _x.value_of(t, shape, marr)
@@ -411,8 +582,11 @@ def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: 
             red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
             acc[:p] = ALU[rname](acc[:p], red)
         if reduce_res is not None:
-            reduce_res.write(_dt.round_to(acc[:p].reshape(reduce_res.shape) if reduce_res.ndim else acc[:p],
-                                          reduce_res.dtype))
+            reduce_res.write(
+                _dt.round_to(
+                    acc[:p].reshape(reduce_res.shape) if reduce_res.ndim else acc[:p], reduce_res.dtype
+                )
+            )
     elif reduce_res is not None:
         reduce_res.mark_written()
     return _x.commit(m, pend, out, vals, marr)
@@ -420,8 +594,17 @@ def _activation(api: str, op: Any, data: Any, bias: Any, scale: Any, reduce_op: 
 
 # ---- VectorE / GpSimd element-wise ---------------------------------------------------------------------
 
-def tensor_tensor(data1: Tensor, data2: Tensor, op: Any, *, dtype: Any = None, mask: Any = None,
-                  engine: Any = engine.unknown, **kwargs: Any) -> Tensor:
+
+def tensor_tensor(
+    data1: Tensor,
+    data2: Tensor,
+    op: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> Tensor:
     """``data1 op data2`` element-wise (VectorE; GpSimd for power / integer arithmetic)."""
     api = "nisa.tensor_tensor"
     name = _alu(op, api)
@@ -436,13 +619,33 @@ def tensor_tensor(data1: Tensor, data2: Tensor, op: Any, *, dtype: Any = None, m
     bit = name in BITVEC
     if bit:
         _nl._require_int(api, a, b)
-    return _x.elementwise(api, eng, "tensor_tensor", lambda x, y: ALU[name](x, y), [a, b], dtype=dtype, mask=mask,
-                          bitwise=bit, attrs={"op": name})
+    return _x.elementwise(
+        api,
+        eng,
+        "tensor_tensor",
+        lambda x, y: ALU[name](x, y),
+        [a, b],
+        dtype=dtype,
+        mask=mask,
+        bitwise=bit,
+        attrs={"op": name},
+    )
 
 
-def tensor_scalar(data: Tensor, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None,
-                  operand1: Any = None, reverse1: bool = False, *, dtype: Any = None, mask: Any = None,
-                  engine: Any = engine.unknown, **kwargs: Any) -> Tensor:
+def tensor_scalar(
+    data: Tensor,
+    op0: Any,
+    operand0: Any,
+    reverse0: bool = False,
+    op1: Any = None,
+    operand1: Any = None,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> Tensor:
     """``(data op0 operand0) op1 operand1`` with scalar or (P, 1) operands."""
     api = "nisa.tensor_scalar"
     t = _x.tile(data, api, "data")
@@ -450,7 +653,9 @@ def tensor_scalar(data: Tensor, op0: Any, operand0: Any, reverse0: bool = False,
     n0 = _alu(op0, api)
     o0 = _vector_operand(operand0, p, api, "operand0")
     if (op1 is None) != (operand1 is None):
-        raise KernelArgumentError(f"{api}: operand1 and op1 input arguments must be both provided or both None")
+        raise KernelArgumentError(
+            f"{api}: operand1 and op1 input arguments must be both provided or both None"
+        )
     n1 = _alu(op1, api) if op1 is not None else None
     o1 = _vector_operand(operand1, p, api, "operand1") if op1 is not None else None
     if n1 is not None and ((n0 in BITVEC) != (n1 in BITVEC)):
@@ -470,12 +675,24 @@ def tensor_scalar(data: Tensor, op0: Any, operand0: Any, reverse0: bool = False,
 
     operands: list[Any] = [t, o0] + ([o1] if n1 is not None else [])
     shape = _x.aligned_shape(t)
-    return _elementwise_vec(api, eng, "tensor_scalar", f, operands, shape, dtype, mask, bit,
-                            {"op0": n0, "op1": n1})
+    return _elementwise_vec(
+        api, eng, "tensor_scalar", f, operands, shape, dtype, mask, bit, {"op0": n0, "op1": n1}
+    )
 
 
-def _elementwise_vec(api: str, eng: str, opcode: str, fn: Any, operands: list[Any], shape: tuple[int, ...],
-                     dtype: Any, mask: Any, bit: bool, attrs: dict, default_dtype: Any = None) -> Tensor:
+def _elementwise_vec(
+    api: str,
+    eng: str,
+    opcode: str,
+    fn: Any,
+    operands: list[Any],
+    shape: tuple[int, ...],
+    dtype: Any,
+    mask: Any,
+    bit: bool,
+    attrs: dict,
+    default_dtype: Any = None,
+) -> Tensor:
     """Element-wise op whose extra operands are scalars or (P, 1) vectors broadcast along free dims."""
     m = _x.machine(api)
     loc = user_location()
@@ -498,9 +715,19 @@ def _elementwise_vec(api: str, eng: str, opcode: str, fn: Any, operands: list[An
     return _x.commit(m, pend, out, vals, marr)
 
 
-def scalar_tensor_tensor(*, data: Tensor, op0: Any, operand0: Any, op1: Any, operand1: Tensor,
-                         reverse0: bool = False, reverse1: bool = False, dtype: Any = None, mask: Any = None,
-                         **kwargs: Any) -> Tensor:
+def scalar_tensor_tensor(
+    *,
+    data: Tensor,
+    op0: Any,
+    operand0: Any,
+    op1: Any,
+    operand1: Tensor,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``(data op0 operand0) op1 operand1`` with operand0 scalar/(P,1) and operand1 a full tile (VectorE)."""
     api = "nisa.scalar_tensor_tensor"
     t = _x.tile(data, api, "data")
@@ -529,19 +756,34 @@ def scalar_tensor_tensor(*, data: Tensor, op0: Any, operand0: Any, op1: Any, ope
     vals = None
     if m.numerics:
         with np.errstate(all="ignore"):
-            vals = np.asarray(f(_x.value_of(t, shape, marr), _val(o0, shape), _x.value_of(o1, shape, marr)),
-                              dtype=np.float32)
+            vals = np.asarray(
+                f(_x.value_of(t, shape, marr), _val(o0, shape), _x.value_of(o1, shape, marr)),
+                dtype=np.float32,
+            )
     return _x.commit(m, pend, out, vals, marr)
 
 
-def tensor_tensor_scan(data0: Tensor, data1: Tensor, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
-                       reverse1: bool = False, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+def tensor_tensor_scan(
+    data0: Tensor,
+    data1: Tensor,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """Per partition: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with ``r[-1] = initial``."""
     api = "nisa.tensor_tensor_scan"
     a = _x.tile(data0, api, "data0")
     b = _x.tile(data1, api, "data1")
     if _x.aligned_shape(a) != _x.aligned_shape(b):
-        raise TileShapeError(f"{api}: data0 {list(a.shape)} and data1 {list(b.shape)} must have the same shape")
+        raise TileShapeError(
+            f"{api}: data0 {list(a.shape)} and data1 {list(b.shape)} must have the same shape"
+        )
     if a.st.buffer == "psum" and b.st.buffer == "psum":
         raise MemoryPlacementError(f"{api}: data0 and data1 cannot both be in PSUM", rule="both-psum")
     shape = _x.aligned_shape(a)
@@ -572,8 +814,9 @@ def tensor_tensor_scan(data0: Tensor, data1: Tensor, initial: Any, op0: Any, op1
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, shape, api))
 
 
-def tensor_copy(src: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
-                **kwargs: Any) -> Tensor:
+def tensor_copy(
+    src: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> Tensor:
     """Copy a tile (bit-exact when the dtype is unchanged)."""
     api = "nisa.tensor_copy"
     t = _x.tile(src, api, "src")
@@ -581,30 +824,55 @@ def tensor_copy(src: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any
     if eng == GPSIMD and t.st.buffer == "psum":
         raise MemoryPlacementError(f"{api}: the GpSimd engine cannot access PSUM", rule="gpsimd-psum")
     bit = not _dt.is_float(t.dtype) and eng != SCALAR
-    return _x.elementwise(api, eng, "tensor_copy", lambda a: a, [t], dtype=dtype, default_dtype=t.dtype, mask=mask,
-                          bitwise=bit)
+    return _x.elementwise(
+        api, eng, "tensor_copy", lambda a: a, [t], dtype=dtype, default_dtype=t.dtype, mask=mask, bitwise=bit
+    )
 
 
-def tensor_copy_dynamic_src(src: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown,
-                            **kwargs: Any) -> Tensor:
+def tensor_copy_dynamic_src(
+    src: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> Tensor:
     """Copy from a source whose index contains a runtime value read from an SBUF tile."""
     api = "nisa.tensor_copy_dynamic_src"
     t = _x.tile(src, api, "src")
     eng = _engine(engine, VECTOR, (VECTOR, SCALAR, GPSIMD), api)
-    return _x.elementwise(api, eng, "tensor_copy_dynamic", lambda a: a, [t], dtype=dtype, default_dtype=t.dtype,
-                          mask=mask, bitwise=not _dt.is_float(t.dtype))
+    return _x.elementwise(
+        api,
+        eng,
+        "tensor_copy_dynamic",
+        lambda a: a,
+        [t],
+        dtype=dtype,
+        default_dtype=t.dtype,
+        mask=mask,
+        bitwise=not _dt.is_float(t.dtype),
+    )
 
 
-def tensor_copy_dynamic_dst(*, dst: Tensor, src: Tensor, mask: Any = None, dtype: Any = None,
-                            engine: Any = engine.unknown, **kwargs: Any) -> None:
+def tensor_copy_dynamic_dst(
+    *,
+    dst: Tensor,
+    src: Tensor,
+    mask: Any = None,
+    dtype: Any = None,
+    engine: Any = engine.unknown,
+    **kwargs: Any,
+) -> None:
     """Copy ``src`` into a destination whose index contains a runtime value."""
-    api = "nisa.tensor_copy_dynamic_dst"
     res = tensor_copy_dynamic_src(src, mask=mask, dtype=dtype or dst.dtype, engine=engine)
     _x.assign(dst, res)
 
 
-def tensor_copy_predicated(*, src: Any, dst: Tensor, predicate: Tensor, reverse_pred: bool = False,
-                           mask: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+def tensor_copy_predicated(
+    *,
+    src: Any,
+    dst: Tensor,
+    predicate: Tensor,
+    reverse_pred: bool = False,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> None:
     """In place: ``dst = src`` where ``predicate`` is non-zero (inverted with ``reverse_pred``)."""
     api = "nisa.tensor_copy_predicated"
     m = _x.machine(api)
@@ -637,8 +905,16 @@ def tensor_copy_predicated(*, src: Any, dst: Tensor, predicate: Tensor, reverse_
 def reciprocal(data: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """Precise 1/x on the VectorE."""
     t = _x.tile(data, "nisa.reciprocal", "data")
-    return _x.elementwise("nisa.reciprocal", VECTOR, "reciprocal", lambda a: np.float32(1) / a, [t], dtype=dtype,
-                          default_dtype=t.dtype, mask=mask)
+    return _x.elementwise(
+        "nisa.reciprocal",
+        VECTOR,
+        "reciprocal",
+        lambda a: np.float32(1) / a,
+        [t],
+        dtype=dtype,
+        default_dtype=t.dtype,
+        mask=mask,
+    )
 
 
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> Tensor:
@@ -667,8 +943,9 @@ def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> Tensor:
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, shape, api))
 
 
-def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = engine.unknown,
-           **kwargs: Any) -> Tensor:
+def memset(
+    shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> Tensor:
     """A new tile filled with ``value``."""
     from devkit.nki._buffers import parse_shape
 
@@ -686,31 +963,53 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: Any 
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, shp, api))
 
 
-def affine_select(pred: Any, on_true_tile: Tensor, on_false_value: Any, *, mask: Any = None, dtype: Any = None,
-                  **kwargs: Any) -> Tensor:
+def affine_select(
+    pred: Any,
+    on_true_tile: Tensor,
+    on_false_value: Any,
+    *,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``pred ? on_true_tile : on_false_value`` with an affine compile-time predicate (GpSimd)."""
     api = "nisa.affine_select"
     t = _x.tile(on_true_tile, api, "on_true_tile")
     if not isinstance(pred, MaskExpr):
-        raise KernelArgumentError(f"{api}: pred must be an affine comparison of nl.arange expressions",
-                                  rule="bad-mask")
+        raise KernelArgumentError(
+            f"{api}: pred must be an affine comparison of nl.arange expressions", rule="bad-mask"
+        )
     shape = _x.aligned_shape(t)
     try:
         parr = np.broadcast_to(pred.arr, shape)
     except ValueError:
-        raise TileShapeError(f"{api}: predicate shape {list(pred.shape)} does not match the tile {list(t.shape)}") \
-            from None
+        raise TileShapeError(
+            f"{api}: predicate shape {list(pred.shape)} does not match the tile {list(t.shape)}"
+        ) from None
     if not isinstance(on_false_value, _x.Scalar):
         raise KernelArgumentError(f"{api}: on_false_value must be a scalar")
     fv = np.float32(on_false_value)
-    return _elementwise_vec(api, GPSIMD, "affine_select", lambda x: np.where(parr, x, fv), [t], shape, dtype, mask,
-                            False, {})
+    return _elementwise_vec(
+        api, GPSIMD, "affine_select", lambda x: np.where(parr, x, fv), [t], shape, dtype, mask, False, {}
+    )
 
 
-def range_select(*, on_true_tile: Tensor, comp_op0: Any, comp_op1: Any, bound0: Tensor, bound1: Tensor,
-                 reduce_cmd: Any = reduce_cmd.idle, reduce_res: Any = None, reduce_op: Any = np.amax,
-                 range_start: int = 0, on_false_value: Any = fp32.min, mask: Any = None, dtype: Any = None,
-                 **kwargs: Any) -> Tensor:
+def range_select(
+    *,
+    on_true_tile: Tensor,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: Tensor,
+    bound1: Tensor,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_res: Any = None,
+    reduce_op: Any = np.amax,
+    range_start: int = 0,
+    on_false_value: Any = fp32.min,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """Keep elements whose free index lies in [bound0, bound1) style ranges; optional max-reduce (trn2+)."""
     api = "nisa.range_select"
     m = _x.machine(api)
@@ -759,9 +1058,20 @@ def _vector_accumulate(m: Any, rcmd: Any, rname: str, v: np.ndarray, reduce_res:
         reduce_res.write(_dt.round_to(acc[:p].reshape(reduce_res.shape), reduce_res.dtype))
 
 
-def select_reduce(*, dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: Any, reduce_res: Any = None,
-                  reduce_cmd: Any = reduce_cmd.idle, reduce_op: Any = np.amax, reverse_pred: bool = False,
-                  mask: Any = None, dtype: Any = None, **kwargs: Any) -> None:
+def select_reduce(
+    *,
+    dst: Tensor,
+    predicate: Tensor,
+    on_true: Tensor,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_op: Any = np.amax,
+    reverse_pred: bool = False,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> None:
     """In place: ``dst = predicate ? on_true : on_false`` with an optional max-reduce (VectorE)."""
     api = "nisa.select_reduce"
     m = _x.machine(api)
@@ -777,7 +1087,15 @@ def select_reduce(*, dst: Tensor, predicate: Tensor, on_true: Tensor, on_false: 
     for v in ins:
         m.check_read(v, loc)
     m.check_write(d, loc)
-    m.emit(VECTOR, "select_reduce", ins, [d] + ([reduce_res] if reduce_res is not None else []), d.size, None, loc)
+    m.emit(
+        VECTOR,
+        "select_reduce",
+        ins,
+        [d] + ([reduce_res] if reduce_res is not None else []),
+        d.size,
+        None,
+        loc,
+    )
     if m.numerics:
         pv = np.broadcast_to(pr.read().reshape(_x.aligned_shape(pr)), shape) != 0
         if reverse_pred:
@@ -810,8 +1128,18 @@ def dropout(data: Tensor, prob: Any, *, mask: Any = None, dtype: Any = None, **k
 
 # ---- reductions and statistics -------------------------------------------------------------------------
 
-def tensor_reduce(op: Any, data: Tensor, axis: Any, *, mask: Any = None, dtype: Any = None, negate: bool = False,
-                  keepdims: bool = False, **kwargs: Any) -> Tensor:
+
+def tensor_reduce(
+    op: Any,
+    data: Tensor,
+    axis: Any,
+    *,
+    mask: Any = None,
+    dtype: Any = None,
+    negate: bool = False,
+    keepdims: bool = False,
+    **kwargs: Any,
+) -> Tensor:
     """Reduce along trailing free axes (VectorE)."""
     api = "nisa.tensor_reduce"
     name = _alu(op, api)
@@ -831,18 +1159,21 @@ def tensor_reduce(op: Any, data: Tensor, axis: Any, *, mask: Any = None, dtype: 
     return res
 
 
-def tensor_partition_reduce(op: Any, data: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+def tensor_partition_reduce(
+    op: Any, data: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> Tensor:
     """Reduce across partitions: (P, F...) -> (1, F...) (GpSimd)."""
     api = "nisa.tensor_partition_reduce"
     name = _alu(op, api)
     if name not in ("add", "max", "bitwise_or", "bitwise_and"):
-        raise KernelArgumentError(f"{api}: op must be add, max, bitwise_or or bitwise_and, got {name}",
-                                  rule="bad-reduce-op")
+        raise KernelArgumentError(
+            f"{api}: op must be add, max, bitwise_or or bitwise_and, got {name}", rule="bad-reduce-op"
+        )
     m = _x.machine(api)
     loc = user_location()
     t = _x.tile(data, api, "data")
     shape = _x.aligned_shape(t)
-    out_shape = (1,) + shape[1:]
+    out_shape = (1, *shape[1:])
     odt = _x.out_dtype(dtype, t.dtype, api)
     out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
     m.check_read(t, loc)
@@ -855,8 +1186,18 @@ def tensor_partition_reduce(op: Any, data: Tensor, *, mask: Any = None, dtype: A
     return _x.commit(m, pend, out, vals, _x.mask_array(mask, out_shape, api))
 
 
-def tensor_scalar_reduce(*, data: Tensor, op0: Any, operand0: Any, reduce_op: Any, reduce_res: Tensor,
-                         reverse0: bool = False, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+def tensor_scalar_reduce(
+    *,
+    data: Tensor,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Tensor,
+    reverse0: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``out = data op0 operand0`` and ``reduce_res = reduce_op(out)`` over the free axes (VectorE)."""
     api = "nisa.tensor_scalar_reduce"
     m = _x.machine(api)
@@ -868,7 +1209,9 @@ def tensor_scalar_reduce(*, data: Tensor, op0: Any, operand0: Any, reduce_op: An
     o0 = _vector_operand(operand0, p, api, "operand0")
     rname = _alu(reduce_op, api)
     if rname not in ("add", "subtract", "multiply", "max", "min"):
-        raise KernelArgumentError(f"{api}: reduce_op must be add, subtract, multiply, max or min, got {rname}")
+        raise KernelArgumentError(
+            f"{api}: reduce_op must be add, subtract, multiply, max or min, got {rname}"
+        )
     rr = _x.tile(reduce_res, api, "reduce_res")
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
@@ -877,13 +1220,16 @@ def tensor_scalar_reduce(*, data: Tensor, op0: Any, operand0: Any, reduce_op: An
     for v in ins:
         m.check_read(v, loc)
     m.check_write(rr, loc)
-    pend = m.emit(VECTOR, "tensor_scalar_reduce", ins, [out, rr], 2 * t.size, {"op0": n0, "reduce": rname}, loc)
+    pend = m.emit(
+        VECTOR, "tensor_scalar_reduce", ins, [out, rr], 2 * t.size, {"op0": n0, "reduce": rname}, loc
+    )
     vals = None
     if m.numerics:
         x = _x.value_of(t, shape, marr)
         with np.errstate(all="ignore"):
-            vals = np.asarray(ALU[n0](_val(o0, shape), x) if reverse0 else ALU[n0](x, _val(o0, shape)),
-                              dtype=np.float32)
+            vals = np.asarray(
+                ALU[n0](_val(o0, shape), x) if reverse0 else ALU[n0](x, _val(o0, shape)), dtype=np.float32
+            )
         v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
         red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
         rr.write(_dt.round_to(red.reshape(_x.aligned_shape(rr)).reshape(rr.shape), rr.dtype))
@@ -932,8 +1278,11 @@ def bn_aggr(data: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any)
     shape = _x.aligned_shape(t)
     p, f = shape[0], int(np.prod(shape[1:]))
     if f % 3:
-        raise TileShapeError(f"{api}: the input must hold (count, mean, M2) triples; {f} elements per partition is "
-                             "not a multiple of 3", rule="bn-aggr-size")
+        raise TileShapeError(
+            f"{api}: the input must hold (count, mean, M2) triples; {f} elements per partition is "
+            "not a multiple of 3",
+            rule="bn-aggr-size",
+        )
     odt = _x.out_dtype(dtype, t.dtype, api)
     out = _x.new_tile(m, (p, 2), odt, "sbuf", loc)
     m.check_read(t, loc)
@@ -992,8 +1341,15 @@ def _find8(api: str, data: Tensor, vals: Tensor, replace: Any, dst_idx: Any, mas
     m.check_read(d, loc)
     m.check_read(v, loc)
     outs = [out] + ([dst_idx] if dst_idx is not None else [])
-    pend = m.emit(VECTOR, "nc_match_replace8" if replace is not None else "nc_find_index8", [d, v], outs,
-                  d.size, None, loc)
+    pend = m.emit(
+        VECTOR,
+        "nc_match_replace8" if replace is not None else "nc_find_index8",
+        [d, v],
+        outs,
+        d.size,
+        None,
+        loc,
+    )
     res = None
     if m.numerics:
         x = _x.value_of(d, shape, None).reshape(p, f).copy()
@@ -1020,19 +1376,30 @@ def _find8(api: str, data: Tensor, vals: Tensor, replace: Any, dst_idx: Any, mas
     return _x.commit(m, pend, out, res, None)
 
 
-def nc_find_index8(*, data: Tensor, vals: Tensor, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+def nc_find_index8(
+    *, data: Tensor, vals: Tensor, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> Tensor:
     """Index of the first occurrence of each of 8 values per partition -> (P, 8) uint32."""
     return _find8("nisa.nc_find_index8", data, vals, None, None, mask, dtype)
 
 
-def nc_match_replace8(*, data: Tensor, vals: Tensor, imm: Any, dst_idx: Any = None, mask: Any = None,
-                      dtype: Any = None, **kwargs: Any) -> Tensor:
+def nc_match_replace8(
+    *,
+    data: Tensor,
+    vals: Tensor,
+    imm: Any,
+    dst_idx: Any = None,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """Replace the first occurrence of each of 8 values per partition with ``imm``."""
     return _find8("nisa.nc_match_replace8", data, vals, imm, dst_idx, mask, dtype)
 
 
-def nc_stream_shuffle(src: Tensor, dst: Tensor, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None,
-                      **kwargs: Any) -> None:
+def nc_stream_shuffle(
+    src: Tensor, dst: Tensor, shuffle_mask: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> None:
     """Move partitions within each 32-partition quadrant: ``dst[q*32+i] = src[q*32+mask[i]]`` (255 keeps)."""
     api = "nisa.nc_stream_shuffle"
     m = _x.machine(api)
@@ -1060,8 +1427,10 @@ def nc_stream_shuffle(src: Tensor, dst: Tensor, shuffle_mask: Any, *, dtype: Any
             if src_row >= s.shape[0]:
                 raise IndexingError(f"{api}: shuffle_mask entry {k} selects partition {src_row} outside src")
             dv[r] = sv[src_row]
-    d.write(_dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype),
-            _x.mask_array(mask, d.shape, api))  # the mask applies to dst
+    d.write(
+        _dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype),
+        _x.mask_array(mask, d.shape, api),
+    )  # the mask applies to dst
 
 
 def sequence_bounds(*, segment_ids: Tensor, dtype: Any = None, **kwargs: Any) -> Tensor:
@@ -1090,8 +1459,15 @@ def sequence_bounds(*, segment_ids: Tensor, dtype: Any = None, **kwargs: Any) ->
     return _x.commit(m, pend, out, vals, None)
 
 
-def local_gather(src_buffer: Tensor, index: Tensor, num_elem_per_idx: int = 1, num_valid_indices: Any = None,
-                 *, mask: Any = None, **kwargs: Any) -> Tensor:
+def local_gather(
+    src_buffer: Tensor,
+    index: Tensor,
+    num_elem_per_idx: int = 1,
+    num_valid_indices: Any = None,
+    *,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """Per 16-partition GpSimd core, gather runs of elements along the free dim at the core's indices."""
     api = "nisa.local_gather"
     m = _x.machine(api)
@@ -1100,7 +1476,9 @@ def local_gather(src_buffer: Tensor, index: Tensor, num_elem_per_idx: int = 1, n
     ix = _x.tile(index, api, "index")
     p = s.shape[0]
     if p != ix.shape[0] or p % 16:
-        raise TileShapeError(f"{api}: src_buffer and index must have the same partition count, a multiple of 16")
+        raise TileShapeError(
+            f"{api}: src_buffer and index must have the same partition count, a multiple of 16"
+        )
     if num_elem_per_idx not in (1, 2, 4, 8, 16, 32):
         raise KernelArgumentError(f"{api}: num_elem_per_idx must be 1, 2, 4, 8, 16 or 32")
     per_core = ix.free_size * 16
@@ -1115,15 +1493,25 @@ def local_gather(src_buffer: Tensor, index: Tensor, num_elem_per_idx: int = 1, n
         iv = ix.read().reshape(p, -1).astype(np.int64)
         vals = np.empty((p, nv * num_elem_per_idx), dtype=sv.dtype)
         for c in range(p // 16):
-            ids = iv[16 * c:16 * c + 16].flatten(order="F")[:nv]
+            ids = iv[16 * c : 16 * c + 16].flatten(order="F")[:nv]
             offs = (ids[:, None] + np.arange(num_elem_per_idx)[None, :]).reshape(-1)
             offs = np.clip(offs, 0, sv.shape[1] - 1)
-            vals[16 * c:16 * c + 16] = sv[16 * c:16 * c + 16][:, offs]
+            vals[16 * c : 16 * c + 16] = sv[16 * c : 16 * c + 16][:, offs]
     return _x.commit(m, pend, out, vals, None)
 
 
-def tensor_scalar_cumulative(*, src: Tensor, dst: Tensor, op0: Any, op1: Any, imm0: Any, imm1: Any = None,
-                             reduce_cmd: Any = reduce_cmd.reset_reduce, mask: Any = None, **kwargs: Any) -> None:
+def tensor_scalar_cumulative(
+    *,
+    src: Tensor,
+    dst: Tensor,
+    op0: Any,
+    op1: Any,
+    imm0: Any,
+    imm1: Any = None,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    mask: Any = None,
+    **kwargs: Any,
+) -> None:
     """Running scan along the free dim: ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` (VectorE)."""
     api = "nisa.tensor_scalar_cumulative"
     m = _x.machine(api)
@@ -1157,8 +1545,17 @@ def tensor_scalar_cumulative(*, src: Tensor, dst: Tensor, op0: Any, op1: Any, im
 
 # ---- DMA ---------------------------------------------------------------------------------------------------
 
-def dma_copy(*, dst: Tensor, src: Tensor, mask: Any = None, dst_rmw_op: Any = None, oob_mode: Any = oob_mode.error,
-             dge_mode: Any = dge_mode.unknown, **kwargs: Any) -> None:
+
+def dma_copy(
+    *,
+    dst: Tensor,
+    src: Tensor,
+    mask: Any = None,
+    dst_rmw_op: Any = None,
+    oob_mode: Any = oob_mode.error,
+    dge_mode: Any = dge_mode.unknown,
+    **kwargs: Any,
+) -> None:
     """Copy ``src`` to ``dst`` through a DMA queue (HBM/SBUF either side); cast via fp32."""
     api = "nisa.dma_copy"
     m = _x.machine(api)
@@ -1179,8 +1576,10 @@ def dma_copy(*, dst: Tensor, src: Tensor, mask: Any = None, dst_rmw_op: Any = No
         if int(oob_mode) != 0:
             raise KernelArgumentError(f"{api}: dst_rmw_op requires oob_mode=error")
     if src.size != dst.size:
-        raise TileShapeError(f"{api}: src {list(src.shape)} and dst {list(dst.shape)} must have the same number of "
-                             "elements", rule="shape-mismatch")
+        raise TileShapeError(
+            f"{api}: src {list(src.shape)} and dst {list(dst.shape)} must have the same number of elements",
+            rule="shape-mismatch",
+        )
     skip = int(oob_mode) == 1
     marr = _x.mask_array(mask, dst.shape, api)
     if not skip:
@@ -1188,8 +1587,15 @@ def dma_copy(*, dst: Tensor, src: Tensor, mask: Any = None, dst_rmw_op: Any = No
         dst.check_bounds(marr, "dma_copy destination")
     m.check_read(src, loc)
     m.check_write(dst, loc, accumulate=rmw is not None)
-    m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": src.dims is None or dst.dims is None,
-                                              "rmw": rmw is not None}, loc)
+    m.emit(
+        DMA,
+        "dma_copy",
+        [src],
+        [dst],
+        0,
+        {"indirect": src.dims is None or dst.dims is None, "rmw": rmw is not None},
+        loc,
+    )
     if not m.numerics:
         dst.mark_written()
         return
@@ -1215,7 +1621,9 @@ def dma_copy(*, dst: Tensor, src: Tensor, mask: Any = None, dst_rmw_op: Any = No
     dst.write(_dt.round_to(v, dst.dtype), sel)
 
 
-def dma_transpose(src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+def dma_transpose(
+    src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> Tensor:
     """Transpose through the DMA (2-D [1,0], 3-D [2,1,0], 4-D [3,1,2,0]) into a new SBUF tile."""
     api = "nisa.dma_transpose"
     m = _x.machine(api)
@@ -1232,7 +1640,9 @@ def dma_transpose(src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any
         raise KernelArgumentError(f"{api}: axes must be {default[nd]} for a {nd}-D source, got {ax}")
     out_shape = tuple(src.shape[a] for a in ax)
     if out_shape[0] > 128:
-        raise TileShapeError(f"{api}: the result would have {out_shape[0]} partitions", rule="partition-limit")
+        raise TileShapeError(
+            f"{api}: the result would have {out_shape[0]} partitions", rule="partition-limit"
+        )
     odt = _x.out_dtype(dtype, src.dtype, api)
     marr = _x.mask_array(mask, out_shape, api)
     out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
@@ -1246,11 +1656,12 @@ def dma_transpose(src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any
 
 
 def builtin_custom_op(*args: Any, **kwargs: Any) -> Any:
-    raise UnsupportedError("nisa.builtin_custom_op runs custom device code and cannot be simulated",
-                           rule="unsupported-api")
+    raise UnsupportedError(
+        "nisa.builtin_custom_op runs custom device code and cannot be simulated", rule="unsupported-api"
+    )
 
 
-class constants:  # noqa: N801 - ``nki.isa.constants`` namespace
+class constants:
     engine = engine
     oob_mode = oob_mode
     dge_mode = dge_mode

@@ -43,14 +43,14 @@ float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.
 tfloat32 = _dt.tfloat32
 
 
-class fp32:  # noqa: N801 - NKI name
+class fp32:
     """``nl.fp32.min``: the most negative finite float32 (bit pattern 0xff7fffff)."""
 
     min = float(np.finfo(np.float32).min)
     max = float(np.finfo(np.float32).max)
 
 
-class bfp16:  # noqa: N801 - NKI name
+class bfp16:
     min = float(np.finfo(_dt.bfloat16).min)
 
 
@@ -70,6 +70,7 @@ def static_cast(input_data: ArrayLike, dtype: Any) -> np.ndarray:
 
 
 # ---- loops and SPMD ----------------------------------------------------------------------------------
+
 
 def _range_args(api: str, args: tuple) -> range:
     for a in args:
@@ -104,8 +105,9 @@ def program_id(axis: int) -> int:
     if not isinstance(axis, (int, np.integer)) or axis < 0 or axis >= len(m.grid):
         if not m.grid and axis == 0:
             return 0
-        raise IndexingError(f"nl.program_id({axis!r}): the launch grid has {len(m.grid)} dimension(s)",
-                            rule="program-id-axis")
+        raise IndexingError(
+            f"nl.program_id({axis!r}): the launch grid has {len(m.grid)} dimension(s)", rule="program-id-axis"
+        )
     return m.program_ids[axis]
 
 
@@ -126,7 +128,7 @@ def program_ndim() -> int:
     return len(m.grid)
 
 
-class nc:  # noqa: N801 - NKI name
+class nc:
     """``nl.nc(n)``: a launch-grid dimension spread over ``n`` physical NeuronCores (trn2)."""
 
     def __init__(self, n: int) -> None:
@@ -144,7 +146,7 @@ class nc:  # noqa: N801 - NKI name
     __index__ = __int__
 
 
-class spmd_dim:  # noqa: N801 - NKI name
+class spmd_dim:
     """``nl.spmd_dim(a, b)``: a grid dimension of size a*b (one factor may be ``nl.nc(n)``)."""
 
     def __init__(self, *factors: Any) -> None:
@@ -172,6 +174,7 @@ def device_print(prefix: str, x: Any = None, *, mask: Any = None, **kwargs: Any)
 
 # ---- creation ------------------------------------------------------------------------------------------
 
+
 def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) -> Tensor:
     m = _x.machine(api)
     loc = user_location()
@@ -185,20 +188,27 @@ def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) 
         if fill != "poison":
             raise KernelArgumentError(
                 f"{api}: HBM tensors cannot be created with an initial value; allocate with nl.ndarray and "
-                "write it with nl.store", rule="hbm-init-value")
+                "write it with nl.store",
+                rule="hbm-init-value",
+            )
         if buf.kind == "shared_hbm" and m.loops:
-            raise KernelArgumentError(f"{api}: shared_hbm tensors must be created at the top level of the kernel, "
-                                      "not inside a loop", rule="shared-hbm-scope")
+            raise KernelArgumentError(
+                f"{api}: shared_hbm tensors must be created at the top level of the kernel, "
+                "not inside a loop",
+                rule="shared-hbm-scope",
+            )
         return _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
     if buf.direct is not None:
         if fill != "poison":
-            raise KernelArgumentError(f"{api}: directly allocated tensors cannot have an initial value",
-                                      rule="direct-init-value")
+            raise KernelArgumentError(
+                f"{api}: directly allocated tensors cannot have an initial value", rule="direct-init-value"
+            )
         return buf.direct.create(m, shp, pax, d, name, loc)
     if not isinstance(fill, str):  # the fill value is written in the declared dtype (RNE; ints saturate)
         fill = _dt.round_to(np.float32(fill) if _dt.is_float(d) else np.asarray(fill), d).item()
-    st = m.new_storage(shp, d, buf.kind, par_axis=pax, fill=fill if fill != "poison" else "poison", name=name,
-                       loc=loc)
+    st = m.new_storage(
+        shp, d, buf.kind, par_axis=pax, fill=fill if fill != "poison" else "poison", name=name, loc=loc
+    )
     t = Tensor.whole(st)
     if fill != "poison":
         m.emit(VECTOR, "memset", [], [t], 0, {"value": fill}, loc)
@@ -218,7 +228,9 @@ def ones(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs
     return _alloc("nl.ones", shape, dtype, buffer, name, 1)
 
 
-def full(shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+def full(
+    shape: Any, fill_value: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwargs: Any
+) -> Tensor:
     return _alloc("nl.full", shape, dtype, buffer, name, fill_value)
 
 
@@ -230,7 +242,9 @@ def empty_like(a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = 
     return _alloc("nl.empty_like", a.shape, dtype or a.dtype, buffer, name, "poison")
 
 
-def ndarray_like(a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any) -> Tensor:
+def ndarray_like(
+    a: Tensor, dtype: Any = None, *, buffer: Any = None, name: str = "", **kwargs: Any
+) -> Tensor:
     return empty_like(a, dtype, buffer=buffer, name=name)
 
 
@@ -275,13 +289,18 @@ def shared_identity_matrix(n: int, dtype: Any = np.uint8, **kwargs: Any) -> Tens
 
 # ---- memory movement -------------------------------------------------------------------------------------
 
+
 def _hbm_view(x: Any, api: str, name: str) -> Tensor:
     if not isinstance(x, Tensor):
-        raise KernelArgumentError(f"{api}: '{name}' must be a tensor (indexed HBM tensor), got {type(x).__name__}")
+        raise KernelArgumentError(
+            f"{api}: '{name}' must be a tensor (indexed HBM tensor), got {type(x).__name__}"
+        )
     x.check_alive()
     if x.st.buffer not in HBM_BUFFERS:
-        raise MemoryPlacementError(f"{api}: '{name}' must be in HBM, got a tile in {x.st.buffer}",
-                                   rule="dma-src-not-hbm" if name == "src" else "dma-dst-not-hbm")
+        raise MemoryPlacementError(
+            f"{api}: '{name}' must be in HBM, got a tile in {x.st.buffer}",
+            rule="dma-src-not-hbm" if name == "src" else "dma-dst-not-hbm",
+        )
     return x
 
 
@@ -294,8 +313,11 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     if len(shape) == 0:
         shape = (1, 1)
     if shape[0] > _x.PMAX:
-        raise TileShapeError(f"nl.load: the loaded tile would have {shape[0]} partitions (shape {list(shape)}); "
-                             f"the limit is {_x.PMAX}", rule="partition-limit")
+        raise TileShapeError(
+            f"nl.load: the loaded tile would have {shape[0]} partitions (shape {list(shape)}); "
+            f"the limit is {_x.PMAX}",
+            rule="partition-limit",
+        )
     d = _x.out_dtype(dtype, src.dtype, "nl.load")
     marr = _x.mask_array(mask, src.shape, "nl.load")
     src.check_bounds(marr, "load")
@@ -332,8 +354,11 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
         try:
             np.broadcast_shapes(vshape, dst.shape)
         except ValueError:
-            raise TileShapeError(f"nl.store: value of shape {list(v.shape)} does not match the destination "
-                                 f"shape {list(dst.shape)}", rule="shape-mismatch") from None
+            raise TileShapeError(
+                f"nl.store: value of shape {list(v.shape)} does not match the destination "
+                f"shape {list(dst.shape)}",
+                rule="shape-mismatch",
+            ) from None
     if v.st.buffer == "psum":
         v = copy(v)
         loc = user_location()
@@ -341,8 +366,11 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     m.emit(DMA, "store", [v], [dst], 0, None, loc)
     if m.numerics:
         vals = v.read(None)
-        vals = vals.reshape(dst.shape) if vals.size == dst.size else np.broadcast_to(
-            vals.reshape(vshape), dst.shape)
+        vals = (
+            vals.reshape(dst.shape)
+            if vals.size == dst.size
+            else np.broadcast_to(vals.reshape(vshape), dst.shape)
+        )
         dst.write(_dt.round_to(vals.astype(np.float32) if _dt.is_float(v.dtype) else vals, dst.dtype), marr)
     else:
         dst.mark_written()
@@ -359,8 +387,10 @@ def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwar
         pass
     f, p_ = src.shape
     if p_ > _x.PMAX:
-        raise TileShapeError(f"nl.load_transpose2d: the transposed tile would have {p_} partitions; the limit "
-                             f"is {_x.PMAX}", rule="partition-limit")
+        raise TileShapeError(
+            f"nl.load_transpose2d: the transposed tile would have {p_} partitions; the limit is {_x.PMAX}",
+            rule="partition-limit",
+        )
     d = _x.out_dtype(dtype, src.dtype, "nl.load_transpose2d")
     marr = _x.mask_array(mask, src.shape, "nl.load_transpose2d")
     src.check_bounds(marr, "load")
@@ -376,9 +406,17 @@ def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwar
 
 def copy(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
     """Copy a tile (e.g. PSUM -> SBUF), optionally casting."""
-    return _x.elementwise("nl.copy", VECTOR, "tensor_copy", lambda a: a, [src], dtype=dtype,
-                          default_dtype=src.dtype if isinstance(src, Tensor) else None, mask=mask,
-                          bitwise=isinstance(src, Tensor) and not _dt.is_float(src.dtype))
+    return _x.elementwise(
+        "nl.copy",
+        VECTOR,
+        "tensor_copy",
+        lambda a: a,
+        [src],
+        dtype=dtype,
+        default_dtype=src.dtype if isinstance(src, Tensor) else None,
+        mask=mask,
+        bitwise=isinstance(src, Tensor) and not _dt.is_float(src.dtype),
+    )
 
 
 def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:
@@ -390,15 +428,20 @@ def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:
     try:
         np.broadcast_shapes(_x.aligned_shape(t), shape)
     except ValueError:
-        raise TileShapeError(f"nl.broadcast_to: cannot broadcast shape {list(t.shape)} to {list(shape)}") from None
+        raise TileShapeError(
+            f"nl.broadcast_to: cannot broadcast shape {list(t.shape)} to {list(shape)}"
+        ) from None
     engine = TENSOR if _x.aligned_shape(t)[0] != shape[0] else VECTOR
     m = _x.machine("nl.broadcast_to")
     loc = user_location()
     out = _x.new_tile(m, shape, t.dtype, "sbuf", loc)
     m.check_read(t, loc)
     p = m.emit(engine, "broadcast", [t], [out], 0, None, loc)
-    vals = np.broadcast_to(_x.value_of(t, None, None, to_float=_dt.is_float(t.dtype)), shape) \
-        if m.numerics else None
+    vals = (
+        np.broadcast_to(_x.value_of(t, None, None, to_float=_dt.is_float(t.dtype)), shape)
+        if m.numerics
+        else None
+    )
     return _x.commit(m, p, out, vals, None)
 
 
@@ -430,6 +473,7 @@ def atomic_rmw(dst: Tensor, value: Any, op: Any, *, mask: Any = None, **kwargs: 
 
 
 # ---- element-wise ----------------------------------------------------------------------------------------
+
 
 def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float32])(x) if x.size < 64 else _erf_fast(x)
@@ -491,24 +535,57 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
 
 #: Activation functions (ScalarE): name -> NumPy implementation in fp32.
 ACTIVATIONS: dict[str, Any] = {
-    "copy": lambda x: x, "identity": lambda x: x, "square": np.square, "sigmoid": _sigmoid,
-    "relu": lambda x: np.maximum(x, np.float32(0)), "gelu": _gelu, "gelu_dx": _gelu_dx,
-    "gelu_apprx_tanh": _gelu_tanh, "gelu_apprx_sigmoid": _gelu_sigmoid, "silu": _silu, "silu_dx": _silu_dx,
-    "softplus": _softplus, "mish": _mish, "erf": _erf, "erf_dx": _erf_dx, "tanh": np.tanh, "exp": np.exp,
-    "log": np.log, "sin": np.sin, "cos": np.cos, "tan": np.tan, "arctan": np.arctan, "sqrt": np.sqrt,
-    "rsqrt": _rsqrt, "reciprocal": lambda x: np.float32(1) / x, "sign": np.sign, "abs": np.abs,
+    "copy": lambda x: x,
+    "identity": lambda x: x,
+    "square": np.square,
+    "sigmoid": _sigmoid,
+    "relu": lambda x: np.maximum(x, np.float32(0)),
+    "gelu": _gelu,
+    "gelu_dx": _gelu_dx,
+    "gelu_apprx_tanh": _gelu_tanh,
+    "gelu_apprx_sigmoid": _gelu_sigmoid,
+    "silu": _silu,
+    "silu_dx": _silu_dx,
+    "softplus": _softplus,
+    "mish": _mish,
+    "erf": _erf,
+    "erf_dx": _erf_dx,
+    "tanh": np.tanh,
+    "exp": np.exp,
+    "log": np.log,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "arctan": np.arctan,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "reciprocal": lambda x: np.float32(1) / x,
+    "sign": np.sign,
+    "abs": np.abs,
 }
 
 _VECTOR_UNARY: dict[str, Any] = {
-    "negative": np.negative, "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil,
+    "negative": np.negative,
+    "trunc": np.trunc,
+    "floor": np.floor,
+    "ceil": np.ceil,
 }
 
 
 def _unary(name: str, fn: Any, engine: str, opcode: str):  # type: ignore[no-untyped-def]
     def op(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-        return _x.elementwise(f"nl.{name}", engine, opcode, fn, [x], dtype=dtype,
-                              default_dtype=x.dtype if isinstance(x, Tensor) else None, mask=mask,
-                              attrs={"func": name})
+        return _x.elementwise(
+            f"nl.{name}",
+            engine,
+            opcode,
+            fn,
+            [x],
+            dtype=dtype,
+            default_dtype=x.dtype if isinstance(x, Tensor) else None,
+            mask=mask,
+            attrs={"func": name},
+        )
+
     op.__name__ = name
     op.__qualname__ = name
     op.__doc__ = f"Element-wise {name} of a tile ({'ScalarE activation' if engine == SCALAR else 'VectorE'})."
@@ -539,7 +616,7 @@ erf = _unary("erf", _erf, SCALAR, "activation")
 erf_dx = _unary("erf_dx", _erf_dx, SCALAR, "activation")
 softplus = _unary("softplus", _softplus, SCALAR, "activation")
 mish = _unary("mish", _mish, SCALAR, "activation")
-abs = _unary("abs", np.abs, SCALAR, "activation")  # noqa: A001
+abs = _unary("abs", np.abs, SCALAR, "activation")
 sign = _unary("sign", np.sign, SCALAR, "activation")
 negative = _unary("negative", np.negative, VECTOR, "tensor_scalar")
 trunc = _unary("trunc", np.trunc, VECTOR, "tensor_scalar")
@@ -550,29 +627,52 @@ ceil = _unary("ceil", np.ceil, VECTOR, "tensor_scalar")
 def invert(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """Bitwise NOT of an integer tile."""
     _require_int("nl.invert", x)
-    return _x.elementwise("nl.invert", VECTOR, "tensor_scalar", np.invert, [x], dtype=dtype,
-                          default_dtype=x.dtype, mask=mask, bitwise=True)
+    return _x.elementwise(
+        "nl.invert",
+        VECTOR,
+        "tensor_scalar",
+        np.invert,
+        [x],
+        dtype=dtype,
+        default_dtype=x.dtype,
+        mask=mask,
+        bitwise=True,
+    )
 
 
 def logical_not(x: Tensor, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:
-    return _x.elementwise("nl.logical_not", VECTOR, "tensor_scalar", lambda a: (a == 0).astype(np.float32),
-                          [x], dtype=dtype, default_dtype=_dt.bool_, mask=mask)
+    return _x.elementwise(
+        "nl.logical_not",
+        VECTOR,
+        "tensor_scalar",
+        lambda a: (a == 0).astype(np.float32),
+        [x],
+        dtype=dtype,
+        default_dtype=_dt.bool_,
+        mask=mask,
+    )
 
 
 def _require_int(api: str, *xs: Any) -> None:
     for x in xs:
         if isinstance(x, Tensor) and _dt.is_float(x.dtype):
-            raise DtypeError(f"{api} is a bitwise operation and needs integer tiles, got {_dt.name_of(x.dtype)}",
-                             rule="bitwise-float")
+            raise DtypeError(
+                f"{api} is a bitwise operation and needs integer tiles, got {_dt.name_of(x.dtype)}",
+                rule="bitwise-float",
+            )
         if isinstance(x, (float, np.floating)):
-            raise DtypeError(f"{api} is a bitwise operation and needs integer operands, got {x!r}",
-                             rule="bitwise-float")
+            raise DtypeError(
+                f"{api} is a bitwise operation and needs integer operands, got {x!r}", rule="bitwise-float"
+            )
 
 
 def _binary_engine(x: Any, y: Any) -> str:
     tiles = [t for t in (x, y) if isinstance(t, Tensor)]
-    if len(tiles) == 2 and builtins.all(_x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
-                               or _x.aligned_shape(t) == _x.aligned_shape(tiles[0]) for t in tiles):
+    if len(tiles) == 2 and builtins.all(
+        _x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
+        or _x.aligned_shape(t) == _x.aligned_shape(tiles[0])
+        for t in tiles
+    ):
         return "tensor_tensor"
     return "tensor_scalar"
 
@@ -582,8 +682,19 @@ def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False,
         if bitwise:
             _require_int(f"nl.{name}", x, y)
         default = _dt.bool_ if compare else None
-        return _x.elementwise(f"nl.{name}", engine, _binary_engine(x, y), fn, [x, y], dtype=dtype,
-                              default_dtype=default, mask=mask, bitwise=bitwise, attrs={"op": name})
+        return _x.elementwise(
+            f"nl.{name}",
+            engine,
+            _binary_engine(x, y),
+            fn,
+            [x, y],
+            dtype=dtype,
+            default_dtype=default,
+            mask=mask,
+            bitwise=bitwise,
+            attrs={"op": name},
+        )
+
     op.__name__ = name
     op.__qualname__ = name
     op.__doc__ = f"Element-wise {name} of two tiles, or a tile and a scalar (NumPy broadcasting)."
@@ -636,11 +747,20 @@ right_shift = _binary("right_shift", _shift_right, bitwise=True)
 def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """``condition ? x : y`` element-wise."""
     dts = [v.dtype if isinstance(v, Tensor) else _dt.scalar_dtype(v) for v in (x, y)]
-    return _x.elementwise("nl.where", VECTOR, "select", lambda c, a, b: np.where(c != 0, a, b),
-                          [condition, x, y], dtype=dtype, default_dtype=_dt.promote(*dts), mask=mask)
+    return _x.elementwise(
+        "nl.where",
+        VECTOR,
+        "select",
+        lambda c, a, b: np.where(c != 0, a, b),
+        [condition, x, y],
+        dtype=dtype,
+        default_dtype=_dt.promote(*dts),
+        mask=mask,
+    )
 
 
 # ---- reductions ----------------------------------------------------------------------------------------
+
 
 def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
     nd = _x.aligned_shape(x).__len__()
@@ -653,8 +773,11 @@ def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
         if a < 0:
             a += nd
         if a == 0:
-            raise IndexingError(f"{api}: cannot reduce along the partition axis (axis 0); reduce free axes, or "
-                                "transpose / use nisa.tensor_partition_reduce", rule="reduce-partition-axis")
+            raise IndexingError(
+                f"{api}: cannot reduce along the partition axis (axis 0); reduce free axes, or "
+                "transpose / use nisa.tensor_partition_reduce",
+                rule="reduce-partition-axis",
+            )
         if a >= nd:
             raise IndexingError(f"{api}: axis {a} is out of range for a tile of rank {nd}")
         out.append(a)
@@ -663,16 +786,29 @@ def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
     return tuple(sorted(set(out)))
 
 
-def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, keepdims: bool,
-           opname: str, default_dtype: Any = None) -> Tensor:
+def reduce(
+    api: str,
+    x: Tensor,
+    axis: Any,
+    fn: Any,
+    *,
+    dtype: Any,
+    mask: Any,
+    keepdims: bool,
+    opname: str,
+    default_dtype: Any = None,
+) -> Tensor:
     """A free-axis reduction on VectorE."""
     m = _x.machine(api)
     loc = user_location()
     t = _x.tile(x, api, "x")
     shape_in = _x.aligned_shape(t)
     axes = _axes(api, t, axis)
-    out_shape = tuple(1 if i in axes else n for i, n in enumerate(shape_in)) if keepdims else \
-        tuple(n for i, n in enumerate(shape_in) if i not in axes)
+    out_shape = (
+        tuple(1 if i in axes else n for i, n in enumerate(shape_in))
+        if keepdims
+        else tuple(n for i, n in enumerate(shape_in) if i not in axes)
+    )
     if len(out_shape) < 2:
         out_shape = (out_shape[0], 1)  # on-chip tiles are at least 2-D: (P,) is (P, 1)
     odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
@@ -685,8 +821,11 @@ def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, ke
         bit = opname.startswith("bitwise")  # bitvec reductions work on the raw integers, not through fp32
         v = _x.value_of(t, shape_in, marr, to_float=not bit)
         if marr is not None:
-            ident = np.array(-1 if opname == "bitwise_and" else 0).astype(v.dtype) if bit else \
-                _REDUCE_IDENTITY.get(opname, 0.0)
+            ident = (
+                np.array(-1 if opname == "bitwise_and" else 0).astype(v.dtype)
+                if bit
+                else _REDUCE_IDENTITY.get(opname, 0.0)
+            )
             v = np.where(marr, v, ident) if bit else np.where(marr, v, ident).astype(np.float32)
         with np.errstate(all="ignore"):
             if marr is not None and opname in ("mean", "var"):  # statistics of the masked elements only
@@ -704,45 +843,62 @@ def reduce(api: str, x: Tensor, axis: Any, fn: Any, *, dtype: Any, mask: Any, ke
 _REDUCE_IDENTITY = {"add": 0.0, "max": -np.inf, "min": np.inf, "multiply": 1.0, "all": 1.0}
 
 
-def sum(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
-        **kwargs: Any) -> Tensor:
+def sum(
+    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> Tensor:
     return reduce("nl.sum", x, axis, np.sum, dtype=dtype, mask=mask, keepdims=keepdims, opname="add")
 
 
-def prod(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
-         **kwargs: Any) -> Tensor:
+def prod(
+    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> Tensor:
     return reduce("nl.prod", x, axis, np.prod, dtype=dtype, mask=mask, keepdims=keepdims, opname="multiply")
 
 
-def max(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
-        **kwargs: Any) -> Tensor:
+def max(
+    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> Tensor:
     return reduce("nl.max", x, axis, np.max, dtype=dtype, mask=mask, keepdims=keepdims, opname="max")
 
 
-def min(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,  # noqa: A001
-        **kwargs: Any) -> Tensor:
+def min(
+    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> Tensor:
     return reduce("nl.min", x, axis, np.min, dtype=dtype, mask=mask, keepdims=keepdims, opname="min")
 
 
-def mean(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False,
-         **kwargs: Any) -> Tensor:
+def mean(
+    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+) -> Tensor:
     d = None if not isinstance(x, Tensor) or _dt.is_float(x.dtype) else _dt.float32
-    return reduce("nl.mean", x, axis, np.mean, dtype=dtype, mask=mask, keepdims=keepdims, opname="mean",
-                  default_dtype=d)
+    return reduce(
+        "nl.mean", x, axis, np.mean, dtype=dtype, mask=mask, keepdims=keepdims, opname="mean", default_dtype=d
+    )
 
 
 def var(x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     d = None if not isinstance(x, Tensor) or _dt.is_float(x.dtype) else _dt.float32
-    return reduce("nl.var", x, axis, np.var, dtype=dtype, mask=mask, keepdims=False, opname="var",
-                  default_dtype=d)
+    return reduce(
+        "nl.var", x, axis, np.var, dtype=dtype, mask=mask, keepdims=False, opname="var", default_dtype=d
+    )
 
 
-def all(x: Tensor, axis: Any, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:  # noqa: A001
-    return reduce("nl.all", x, axis, lambda v, axis, keepdims: np.all(v != 0, axis=axis, keepdims=keepdims),
-                  dtype=dtype, mask=mask, keepdims=False, opname="all", default_dtype=_dt.bool_)
+def all(x: Tensor, axis: Any, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:
+    return reduce(
+        "nl.all",
+        x,
+        axis,
+        lambda v, axis, keepdims: np.all(v != 0, axis=axis, keepdims=keepdims),
+        dtype=dtype,
+        mask=mask,
+        keepdims=False,
+        opname="all",
+        default_dtype=_dt.bool_,
+    )
 
 
 # ---- matmul and transpose ---------------------------------------------------------------------------------
+
 
 def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> Tensor:
     """``x @ y`` (or ``x.T @ y`` with ``transpose_x=True``) on the TensorE into a PSUM tile (fp32)."""
@@ -753,9 +909,11 @@ def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None,
         if t.ndim != 2:
             raise TileShapeError(f"nl.matmul: x must be 2-D, got {list(t.shape)}")
         if t.shape[0] > 128 or t.shape[1] > 128:
-            raise TileShapeError(f"nl.matmul: x of shape {list(t.shape)} must be at most [128, 128] when "
-                                 "transpose_x=False (it is transposed on the TensorE)",
-                                 rule="matmul-stationary-size")
+            raise TileShapeError(
+                f"nl.matmul: x of shape {list(t.shape)} must be at most [128, 128] when "
+                "transpose_x=False (it is transposed on the TensorE)",
+                rule="matmul-stationary-size",
+            )
         xt = copy(_isa.nc_transpose(t, engine=_isa.engine.tensor), dtype=t.dtype)
         if t.omask is not None:
             xt.omask = t.omask.T
@@ -769,16 +927,19 @@ def transpose(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) 
 
     t = _x.tile(x, "nl.transpose", "x")
     if t.ndim > 2:
-        raise TileShapeError(f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)",
-                             rule="transpose-rank")
+        raise TileShapeError(
+            f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)", rule="transpose-rank"
+        )
     res = _isa.nc_transpose(t, engine=_isa.engine.tensor, mask=mask)
     return copy(res, dtype=dtype or t.dtype)
 
 
 # ---- fused helpers ----------------------------------------------------------------------------------------
 
-def softmax(x: Tensor, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None,
-            **kwargs: Any) -> Tensor:
+
+def softmax(
+    x: Tensor, axis: Any, *, dtype: Any = None, compute_dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> Tensor:
     """Softmax over trailing free axes (max-subtracted, computed in fp32)."""
     t = _x.tile(x, "nl.softmax", "x")
     odt = dtype or compute_dtype or t.dtype
@@ -788,14 +949,26 @@ def softmax(x: Tensor, axis: Any, *, dtype: Any = None, compute_dtype: Any = Non
     return divide(e, s, dtype=odt, mask=mask)
 
 
-def rms_norm(x: Tensor, w: Tensor, axis: Any, n: Any, epsilon: float = 1e-6, *, dtype: Any = None,
-             compute_dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
+def rms_norm(
+    x: Tensor,
+    w: Tensor,
+    axis: Any,
+    n: Any,
+    epsilon: float = 1e-6,
+    *,
+    dtype: Any = None,
+    compute_dtype: Any = None,
+    mask: Any = None,
+    **kwargs: Any,
+) -> Tensor:
     """``x * rsqrt(sum(x^2, axis) / n + epsilon) * w``."""
     t = _x.tile(x, "nl.rms_norm", "x")
     odt = dtype or compute_dtype or t.dtype
     ss = sum(square(t, dtype=_dt.float32, mask=mask), axis, keepdims=True, dtype=_dt.float32, mask=mask)
-    r = rsqrt(add(multiply(ss, 1.0 / float(n), dtype=_dt.float32), float(epsilon), dtype=_dt.float32),
-              dtype=_dt.float32)
+    r = rsqrt(
+        add(multiply(ss, 1.0 / float(n), dtype=_dt.float32), float(epsilon), dtype=_dt.float32),
+        dtype=_dt.float32,
+    )
     return multiply(multiply(t, r, dtype=_dt.float32, mask=mask), w, dtype=odt, mask=mask)
 
 
@@ -806,8 +979,9 @@ def dropout(x: Tensor, rate: Any, *, dtype: Any = None, mask: Any = None, **kwar
     return _isa.dropout(x, rate, dtype=dtype, mask=mask)
 
 
-def gather_flattened(data: Tensor, indices: Tensor, *, mask: Any = None, dtype: Any = None,
-                     **kwargs: Any) -> Tensor:
+def gather_flattened(
+    data: Tensor, indices: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> Tensor:
     """Per partition, gather elements of the flattened free dims of ``data`` at ``indices``."""
     m = _x.machine("nl.gather_flattened")
     loc = user_location()
@@ -829,16 +1003,31 @@ def gather_flattened(data: Tensor, indices: Tensor, *, mask: Any = None, dtype: 
     return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
 
 
-def loop_reduce(x: Tensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None,
-                **kwargs: Any) -> Tensor:
-    raise UnsupportedError("nl.loop_reduce is not supported by the simulator; write b[...] = op(b, a) with b "
-                           "allocated before the loop (the documented equivalent)", rule="unsupported-api")
+def loop_reduce(
+    x: Tensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
+) -> Tensor:
+    raise UnsupportedError(
+        "nl.loop_reduce is not supported by the simulator; write b[...] = op(b, a) with b "
+        "allocated before the loop (the documented equivalent)",
+        rule="unsupported-api",
+    )
 
 
-def all_reduce(x: Tensor, op: Any, program_axes: Any, *, dtype: Any = None, mask: Any = None,
-               parallel_reduce: bool = True, asynchronous: bool = False, **kwargs: Any) -> Tensor:
-    raise UnsupportedError("nl.all_reduce (collective across SPMD programs) is not supported by the simulator",
-                           rule="unsupported-api")
+def all_reduce(
+    x: Tensor,
+    op: Any,
+    program_axes: Any,
+    *,
+    dtype: Any = None,
+    mask: Any = None,
+    parallel_reduce: bool = True,
+    asynchronous: bool = False,
+    **kwargs: Any,
+) -> Tensor:
+    raise UnsupportedError(
+        "nl.all_reduce (collective across SPMD programs) is not supported by the simulator",
+        rule="unsupported-api",
+    )
 
 
 def expand_dims(data: Tensor, axis: Any) -> Tensor:
@@ -856,15 +1045,45 @@ def gemm_stationary_grid(*args: Any, **kwargs: Any) -> Any:
 # ---- op-name normalisation shared with nki.isa ---------------------------------------------------------
 
 _ALU_ALIASES = {
-    "add": "add", "sum": "add", "subtract": "subtract", "multiply": "multiply", "prod": "multiply",
-    "divide": "divide", "true_divide": "divide", "maximum": "max", "max": "max", "amax": "max",
-    "minimum": "min", "min": "min", "amin": "min", "power": "power", "equal": "equal",
-    "not_equal": "not_equal", "greater": "greater", "greater_equal": "greater_equal", "less": "less",
-    "less_equal": "less_equal", "logical_and": "logical_and", "logical_or": "logical_or",
-    "logical_xor": "logical_xor", "logical_not": "logical_not", "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor", "invert": "invert", "bitwise_not": "invert",
-    "left_shift": "left_shift", "right_shift": "right_shift", "rsqrt": "rsqrt", "reciprocal": "reciprocal",
-    "abs": "abs", "absolute": "abs", "mod": "mod", "remainder": "mod", "fmod": "fmod", "bypass": "bypass",
+    "add": "add",
+    "sum": "add",
+    "subtract": "subtract",
+    "multiply": "multiply",
+    "prod": "multiply",
+    "divide": "divide",
+    "true_divide": "divide",
+    "maximum": "max",
+    "max": "max",
+    "amax": "max",
+    "minimum": "min",
+    "min": "min",
+    "amin": "min",
+    "power": "power",
+    "equal": "equal",
+    "not_equal": "not_equal",
+    "greater": "greater",
+    "greater_equal": "greater_equal",
+    "less": "less",
+    "less_equal": "less_equal",
+    "logical_and": "logical_and",
+    "logical_or": "logical_or",
+    "logical_xor": "logical_xor",
+    "logical_not": "logical_not",
+    "bitwise_and": "bitwise_and",
+    "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor",
+    "invert": "invert",
+    "bitwise_not": "invert",
+    "left_shift": "left_shift",
+    "right_shift": "right_shift",
+    "rsqrt": "rsqrt",
+    "reciprocal": "reciprocal",
+    "abs": "abs",
+    "absolute": "abs",
+    "mod": "mod",
+    "remainder": "mod",
+    "fmod": "fmod",
+    "bypass": "bypass",
 }
 
 

@@ -28,7 +28,7 @@ from devkit.trace import MemoryStats, NullSink, TraceSink
 _NC_VERSION = {"trn1": 2, "inf2": 2, "trn2": 3, "trn3": 4}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def geometry(target: str) -> Geometry:
     """On-chip geometry of a target, read from the cost model's target description."""
     from devkit.cost.target import load_target
@@ -45,7 +45,7 @@ def geometry(target: str) -> Geometry:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def largest_sbuf_bytes_per_partition() -> int:
     """The largest physical SBUF partition of any known target (bytes)."""
     from devkit.cost.target import TARGETS
@@ -137,8 +137,12 @@ def _wrap(m: Machine, value: Any, name: str, mutable: bool) -> Any:
 def _to_host(m: Machine, value: Any) -> Any:
     if isinstance(value, Tensor):
         if not m.numerics:
-            return np.zeros(value.shape, dtype=np.float32 if dt.name_of(value.dtype) == "tfloat32"
-                            else dt.to_external(np.zeros(1), value.dtype).dtype)
+            return np.zeros(
+                value.shape,
+                dtype=np.float32
+                if dt.name_of(value.dtype) == "tfloat32"
+                else dt.to_external(np.zeros(1), value.dtype).dtype,
+            )
         return dt.to_external(np.array(value.read(check_init=False)), value.dtype)
     if isinstance(value, tuple):
         return tuple(_to_host(m, v) for v in value)
@@ -158,8 +162,16 @@ def _grid_points(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
     return list(itertools.product(*[range(int(g)) for g in grid])) if grid else [()]
 
 
-def run_kernel(func: Any, args: tuple, kwargs: dict, *, grid: Any = None, target: str = "trn1",
-               options: SimOptions | None = None, sink: TraceSink | None = None) -> RunResult:
+def run_kernel(
+    func: Any,
+    args: tuple,
+    kwargs: dict,
+    *,
+    grid: Any = None,
+    target: str = "trn1",
+    options: SimOptions | None = None,
+    sink: TraceSink | None = None,
+) -> RunResult:
     """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs."""
     if options is None:
         options = SimOptions()

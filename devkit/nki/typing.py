@@ -32,11 +32,11 @@ class _TensorMeta(type):
         return isinstance(obj, Tensor)
 
 
-class tensor(metaclass=_TensorMeta):  # noqa: N801 - NKI name
+class tensor(metaclass=_TensorMeta):
     """Annotation for kernel tensors; ``tensor[[shape], dtype]`` makes a placeholder argument."""
 
 
-class mutable_tensor(metaclass=_TensorMeta):  # noqa: N801 - NKI name
+class mutable_tensor(metaclass=_TensorMeta):
     """Annotation marking a kernel input the kernel may write (it must be returned)."""
 
     _nki_mutable = True
@@ -47,5 +47,7 @@ def scalar(value: Any) -> Any:
     if isinstance(value, Tensor):
         from devkit.errors import UnsupportedError
 
-        raise UnsupportedError("nt.scalar on a tensor (dynamic control flow) is not supported by the simulator")
+        raise UnsupportedError(
+            "nt.scalar on a tensor (dynamic control flow) is not supported by the simulator"
+        )
     return value

@@ -13,51 +13,64 @@ comparisons, not a scan of every earlier access.
 from __future__ import annotations
 
 import bisect
+from typing import Any
 
 Box = tuple[tuple[int, int], ...]
 
 
 class _Space:
-    """Access records of one address space, bucketed by a key built from a few coordinates.
+    """Access records of one address space, indexed along a few coordinates.
 
-    ``keyspec`` is a tuple of ``(axis, shift)``: a box whose extent on each such axis stays inside one
-    ``2**shift`` bucket gets the exact key ``(lo >> shift, ...)``; other boxes are "wide" and compared with
-    everything.  Tile-structured access patterns then compare against a handful of records.
+    ``keyspec`` is a tuple of ``(axis, shift)``; each entry is an independent index that buckets records
+    by ``lo >> shift`` on that axis (records spanning several buckets go to the index's "wide" list).  A
+    query uses the most selective index on which it is narrow, so tile-structured access patterns
+    compare against a handful of records; only queries wide on every indexed axis scan everything.
     """
 
-    __slots__ = ("buckets", "keyspec", "wide")
+    __slots__ = ("all", "indexes", "keyspec")
 
     def __init__(self, keyspec: tuple[tuple[int, int], ...]) -> None:
-        self.keyspec = keyspec
-        self.buckets: dict[tuple[int, ...], list[list]] = {}
-        self.wide: list[list] = []
+        self.all: dict[int, list] = {}
+        self.set_keyspec(keyspec)
 
-    def _key(self, box: Box) -> tuple[int, ...] | None:
-        key = []
-        for axis, shift in self.keyspec:
-            lo, hi = box[axis]
-            k = lo >> shift
-            if hi - 1 > lo and ((hi - 1) >> shift) != k:
-                return None
-            key.append(k)
-        return tuple(key)
+    def set_keyspec(self, keyspec: tuple[tuple[int, int], ...]) -> None:
+        self.keyspec = keyspec
+        self.indexes: list[tuple[dict[int, list[list]], list[list]]] = [({}, []) for _ in keyspec]
+        for rec in self.all.values():
+            self._index(rec)
+
+    @staticmethod
+    def _bucket(box: Box, axis: int, shift: int) -> int | None:
+        lo, hi = box[axis]
+        k = lo >> shift
+        if hi - 1 > lo and ((hi - 1) >> shift) != k:
+            return None
+        return k
 
     def __len__(self) -> int:
-        return len(self.wide) + sum(len(v) for v in self.buckets.values())
+        return len(self.all)
 
     def records(self) -> list[list]:
-        out = list(self.wide)
-        for lst in self.buckets.values():
-            out.extend(lst)
-        return out
+        return list(self.all.values())
 
     def overlapping(self, box: Box) -> list[list]:
-        key = self._key(box)
-        if key is None:
-            cands = self.records()
+        best: tuple | None = None
+        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
+            k = self._bucket(box, axis, shift)
+            if k is None:
+                continue
+            lst = buckets.get(k)
+            n = len(wide) + (len(lst) if lst else 0)
+            if best is None or n < best[0]:
+                best = (n, wide, lst)
+                if n == 0:
+                    return []
+        if best is None:
+            cands: Any = self.all.values()
+        elif best[2]:
+            cands = best[1] + best[2] if best[1] else best[2]
         else:
-            lst = self.buckets.get(key)
-            cands = self.wide + lst if lst else self.wide
+            cands = best[1]
         found = []
         for rec in cands:
             for (a, b), (c, d) in zip(rec[0], box):
@@ -67,45 +80,57 @@ class _Space:
                 found.append(rec)
         return found
 
-    def add(self, rec: list) -> None:
-        key = self._key(rec[0])
-        if key is None:
-            self.wide.append(rec)
-        else:
-            lst = self.buckets.get(key)
-            if lst is None:
-                self.buckets[key] = [rec]
+    def _index(self, rec: list) -> None:
+        box = rec[0]
+        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
+            k = self._bucket(box, axis, shift)
+            if k is None:
+                wide.append(rec)
             else:
-                lst.append(rec)
+                lst = buckets.get(k)
+                if lst is None:
+                    buckets[k] = [rec]
+                else:
+                    lst.append(rec)
+
+    def add(self, rec: list) -> None:
+        self.all[id(rec)] = rec
+        self._index(rec)
 
     def remove(self, rec: list) -> None:
-        key = self._key(rec[0])
-        lst = self.wide if key is None else self.buckets.get(key)
-        if lst is None:
+        if self.all.pop(id(rec), None) is None:
             return
-        for i, r in enumerate(lst):
-            if r is rec:
-                del lst[i]
-                break
-        if key is not None and not lst:
-            del self.buckets[key]
+        box = rec[0]
+        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
+            k = self._bucket(box, axis, shift)
+            lst = wide if k is None else buckets.get(k)
+            if not lst:
+                continue
+            for i, r in enumerate(lst):
+                if r is rec:
+                    del lst[i]
+                    break
+            if k is not None and not lst:
+                del buckets[k]
 
     @property
     def empty(self) -> bool:
-        return not self.wide and not self.buckets
+        return not self.all
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple[tuple[int, int], ...]:
-    """Bucketing for a tensor's logical index space: block dims exactly, else coarse rows/columns."""
+    """Indexes for a tensor's logical index space: each block dim exactly; otherwise the leading and
+    trailing non-partition dims, coarsely (about 64-256 buckets each)."""
     if par_axis:
         return tuple((d, 0) for d in range(par_axis))
     if not shape:
         return ()
     spec = []
-    if par_axis is None:
-        spec.append((0, max(0, shape[0].bit_length() - 8)))
-    if len(shape) >= 2:
-        spec.append((len(shape) - 1, max(0, shape[-1].bit_length() - 6)))
+    dims = [d for d in range(len(shape)) if d != par_axis and shape[d] > 1]
+    for d in (dims[:1] + dims[-1:]) if len(dims) > 1 else dims:
+        spec.append((d, max(0, shape[d].bit_length() - (8 if par_axis is None and d == 0 else 6))))
+    if par_axis is None and len(dims) > 2:
+        spec.append((dims[1], max(0, shape[dims[1]].bit_length() - 6)))
     return tuple(spec)
 
 
@@ -119,17 +144,18 @@ def _covers(outer: Box, inner: Box) -> bool:
 class _IntervalMap:
     """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids."""
 
-    __slots__ = ("ends", "ids", "starts")
+    __slots__ = ("ends", "ids", "starts", "top")
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.ids: list[set[int]] = []
+        self.top: list[int] = []  # largest id of each entry
 
     def take(self, lo: int, hi: int) -> set[int]:
         """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
         out: set[int] = set()
-        starts, ends, ids = self.starts, self.ends, self.ids
+        starts, ends, ids, top = self.starts, self.ends, self.ids, self.top
         i = bisect.bisect_right(starts, lo) - 1
         if i < 0 or ends[i] <= lo:
             i += 1
@@ -137,31 +163,36 @@ class _IntervalMap:
         keep_s: list[int] = []
         keep_e: list[int] = []
         keep_i: list[set[int]] = []
+        keep_t: list[int] = []
         while j < len(starts) and starts[j] < hi:
-            a, b, ids_j = starts[j], ends[j], ids[j]
+            a, b, ids_j, t_j = starts[j], ends[j], ids[j], top[j]
             out |= ids_j
             if a < lo:
                 keep_s.append(a)
                 keep_e.append(lo)
                 keep_i.append(ids_j)
+                keep_t.append(t_j)
             if b > hi:
                 keep_s.append(hi)
                 keep_e.append(b)
                 keep_i.append(ids_j)
+                keep_t.append(t_j)
             j += 1
         if j > i:
             starts[i:j] = keep_s
             ends[i:j] = keep_e
             ids[i:j] = keep_i
+            top[i:j] = keep_t
         return out
 
     def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
         """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
-        old = self.take(lo, hi)
+        merged = ids_new | self.take(lo, hi)
         i = bisect.bisect_left(self.starts, lo)
         self.starts.insert(i, lo)
         self.ends.insert(i, hi)
-        self.ids.insert(i, ids_new | old)
+        self.ids.insert(i, merged)
+        self.top.insert(i, max(merged) if merged else -1)
 
 
 class DependencyTracker:
@@ -200,12 +231,31 @@ class DependencyTracker:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)
 
+    def retire_ids(self, buffer: str, lo: int, hi: int, ids: set[int]) -> None:
+        """Freed bytes ``[lo, hi)`` of ``buffer`` were last used by ``ids``."""
+        if ids:
+            tomb = self._tombstones.get(buffer)
+            if tomb is None:
+                tomb = self._tombstones[buffer] = _IntervalMap()
+            tomb.put(lo, hi, set(ids))
+
     def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:
         """Ids a tensor newly placed at ``[lo, hi)`` must wait for; the covered tombstone parts go away."""
         tomb = self._tombstones.get(buffer)
         if tomb is None:
             return set()
         return tomb.take(lo, hi)
+
+    def shift_ids(self, lo: int, hi: int, delta: int) -> None:
+        """Ids in ``[lo, hi)`` held by address-reuse records become ``id + delta`` (after loop replay the
+        latest iteration is a synthesised one)."""
+        for tomb in self._tombstones.values():
+            ids_list, tops = tomb.ids, tomb.top
+            for k, top in enumerate(tops):
+                if top >= lo:
+                    new = {i + delta if lo <= i < hi else i for i in ids_list[k]}
+                    ids_list[k] = new
+                    tops[k] = max(new)
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:

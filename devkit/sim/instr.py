@@ -19,7 +19,6 @@ from devkit.errors import (
     IndexingError,
     KernelArgumentError,
     MemoryPlacementError,
-    PartitionMismatchError,
     TileShapeError,
     UnsupportedError,
     user_location,
@@ -175,8 +174,15 @@ def new_tile(m: Machine, shape: tuple[int, ...], dtype: Any, buffer: str, loc: t
     return Tensor.whole(st)
 
 
-def commit(m: Machine, p: Pending, out: Tensor, values: np.ndarray | None, mask: np.ndarray | None,
-           *, exact: bool = False) -> Tensor:
+def commit(
+    m: Machine,
+    p: Pending,
+    out: Tensor,
+    values: np.ndarray | None,
+    mask: np.ndarray | None,
+    *,
+    exact: bool = False,
+) -> Tensor:
     """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
 
     ``exact``: the values are already representable in the output dtype (a same-dtype copy), so no

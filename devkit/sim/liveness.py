@@ -88,7 +88,9 @@ class Liveness:
         self.psum = _Intervals()
         self.psum_acc = _Intervals()
 
-    def touch(self, st: object, blocks: list[tuple[int, ...]], tile_bytes: int, iid: int, accumulate: bool) -> None:
+    def touch(
+        self, st: object, blocks: list[tuple[int, ...]], tile_bytes: int, iid: int, accumulate: bool
+    ) -> None:
         """Instruction ``iid`` accesses the logical tiles ``blocks`` of on-chip tensor ``st``."""
         sid = st.id  # type: ignore[attr-defined]
         tiles = self._open.get(sid)
@@ -106,6 +108,18 @@ class Liveness:
                 rec[1] = iid
             if accumulate:
                 rec[5] = 1
+
+    def interval(self, st: object, first: int, last: int, accumulated: bool) -> None:
+        """A complete lifetime of one logical tile of ``st`` (synthesised by loop replay)."""
+        sid = st.id  # type: ignore[attr-defined]
+        if sid not in self._site_of:
+            self._site_of[sid] = len(self._sites)
+            self._sites.append((st.origin, st.describe()))  # type: ignore[attr-defined]
+        nblocks = 1
+        for i in range(st.par_axis or 0):  # type: ignore[attr-defined]
+            nblocks *= st.shape[i]  # type: ignore[attr-defined]
+        tile_bytes = st.bytes_pp // max(nblocks, 1)  # type: ignore[attr-defined]
+        self._retire([first, last, tile_bytes, st.buffer, self._site_of[sid], 1 if accumulated else -1, -1])  # type: ignore[attr-defined]
 
     def close(self, sid: int) -> None:
         """Tensor ``sid`` died: its tiles' intervals are final."""

@@ -33,9 +33,10 @@ from devkit.sim.deps import DependencyTracker, keyspec_for
 from devkit.sim.liveness import Liveness
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.races import RaceChecker
+from devkit.sim.replay import MIN_ITERATIONS, LoopRecorder, plan, replay
 from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
 from devkit.sim.tracelocals import LocalsGuard
-from devkit.trace import DMA, Access, Instr, MemoryStats, TraceSink
+from devkit.trace import Access, Instr, MemoryStats, TraceSink
 
 _current = threading.local()
 
@@ -92,9 +93,10 @@ class Machine:
         self._owners: dict[str, Any] = {}
         self.deps = DependencyTracker()
         self.liveness = Liveness(geometry)
+        self.recorders: list[LoopRecorder] = []  # loops recording iterations for replay (cost-only runs)
+        self.replays = 0
         self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
         self.races = RaceChecker(self) if (options.check_races and options.numerics) else None
-        self.spill_bytes = 0
         self._spill_warned: set[tuple[str, int]] = set()
         self.program_ids: tuple[int, ...] = ()
         self.grid: tuple[int, ...] = ()
@@ -131,7 +133,7 @@ class Machine:
         stats = MemoryStats(
             sbuf_peak_bytes_per_partition=max(v.sbuf_peak_bytes, self.direct_high_water["sbuf"]),
             psum_peak_bytes_per_partition=max(v.psum_peak_bytes, self.direct_high_water["psum"]),
-            spill_bytes=self.spill_bytes + v.spill_bytes,
+            spill_bytes=v.spill_bytes,
             partitions=self.geometry.partitions,
         )
         self.sink.finish(stats)
@@ -146,17 +148,24 @@ class Machine:
                 f"{banks} PSUM banks of matmul accumulation tiles are live at once ({desc} allocated at {fn}:{ln} "
                 f"went over) but PSUM has {g.psum_banks} banks of {g.psum_bank_bytes} bytes, and matmul "
                 "accumulation cannot be spilled; copy results out and let accumulation tiles die before "
-                "starting more (each PSUM tile occupies whole banks)", rule="psum-capacity",
-                filename=fn, lineno=ln)
+                "starting more (each PSUM tile occupies whole banks)",
+                rule="psum-capacity",
+                filename=fn,
+                lineno=ln,
+            )
         if v.psum_over is not None:
             banks, (fn, ln), desc = v.psum_over
-            msg = (f"{banks} PSUM banks of tiles are live at once ({desc} allocated at {fn}:{ln} went over) but "
-                   f"PSUM has {g.psum_banks}; the compiler would spill PSUM tiles to SBUF")
+            msg = (
+                f"{banks} PSUM banks of tiles are live at once ({desc} allocated at {fn}:{ln} went over) but "
+                f"PSUM has {g.psum_banks}; the compiler would spill PSUM tiles to SBUF"
+            )
             self._over_capacity(msg, "psum-capacity", (fn, ln))
         if v.sbuf_over is not None:
             peak, (fn, ln), desc = v.sbuf_over
-            msg = (f"{desc} allocated at {fn}:{ln} does not fit: {peak} bytes per partition of SBUF are live at "
-                   f"once, {g.sbuf_usable_bytes_per_partition} usable on {g.name}; the compiler would spill to HBM")
+            msg = (
+                f"{desc} allocated at {fn}:{ln} does not fit: {peak} bytes per partition of SBUF are live at "
+                f"once, {g.sbuf_usable_bytes_per_partition} usable on {g.name}; the compiler would spill to HBM"
+            )
             self._over_capacity(msg, "sbuf-capacity", (fn, ln))
 
     def _over_capacity(self, msg: str, rule: str, loc: tuple[str, int]) -> None:
@@ -262,24 +271,45 @@ class Machine:
         tile_bytes = self._tile_bytes(st)
         if st.buffer == "sbuf":
             if tile_bytes > g.sbuf_usable_bytes_per_partition:
+                per = " per logical tile" if st.par_axis else ""
                 raise CapacityError(
-                    f"{st.describe()} needs {tile_bytes} bytes per partition{' per logical tile' if st.par_axis else ''}"
+                    f"{st.describe()} needs {tile_bytes} bytes per partition{per}"
                     f" but only {g.sbuf_usable_bytes_per_partition} bytes per partition of SBUF are usable on "
-                    f"{g.name}; split it into smaller tiles", rule="sbuf-capacity", filename=loc[0], lineno=loc[1])
+                    f"{g.name}; split it into smaller tiles",
+                    rule="sbuf-capacity",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
             p = self.sbuf.allocate(st.bytes_pp)
         else:
             bank = g.psum_bank_bytes
             if tile_bytes > bank:
                 raise CapacityError(
                     f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit "
-                    f"one {bank}-byte bank (512 fp32 elements)", rule="psum-tile-size", filename=loc[0],
-                    lineno=loc[1])
+                    f"one {bank}-byte bank (512 fp32 elements)",
+                    rule="psum-tile-size",
+                    filename=loc[0],
+                    lineno=loc[1],
+                )
             p = self.psum.allocate(st.bytes_pp)
         st.addr = p.addr
         self.placements[st.id] = p
         inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
         if inherited:
             self.reuse_deps[st.id] = inherited
+
+    def place_replayed(self, st: Storage, deps: set[int]) -> Placement:
+        """Loop replay: allocate a synthesised instance of private tile ``st``; address-reuse
+        dependencies go into ``deps``."""
+        alloc = self.sbuf if st.buffer == "sbuf" else self.psum
+        p = alloc.allocate(st.bytes_pp)
+        deps |= self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
+        return p
+
+    def free_replayed(self, st: Storage, p: Placement, ids: set[int]) -> None:
+        """Loop replay: a synthesised tile instance dies; ``ids`` are the instructions that used it."""
+        (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
+        self.deps.retire_ids(st.buffer, p.addr, p.addr + p.nbytes, ids)
 
     @staticmethod
     def _tile_bytes(st: Storage) -> int:
@@ -343,14 +373,41 @@ class Machine:
         if kind == "affine" and self._shuffle is not None:
             self._shuffle.shuffle(seq)
         guard = LocalsGuard(caller) if kind != "static" and caller is not None else None
+        rec = None
+        if (
+            not self.numerics
+            and self.options.replay_loops
+            and kind != "static"
+            and len(seq) >= MIN_ITERATIONS
+        ):
+            rec = LoopRecorder()
+            self.recorders.append(rec)
         try:
-            for n, v in enumerate(seq):
+            n = 0
+            while n < len(seq):
+                v = seq[n]
                 frame.iter = v
                 if n and guard is not None:
                     guard.restore()
+                if rec is not None and n < 2:
+                    self.flush()
+                    rec.start(self)
                 yield v
                 self._end_scope(frame)
+                if rec is not None and n < 2:
+                    self.flush()
+                    rec.stop()
+                    if n == 1:
+                        self.recorders.remove(rec)
+                        kinds = plan(rec)
+                        if kinds is not None:
+                            replay(self, rec, kinds, len(seq))
+                            n = len(seq) - 2  # iterations 2 .. n-2 were synthesised
+                        rec = None
+                n += 1
         finally:
+            if rec is not None and rec in self.recorders:
+                self.recorders.remove(rec)
             if guard is not None:
                 guard.release()
             self._end_scope(frame)
@@ -381,7 +438,9 @@ class Machine:
             top = max(top, 0)
         self.direct_high_water[st.buffer] = max(self.direct_high_water[st.buffer], top)
 
-    def _direct_regions(self, t: Tensor) -> list[tuple[tuple[int, ...], tuple[tuple[int, int], tuple[int, int]]]]:
+    def _direct_regions(
+        self, t: Tensor
+    ) -> list[tuple[tuple[int, ...], tuple[tuple[int, int], tuple[int, int]]]]:
         """Physical regions (per logical tile touched) of a view of a directly allocated tensor."""
         st = t.st
         pl = self.direct[st.id]
@@ -403,7 +462,9 @@ class Machine:
             out.append((tuple(idx), ((sp + plo, sp + phi), (addr + lo, addr + hi + st.itemsize))))
         return out
 
-    def _check_direct(self, t: Tensor, is_write: bool, loc: tuple[str, int], accumulate: bool = False) -> None:
+    def _check_direct(
+        self, t: Tensor, is_write: bool, loc: tuple[str, int], accumulate: bool = False
+    ) -> None:
         """Reading a logical tile whose bytes another tile overwrote is a fault of the allocation."""
         st = t.st
         sp = self._owners.get(st.buffer)
@@ -434,7 +495,11 @@ class Machine:
                             f"bytes [{region[1][0]}, {region[1][1]})) was overwritten by {rec[3]} (allocated at "
                             f"{rec[5][0]}:{rec[5][1]}) logical tile {list(rec[1][1])} at {ofn}:{oln}: the two "
                             "allocations overlap while both are in use; give them disjoint addresses or more "
-                            "buffers (num_free_tiles)", rule="direct-alloc-overlap", filename=loc[0], lineno=loc[1])
+                            "buffers (num_free_tiles)",
+                            rule="direct-alloc-overlap",
+                            filename=loc[0],
+                            lineno=loc[1],
+                        )
 
     def check_write(self, t: Tensor, loc: tuple[str, int] | None = None, *, accumulate: bool = False) -> None:
         st = t.st
@@ -504,34 +569,34 @@ class Machine:
             st = t.st
             if st.on_chip and st.addr is None and st.alive and st.kind == "temp":
                 self._place(st, p.loc)  # a retargeted result read under its own name
-        pre: list[Instr] = []
-        post: list[Instr] = []
-        ins = tuple(self._access(t, p, pre, False) for t in p.ins)
-        outs = tuple(self._access(t, p, post, True) for t in p.outs)
-        for s in pre:
-            self.sink.emit(s)
+        ins = tuple(self._access(t) for t in p.ins)
+        outs = tuple(self._access(t) for t in p.outs)
         iid = self._iid
         self._iid += 1
         deps: set[int] = set()
+        operands: list = []
         for t in p.ins:
-            self._dep(t, iid, p.engine, False, deps)
-        self._accumulating = bool(p.attrs and p.attrs.get("accumulate")) and p.engine == "tensor"
+            operands.append(self._dep(t, iid, p.engine, False, deps))
+        acc = bool(p.attrs and p.attrs.get("accumulate")) and p.engine == "tensor"
+        self._accumulating = acc
         for t in p.outs:
-            self._dep(t, iid, p.engine, True, deps)
+            operands.append(self._dep(t, iid, p.engine, True, deps))
         self._accumulating = False
         deps.discard(iid)
-        self.sink.emit(
-            Instr(
-                iid, p.engine, p.opcode, ins, outs, p.flops, tuple(sorted(deps)), p.loc[0], p.loc[1], p.attrs
-            )
+        instr = Instr(
+            iid, p.engine, p.opcode, ins, outs, p.flops, tuple(sorted(deps)), p.loc[0], p.loc[1], p.attrs
         )
-        for s in post:
-            s.id = self._iid
-            self._iid += 1
-            s.deps = (iid,)
-            self.sink.emit(s)
+        self.commit_instr(instr, operands, acc)
 
-    def _access(self, t: Tensor, p: Pending, spill: list[Instr], is_out: bool) -> Access:
+    def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None:
+        """Send one instruction to the trace (and to the loop recorders of a cost-only run)."""
+        self.sink.emit(instr)
+        if self.recorders:
+            for rec in self.recorders:
+                if rec.active:
+                    rec.add(instr, operands, accumulate)
+
+    def _access(self, t: Tensor) -> Access:
         st = t.st
         size = t.size
         if st.on_chip:
@@ -542,47 +607,52 @@ class Machine:
             parts = t.shape[0] if t.shape else 1
             run = t.run_elems() * st.itemsize
             buf = "hbm"
-        nbytes = size * st.itemsize
-        acc = Access(buf, dt.name_of(st.dtype), parts, size // parts if parts else 0, nbytes, run)
-        if st.spilled:
-            self.spill_bytes += nbytes
-            hbm = Access("hbm", acc.dtype, parts, acc.elems, nbytes, acc.elems * st.itemsize)
-            if is_out:
-                spill.append(
-                    Instr(-1, DMA, "spill_store", (acc,), (hbm,), 0, (), p.loc[0], p.loc[1], {"spill": True})
-                )
-            else:
-                iid = self._iid
-                self._iid += 1
-                spill.append(
-                    Instr(iid, DMA, "spill_load", (hbm,), (acc,), 0, (), p.loc[0], p.loc[1], {"spill": True})
-                )
-        return acc
+        return Access(
+            buf, dt.name_of(st.dtype), parts, size // parts if parts else 0, size * st.itemsize, run
+        )
 
-    def _dep(self, t: Tensor, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:
+    def _dep(self, t: Tensor, iid: int, engine: str, is_write: bool, deps: set[int]) -> tuple:
+        """Record the access in the dependency tracker and the liveness recorder; returns the operand
+        record ``(key, storage, box, is_write)`` that loop replay uses."""
         st = t.st
+        box = t.box()
         if st.is_input or st.kind == "constant":
-            return
+            return (st.id, st, box, is_write)
         if st.kind == "direct":
             # direct allocations alias on purpose: track them by physical address
             sp = self.deps.space(("phys", st.buffer), ((1, 10),))
             for _, region in self._direct_regions(t):
                 self.deps.access(sp, region, iid, engine, is_write, deps)
+            for rec in self.recorders:
+                rec.ok = False
+            return (st.id, st, box, is_write)
+        self._track(st, box, iid, engine, is_write, deps, self._accumulating)
+        return (st.id, st, box, is_write)
+
+    def replay_access(
+        self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
+    ) -> None:
+        """An access synthesised by loop replay (see :mod:`devkit.sim.replay`)."""
+        if st.is_input or st.kind == "constant":
             return
+        self._track(st, box, iid, engine, is_write, deps, accumulate)
+
+    def _track(
+        self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
+    ) -> None:
         if st.on_chip:
-            box = t.box()
             pa = st.par_axis
             blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]])) if pa else [()]
-            self.liveness.touch(st, blocks, self._tile_bytes(st), iid, self._accumulating)
+            self.liveness.touch(st, blocks, self._tile_bytes(st), iid, accumulate)
             sp = self.deps.space(st.id, ())
-            if sp.keyspec == ():
-                sp.keyspec = keyspec_for(st.shape, st.par_axis)
+            if sp.keyspec == () and not sp.all:
+                sp.set_keyspec(keyspec_for(st.shape, st.par_axis))
             if self.reuse_deps:
                 inherited = self.reuse_deps.pop(st.id, None)
                 if inherited:
                     deps |= inherited
         else:
             sp = self.deps.space(("hbm", st.id), ())
-            if sp.keyspec == ():
-                sp.keyspec = keyspec_for(st.shape, None)
-        self.deps.access(sp, t.box() if not st.on_chip else box, iid, engine, is_write, deps)
+            if sp.keyspec == () and not sp.all:
+                sp.set_keyspec(keyspec_for(st.shape, None))
+        self.deps.access(sp, box, iid, engine, is_write, deps)

@@ -24,6 +24,8 @@ class SimOptions:
             defence against hidden loop-carried dependencies).
         seed: seed of the shuffle and of ``nl.rand``/``dropout``.
         baremetal_notice: print the one-time "running on the CPU" notice for ``baremetal``.
+        replay_loops: in cost-only runs, synthesise the repeats of a loop body from two executed
+            iterations instead of executing them (:mod:`devkit.sim.replay`); no effect on numerics runs.
     """
 
     numerics: bool = True
@@ -33,6 +35,7 @@ class SimOptions:
     affine_order: Literal["sequential", "shuffled"] = "sequential"
     seed: int = 0
     baremetal_notice: bool = True
+    replay_loops: bool = True
 
     def __post_init__(self) -> None:
         if self.affine_order not in ("sequential", "shuffled"):

@@ -324,7 +324,7 @@ class Tensor:
                 if st.shape[d] == 1:
                     continue
                 break
-            start, step, count, ax = e
+            _start, step, count, ax = e
             if count <= 1:
                 continue
             if pos < 0 or ax != axes_order[pos] or step != 1:
@@ -856,7 +856,9 @@ def _drop_unreferenced_axes(keys: list[Any], bshape: tuple[int, ...]) -> tuple[l
     if nd > len(keys):
         # more grid axes than subscripts (components of a higher-rank nl.mgrid): a one-element index
         # expression then only selects, it does not contribute a dimension
-        keys = [int(k.values().reshape(-1)[0]) if isinstance(k, IndexExpr) and k.size == 1 else k for k in keys]
+        keys = [
+            int(k.values().reshape(-1)[0]) if isinstance(k, IndexExpr) and k.size == 1 else k for k in keys
+        ]
     ref: set[int] = set()
     for k in keys:
         if isinstance(k, IndexExpr) and k.axis is not None and len(k.shape) == nd:
@@ -867,7 +869,7 @@ def _drop_unreferenced_axes(keys: list[Any], bshape: tuple[int, ...]) -> tuple[l
             ref.update(off + i for i, n in enumerate(sh) if n > 1)
     drop = [a for a in range(nd) if a not in ref and bshape[a] == 1]
     if len(drop) > nd - 2:
-        drop = drop[len(drop) - (nd - 2):] if nd > 2 else []
+        drop = drop[len(drop) - (nd - 2) :] if nd > 2 else []
     if not drop:
         return keys, bshape
     keep = [a for a in range(nd) if a not in drop]
@@ -953,8 +955,9 @@ def _from_view_coords(t: Tensor, vals: list[np.ndarray], bshape: tuple[int, ...]
     if oob is not None and oob.any() and t.dims is not None:
         # out-of-range positions of an affine view keep their (out-of-bounds) storage coordinate, so that
         # a BoundsError can report the real index; positions outside the view but inside the storage stay -1
-        ext = [np.broadcast_to(e if isinstance(e, int) else e[0] + e[1] * vals[e[3]], oob.shape)
-               for e in t.dims]
+        ext = [
+            np.broadcast_to(e if isinstance(e, int) else e[0] + e[1] * vals[e[3]], oob.shape) for e in t.dims
+        ]
         ext_oob = np.zeros(oob.shape, dtype=bool)
         for e, n in zip(ext, t.st.shape):
             ext_oob |= (e < 0) | (e >= n)

@@ -69,8 +69,11 @@ class LocalsGuard:
         if frame is None or not self.saved:
             return
         cur = frame.f_locals
-        changed = {k: v for k, v in self.saved.items()
-                   if k in cur and cur[k] is not v and cur[k] != v and k not in loop_var_names}
+        changed = {
+            k: v
+            for k, v in self.saved.items()
+            if k in cur and cur[k] is not v and cur[k] != v and k not in loop_var_names
+        }
         if changed:
             _write_back(frame, changed)
 

@@ -1,0 +1,221 @@
+"""Loop replay for cost-only runs: execute two iterations, synthesise the repeats, execute the last.
+
+NKI Beta 1 traces the body of an ``affine_range``/``sequential_range`` loop once with a symbolic loop
+variable (``reference/nki_api.md`` §2.3), so a body cannot branch on the loop variable: every iteration
+issues the same instructions, on regions that move affinely with the loop variable.  A cost-only run
+therefore need not execute every iteration in Python.  The machine records the instructions of
+iterations 0 and 1 together with the memory each operand touched; when the two agree instruction for
+instruction (same engines, opcodes, sizes and source lines; operands either private to the iteration,
+or the same outer tensor at a region shifted by a constant step), iterations 2 .. n-2 are synthesised
+from iteration 1:
+
+- instruction ids shift by the iteration length;
+- dependencies inside an iteration and on the previous iteration shift with it (older ones came through
+  tensors that outlive the iteration and are recomputed);
+- accesses to tensors that outlive the iteration are replayed through the dependency tracker and the
+  liveness recorder at their extrapolated regions, so later instructions and capacity see them;
+- tiles private to an iteration get one lifetime interval per synthesised iteration.
+
+The last iteration is executed for real (it may be masked differently), so the machine's state after
+the loop is the state real execution would leave.  Numerics runs never replay, and neither do loops that
+touch directly allocated memory or whose two recorded iterations differ.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from devkit.trace import Instr
+
+if TYPE_CHECKING:
+    from devkit.sim.machine import Machine
+
+#: (identity key, storage, box, is_write) of one operand access; the key tells storage instances
+#: apart, including the per-iteration instances that replay synthesises.
+Operand = tuple[Any, Any, tuple[tuple[int, int], ...], bool]
+
+MIN_ITERATIONS = 4  # with fewer, there is nothing to skip after executing 0, 1 and the last
+
+
+@dataclass
+class _Iteration:
+    first_id: int
+    first_sid: int
+    instrs: list[Instr] = field(default_factory=list)
+    operands: list[list[Operand]] = field(default_factory=list)
+    accumulate: list[bool] = field(default_factory=list)
+
+
+class LoopRecorder:
+    """Records iterations 0 and 1 of one loop instance."""
+
+    def __init__(self) -> None:
+        self.iters: list[_Iteration] = []
+        self.active = False
+        self.ok = True
+
+    def start(self, m: Machine) -> None:
+        self.iters.append(_Iteration(m._iid, m._sid))
+        self.active = True
+
+    def stop(self) -> None:
+        self.active = False
+
+    def add(self, instr: Instr, operands: list[Operand], accumulate: bool) -> None:
+        it = self.iters[-1]
+        it.instrs.append(instr)
+        it.operands.append(operands)
+        it.accumulate.append(accumulate)
+
+
+def _sig(i: Instr) -> tuple:
+    return (
+        i.engine,
+        i.opcode,
+        i.flops,
+        i.lineno,
+        i.filename,
+        i.ins,
+        i.outs,
+        tuple(sorted((i.attrs or {}).items(), key=lambda kv: kv[0])) if i.attrs else None,
+    )
+
+
+def plan(rec: LoopRecorder) -> list | None:
+    """Per template operand: ("inner", ordinal) / ("outer", delta per dim) / ("fixed",); None if not replayable."""
+    if not rec.ok or len(rec.iters) != 2:
+        return None
+    it0, it1 = rec.iters
+    if len(it0.instrs) != len(it1.instrs) or not it1.instrs:
+        return None
+    inner0: dict[Any, int] = {}
+    inner1: dict[Any, int] = {}
+    out = []
+    for a, b, oa, ob in zip(it0.instrs, it1.instrs, it0.operands, it1.operands):
+        try:
+            if _sig(a) != _sig(b):
+                return None
+        except TypeError:
+            return None
+        if len(oa) != len(ob):
+            return None
+        kinds = []
+        for (ka, sa, ba, wa), (kb, sb, bb, wb) in zip(oa, ob):
+            if wa != wb or len(ba) != len(bb):
+                return None
+            a_inner = isinstance(ka, tuple) or (sa.id >= it0.first_sid + 1 and sa.id <= it1.first_sid)
+            b_inner = isinstance(kb, tuple) or sb.id > it1.first_sid
+            if a_inner != b_inner:
+                return None
+            if a_inner:
+                na = inner0.setdefault(ka, len(inner0))
+                nb = inner1.setdefault(kb, len(inner1))
+                if na != nb:
+                    return None
+                kinds.append(("inner", nb))
+            else:
+                if sa is not sb:
+                    return None
+                if sa.kind == "direct":
+                    return None
+                delta = tuple((c - a_, d - b_) for (a_, b_), (c, d) in zip(ba, bb))
+                if any(x != y for x, y in delta):
+                    return None  # the region changes size: not an affine shift
+                kinds.append(("outer", tuple(x for x, _ in delta)))
+        out.append(kinds)
+    return out
+
+
+def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
+    """Synthesise iterations 2 .. n_iters-2 from the recorded iteration 1."""
+    it0, it1 = rec.iters
+    a0, a1 = it0.first_id, it1.first_id
+    length = len(it1.instrs)
+    b0, b1 = a0 + length, a1 + length
+    # lifetimes of the tiles private to an iteration, relative to the iteration start
+    private: dict[tuple[int, tuple[int, ...]], list] = {}
+    # the same tiles as allocations: ordinal -> [storage, first instruction, instructions touching it]
+    allocs: dict[int, list] = {}
+    for i, (ops, acc) in enumerate(zip(it1.operands, it1.accumulate)):
+        for (_key, st, box, is_write), kind in zip(ops, kinds[i]):
+            if kind[0] != "inner" or not st.on_chip:
+                continue
+            a = allocs.get(kind[1])
+            if a is None:
+                allocs[kind[1]] = [st, i, {i}]
+            else:
+                a[2].add(i)
+            for blk in _blocks(st, box):
+                r = private.get((kind[1], blk))
+                if r is None:
+                    private[(kind[1], blk)] = [i, i, st, acc and is_write]
+                else:
+                    r[1] = i
+                    r[3] = r[3] or (acc and is_write)
+    placed_at: dict[int, list[int]] = {}
+    for ordinal, (_st, first, _) in allocs.items():
+        placed_at.setdefault(first, []).append(ordinal)
+    prev_base = a1
+    m.replays += 1
+    tag = m.replays  # tells this replay's synthesised tile instances apart from every other replay's
+    for j in range(2, n_iters - 1):
+        base = m._iid
+        step = j - 1
+        placements: dict[int, Any] = {}
+        for i, tmpl in enumerate(it1.instrs):
+            iid = base + i
+            deps: set[int] = set()
+            for ordinal in placed_at.get(i, ()):
+                # the private tile is placed where the allocator puts it now, and waits for whatever
+                # used that memory last (address reuse), as it would when executed
+                st = allocs[ordinal][0]
+                placements[ordinal] = m.place_replayed(st, deps)
+            for d in tmpl.deps:
+                # dependencies older than the recorded iterations came through tensors that outlive the
+                # loop; those are recomputed below at the extrapolated regions
+                if a1 <= d < b1:
+                    deps.add(d - a1 + base)
+                elif a0 <= d < b0:
+                    deps.add(d - a0 + prev_base)
+            operands: list[Operand] = []
+            acc = it1.accumulate[i]
+            for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
+                if kind[0] == "outer":
+                    sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, kind[1]))
+                    m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
+                    operands.append((key, st, sbox, is_write))
+                else:
+                    operands.append(((key, tag, j) if kind[0] == "inner" else key, st, box, is_write))
+            deps.discard(iid)
+            instr = Instr(
+                iid,
+                tmpl.engine,
+                tmpl.opcode,
+                tmpl.ins,
+                tmpl.outs,
+                tmpl.flops,
+                tuple(sorted(deps)),
+                tmpl.filename,
+                tmpl.lineno,
+                tmpl.attrs,
+            )
+            m._iid += 1
+            m.commit_instr(instr, operands, acc)
+        for first, last, st, acc in private.values():
+            m.liveness.interval(st, base + first, base + last, acc)
+        for ordinal, p in placements.items():
+            st, _, touched = allocs[ordinal]
+            m.free_replayed(st, p, {base + i for i in touched})
+        prev_base = base
+    shift = prev_base - a1
+    if shift:
+        m.deps.shift_ids(a1, b1, shift)
+
+
+def _blocks(st: Any, box: tuple[tuple[int, int], ...]) -> list[tuple[int, ...]]:
+    pa = st.par_axis
+    if not pa:
+        return [()]
+    return list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]]))

@@ -1,0 +1,127 @@
+"""Loop replay in cost-only runs gives the same schedule as executing every iteration."""
+
+from __future__ import annotations
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.typing as nt
+import pytest
+
+import devkit
+from devkit.nki.runner import run_kernel
+from devkit.sim.options import SimOptions
+from devkit.trace import Trace
+from kernels import registry
+
+NO_REPLAY = SimOptions(numerics=False, replay_loops=False)
+
+
+@nki.jit
+def tiled(lhsT, rhs):
+    k_dim, m_dim = lhsT.shape
+    _, n_dim = rhs.shape
+    out = nl.ndarray((m_dim, n_dim), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(m_dim // 128):
+        for n in nl.affine_range(n_dim // 512):
+            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(k_dim // 128):
+                a = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+                b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(
+                out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], value=nl.copy(acc, dtype=out.dtype)
+            )
+    return out
+
+
+@nki.jit
+def ragged_rows(x):
+    """The last iteration is masked: replay executes it for real."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(cols)[None, :]
+    for t in nl.affine_range((rows + 127) // 128):
+        tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < rows))
+        nl.store(out[t * 128 + i_p, i_f], value=nl.exp(tile), mask=(t * 128 + i_p < rows))
+    return out
+
+
+@nki.jit
+def carried(x):
+    """A sequential loop carrying a value through an outer SBUF tile."""
+    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32)
+    for t in nl.sequential_range(x.shape[0] // 128):
+        acc[...] = nl.add(acc, nl.load(x[t * 128 : (t + 1) * 128, :]))
+    nl.store(out, value=acc)
+    return out
+
+
+def _trace(kernel, *args, options=None):
+    tr = Trace()
+    run_kernel(kernel.func, args, {}, options=options or SimOptions(numerics=False), sink=tr)
+    return tr
+
+
+@pytest.mark.parametrize(
+    "kernel,args",
+    [
+        (tiled, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
+        (ragged_rows, (nt.tensor[[1000, 256], nl.float32],)),
+        (carried, (nt.tensor[[2048, 512], nl.float32],)),
+    ],
+)
+def test_replayed_trace_has_the_same_instructions_and_memory(kernel, args):
+    # (dependencies through reused addresses may name a different earlier tile: the allocator's ring
+    # position differs, which the schedule equality below shows is immaterial)
+    full = _trace(kernel, *args, options=NO_REPLAY)
+    fast = _trace(kernel, *args)
+    assert len(fast.instrs) == len(full.instrs)
+    for a, b in zip(full.instrs, fast.instrs):
+        assert (a.id, a.engine, a.opcode, a.lineno, a.ins, a.outs, a.flops) == (
+            b.id,
+            b.engine,
+            b.opcode,
+            b.lineno,
+            b.ins,
+            b.outs,
+            b.flops,
+        )
+    assert fast.stats.sbuf_peak_bytes_per_partition == full.stats.sbuf_peak_bytes_per_partition
+    assert fast.stats.psum_peak_bytes_per_partition == full.stats.psum_peak_bytes_per_partition
+
+
+@pytest.mark.parametrize(
+    "kernel,args",
+    [
+        (tiled, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
+        (ragged_rows, (nt.tensor[[1000, 256], nl.float32],)),
+    ],
+)
+def test_replayed_estimate_matches_full_execution(kernel, args):
+    full = devkit.estimate(kernel, *args, options=NO_REPLAY)
+    fast = devkit.estimate(kernel, *args)
+    assert fast.instructions == full.instructions
+    assert fast.latency_us == pytest.approx(full.latency_us, rel=1e-9)
+    assert fast.hbm_read_bytes == full.hbm_read_bytes and fast.hbm_write_bytes == full.hbm_write_bytes
+
+
+@pytest.mark.parametrize("name", [s.name for s in registry.all_specs()])
+def test_project_kernels_estimate_the_same_with_replay(name):
+    spec = registry.get(name)
+    specs = spec.arg_specs(spec.default_shape, "bfloat16")
+    full = devkit.estimate(spec.kernel(), *specs, options=NO_REPLAY)
+    fast = devkit.estimate(spec.kernel(), *specs)
+    assert fast.instructions == full.instructions
+    assert fast.latency_us == pytest.approx(full.latency_us, rel=1e-6)
+    assert fast.sbuf_peak_bytes == full.sbuf_peak_bytes
+
+
+def test_numerics_runs_never_replay():
+    import numpy as np
+
+    x = np.ones((2048, 512), dtype=np.float32)
+    out = devkit.simulate(carried, x)
+    np.testing.assert_array_equal(out, 16.0)  # every one of the 16 iterations ran
