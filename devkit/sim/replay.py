@@ -155,59 +155,61 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     r[1] = i
                     r[3] = r[3] or (acc and is_write)
     placed_at: dict[int, list[int]] = {}
-    for ordinal, (_st, first, _) in allocs.items():
+    freed_after: dict[int, list[int]] = {}
+    for ordinal, (_st, first, touched) in allocs.items():
         placed_at.setdefault(first, []).append(ordinal)
+        freed_after.setdefault(max(touched), []).append(ordinal)  # dies after its last use
+    # per template instruction, precomputed: dependency offsets inside the iteration and into the
+    # previous one, and the accesses to tensors that outlive the iteration
+    plans_ = []
+    for i, tmpl in enumerate(it1.instrs):
+        internal = [d - a1 for d in tmpl.deps if a1 <= d < b1]
+        carried = [d - a0 for d in tmpl.deps if a0 <= d < b0]
+        outer = [(st, box, kind[1], is_write)
+                 for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]) if kind[0] == "outer"]
+        plans_.append((tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i)))
     prev_base = a1
     m.replays += 1
     tag = m.replays  # tells this replay's synthesised tile instances apart from every other replay's
+    recording = any(r.active for r in m.recorders)
     for j in range(2, n_iters - 1):
         base = m._iid
         step = j - 1
         placements: dict[int, Any] = {}
-        for i, tmpl in enumerate(it1.instrs):
+        for i, (tmpl, internal, carried, outer, acc, place, free) in enumerate(plans_):
             iid = base + i
-            deps: set[int] = set()
-            for ordinal in placed_at.get(i, ()):
+            deps: set[int] = {base + o for o in internal}
+            if carried:
+                deps.update(prev_base + o for o in carried)
+            if place:
                 # the private tile is placed where the allocator puts it now, and waits for whatever
                 # used that memory last (address reuse), as it would when executed
-                st = allocs[ordinal][0]
-                placements[ordinal] = m.place_replayed(st, deps)
-            for d in tmpl.deps:
-                # dependencies older than the recorded iterations came through tensors that outlive the
-                # loop; those are recomputed below at the extrapolated regions
-                if a1 <= d < b1:
-                    deps.add(d - a1 + base)
-                elif a0 <= d < b0:
-                    deps.add(d - a0 + prev_base)
-            operands: list[Operand] = []
-            acc = it1.accumulate[i]
-            for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
-                if kind[0] == "outer":
-                    sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, kind[1]))
-                    m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
-                    operands.append((key, st, sbox, is_write))
-                else:
-                    operands.append(((key, tag, j) if kind[0] == "inner" else key, st, box, is_write))
+                for ordinal in place:
+                    placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
+            for st, box, delta, is_write in outer:
+                sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, delta))
+                m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
             deps.discard(iid)
-            instr = Instr(
-                iid,
-                tmpl.engine,
-                tmpl.opcode,
-                tmpl.ins,
-                tmpl.outs,
-                tmpl.flops,
-                tuple(sorted(deps)),
-                tmpl.filename,
-                tmpl.lineno,
-                tmpl.attrs,
-            )
+            instr = Instr(iid, tmpl.engine, tmpl.opcode, tmpl.ins, tmpl.outs, tmpl.flops, tuple(sorted(deps)),
+                          tmpl.filename, tmpl.lineno, tmpl.attrs)
             m._iid += 1
-            m.commit_instr(instr, operands, acc)
+            if recording:
+                operands: list[Operand] = []
+                for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
+                    if kind[0] == "outer":
+                        box = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, kind[1]))
+                    elif kind[0] == "inner":
+                        key = (key, tag, j)
+                    operands.append((key, st, box, is_write))
+                m.commit_instr(instr, operands, acc)
+            else:
+                m.sink.emit(instr)
+            if free:
+                for ordinal in free:
+                    st, _, touched = allocs[ordinal]
+                    m.free_replayed(st, placements.pop(ordinal), {base + k for k in touched})
         for first, last, st, acc in private.values():
             m.liveness.interval(st, base + first, base + last, acc)
-        for ordinal, p in placements.items():
-            st, _, touched = allocs[ordinal]
-            m.free_replayed(st, p, {base + i for i in touched})
         prev_base = base
     shift = prev_base - a1
     if shift:
