@@ -20,6 +20,7 @@ throughputs in FLOP/s or elements/s.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -83,44 +84,34 @@ class RooflineTarget:
     sources: str
 
 
-_NKI = "reference/nki_api.md"
-TARGETS: dict[str, RooflineTarget] = {
-    "trn1": RooflineTarget(
-        "trn1",
-        tensor_flops_16=92e12,
-        tensor_flops_32=23e12,
-        hbm_bytes_per_s=410e9,
-        vector_elems_per_s=1.12e9 * 128,
-        min_moving=64,
+def _roofline_target(name: str) -> RooflineTarget:
+    """Peak rates of a target, read from the cost model's target description (one source of truth)."""
+    from devkit.cost.target import load_target
+
+    t = load_target(name)
+    lanes = t.sbuf.partitions
+    return RooflineTarget(
+        name,
+        tensor_flops_16=t.tensor.peak_tflops_bf16 * 1e12,
+        tensor_flops_32=t.tensor.peak_tflops_fp32 * 1e12,
+        hbm_bytes_per_s=t.hbm.bw_bytes_per_ns * 1e9,
+        vector_elems_per_s=t.clock.vector_ghz * 1e9 * lanes * t.vector.perf_mode_factor_contiguous,
+        min_moving=t.tensor.moving_min_cycles,
         sources=(
-            f"{_NKI} §4.1: TensorE 92 TFLOPS BF16 / 23 FP32 per core [ARCH2]; HBM 820 GB/s per 2-core "
-            "device -> ~410 GB/s per core (derived). §4.2: VectorE 1.12 GHz x 128 elem/cycle. §4.3: "
-            "matmul initiation interval max(N_moving, 64) cycles."
+            f"devkit/cost/targets/{name}.toml: tensor.peak_tflops_bf16/fp32, hbm.bw_bytes_per_ns, "
+            "clock.vector_ghz x partitions (x vector.perf_mode_factor_contiguous), tensor.moving_min_cycles"
         ),
-    ),
-    "inf2": RooflineTarget(
-        "inf2",
-        tensor_flops_16=92e12,
-        tensor_flops_32=23e12,
-        hbm_bytes_per_s=410e9,
-        vector_elems_per_s=1.12e9 * 128,
-        min_moving=64,
-        sources=f"{_NKI} §4.1-4.2: inf2 has the same NeuronCore-v2 and HBM figures as trn1.",
-    ),
-    "trn2": RooflineTarget(
-        "trn2",
-        tensor_flops_16=79e12,
-        tensor_flops_32=20e12,
-        hbm_bytes_per_s=2.9e12 / 8,
-        vector_elems_per_s=0.96e9 * 512,
-        min_moving=64,
-        sources=(
-            f"{_NKI} §4.1: TensorE 79 TFLOPS BF16 / 20 FP32 per core [ARCH3]; HBM 2.9 TB/s per 8-core "
-            "chip -> ~362 GB/s per core (derived). §4.2: VectorE 0.96 GHz x 512 BF16 elem/cycle. "
-            "Initiation interval assumed as on NC-v2."
-        ),
-    ),
-}
+    )
+
+
+def _target_names() -> tuple[str, ...]:
+    from devkit.cost.target import TARGETS as names
+
+    return tuple(names)
+
+
+#: Target names the estimator knows (those of devkit/cost/targets/).
+TARGETS: tuple[str, ...] = _target_names()
 
 
 @dataclass(frozen=True)
@@ -166,11 +157,12 @@ class Efficiencies:
         return {f.name: {"value": getattr(self, f.name), "note": f.metadata["note"]} for f in fields(self)}
 
 
+@functools.lru_cache(maxsize=None)
 def get_target(name: str) -> RooflineTarget:
     """The :class:`RooflineTarget` called ``name``; ``ValueError`` naming the valid ones otherwise."""
     if name not in TARGETS:
         raise ValueError(f"unknown target {name!r}; valid targets: {', '.join(TARGETS)}")
-    return TARGETS[name]
+    return _roofline_target(name)
 
 
 # -------------------------------------------------------------------------------------------- roofline
@@ -261,8 +253,51 @@ class RooflineMlpCost:
         return self._time(llm.mlp_ops(S, H, I, ranks=MlpRanks(*ranks), dtype=dtype), dtype, target)
 
 
+class KernelMlpCost:
+    """MLP cost from the cost model running the project's NKI kernels (cost-only simulation).
+
+    Dense: ``dense_mlp`` (gate/up, SwiGLU, down in one kernel); SVD: ``svd_mlp`` (the fused NeuronMM
+    chain).  ``version`` hashes the kernels, the simulator and the cost model, so a cached number is
+    recomputed whenever any of them changes.
+    """
+
+    name = "kernels"
+
+    def __init__(self) -> None:
+        self.version = _sources_version(["kernels", "devkit/sim", "devkit/cost", "devkit/nki"])
+
+    @staticmethod
+    def _latency(kernel: str, shape: dict[str, int], dtype: str, target: str) -> float:
+        from kernels import registry
+
+        return float(registry.get(kernel).estimate(shape, dtype, target).latency_us)
+
+    def dense_mlp_us(self, S: int, H: int, I: int, dtype: str, target: str) -> float:
+        """Dense MLP kernel time, microseconds."""
+        return self._latency("dense_mlp", {"S": S, "H": H, "I": I}, dtype, target)
+
+    def svd_mlp_us(self, S: int, H: int, I: int, ranks: MlpRanks, dtype: str, target: str) -> float:
+        """SVD MLP kernel time, microseconds (one rank for all projections: the rank rule is symmetric)."""
+        r = max(ranks.gate, ranks.up, ranks.down)
+        return self._latency("svd_mlp", {"S": S, "H": H, "I": I, "r": r}, dtype, target)
+
+
+def _sources_version(paths: list[str]) -> str:
+    """Hash of the Python/TOML/JSON sources under ``paths`` (relative to the project root)."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for rel in paths:
+        base = root / rel
+        for f in sorted(base.rglob("*")) if base.is_dir() else [base]:
+            if f.suffix in (".py", ".toml", ".json") and f.is_file():
+                digest.update(str(f.relative_to(root)).encode())
+                digest.update(f.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 #: Provider factories by name (``devkit e2e --provider NAME``).
-PROVIDERS: dict[str, Callable[[], MlpCostProvider]] = {"roofline": RooflineMlpCost}
+PROVIDERS: dict[str, Callable[[], MlpCostProvider]] = {"kernels": KernelMlpCost, "roofline": RooflineMlpCost}
+DEFAULT_PROVIDER = "kernels"
 
 
 def register_provider(name: str, factory: Callable[[], MlpCostProvider]) -> None:
@@ -523,7 +558,8 @@ def estimate(
 
     ``model``: a name from :data:`devkit.llm.MODELS` (``KeyError`` listing valid names otherwise) or a
     config.  ``compression``: fraction of MLP parameters removed (ranks by :func:`devkit.svd.rank_for`).
-    ``provider``: MLP cost provider (default :class:`RooflineMlpCost` with ``efficiencies``); ``cache``:
+    ``provider``: MLP cost provider (default :class:`KernelMlpCost`: the project's NKI kernels through the
+    cost model; :class:`RooflineMlpCost` with ``efficiencies`` is the alternative); ``cache``:
     True = :class:`DiskCache` at its default location, a :class:`DiskCache`, or False/None for none.
     Decode per-token numbers are the mean over the ``generate - 1`` steps; when ``generate == 1`` no step
     runs and they give the cost the next step would have.
@@ -536,7 +572,7 @@ def estimate(
     llm.bytes_per_element(dtype)
     eff = efficiencies or Efficiencies()
     ranks = llm.mlp_ranks(config, compression)
-    base = provider if provider is not None else RooflineMlpCost(eff)
+    base = provider if provider is not None else get_provider(DEFAULT_PROVIDER)
     disk = DiskCache() if cache is True else (cache or None)
     mlp = base if isinstance(base, CachedMlpCost) else CachedMlpCost(base, disk)
     h, i, n_layers = config.hidden, config.intermediate, config.layers

@@ -69,7 +69,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--target", default="trn1", choices=sorted(e2e.TARGETS), help="default trn1")
     parser.add_argument("--dtype", default="bfloat16", help="weight/activation dtype (default bfloat16)")
     parser.add_argument(
-        "--provider", default="roofline", help=f"MLP cost provider ({', '.join(e2e.PROVIDERS)})"
+        "--provider",
+        default=e2e.DEFAULT_PROVIDER,
+        help=f"MLP cost provider ({', '.join(e2e.PROVIDERS)}; default {e2e.DEFAULT_PROVIDER}: the project's "
+        "NKI kernels through the cost model)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
