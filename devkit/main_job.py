@@ -236,7 +236,7 @@ def run_task(task: Task) -> TaskResult:
 
 
 def _init_worker() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DEVKIT_BLAS_THREADS"):
         os.environ[var] = "1"
 
 

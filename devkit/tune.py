@@ -237,7 +237,7 @@ def _trace_job(args: tuple) -> tuple[int, float | None, str | None]:
 
 
 def _init_worker() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DEVKIT_BLAS_THREADS"):
         os.environ[var] = "1"
 
 

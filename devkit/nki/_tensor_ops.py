@@ -133,6 +133,7 @@ Tensor.__invert__ = lambda self: nl.invert(self) if not dt.is_float(self.dtype) 
 def _reshape(self: Tensor, shape: Any) -> Tensor:
     """A view with a new shape (the view must cover whole, contiguous storage)."""
     self.check_alive()
+    self.st.materialize()
     shp = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     if -1 in shp:
         known = int(np.prod([s for s in shp if s != -1]))
@@ -162,7 +163,7 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
         st.dtype,
         st.buffer,
         0 if st.on_chip else None,
-        st.data.reshape(shp) if st.data is not None else None,
+        st.data.reshape(shp) if st.data is not None else None,  # (materialized above)
         name=st.name,
         kind=st.kind,
         origin=st.origin,
@@ -240,6 +241,7 @@ def _astype(self: Tensor, dtype: Any) -> Tensor:
 def _view(self: Tensor, dtype: Any) -> Tensor:
     """Reinterpret the bytes as another dtype of the same size (whole tensors only)."""
     self.check_alive()
+    self.st.materialize()
     d = dt.as_dtype(dtype)
     if dt.itemsize(d) != self.itemsize:
         raise KernelArgumentError(

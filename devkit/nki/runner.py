@@ -151,11 +151,16 @@ def _to_host(m: Machine, value: Any) -> Any:
     return value
 
 
-def _single_threaded_blas() -> Any:
-    """Tile-sized BLAS calls are fastest (and immune to oversubscription) on one thread."""
+def _blas_threads() -> Any:
+    """BLAS threads for the run: ``DEVKIT_BLAS_THREADS`` (default 1).  Tile-sized products (128x128x512)
+    are faster on one thread -- thread synchronisation costs more than it saves at that size -- and one
+    thread per process cannot oversubscribe the cores when several simulations run at once."""
+    import os
+
     from threadpoolctl import threadpool_limits
 
-    return threadpool_limits(limits=1, user_api="blas")
+    n = os.environ.get("DEVKIT_BLAS_THREADS", "").strip()
+    return threadpool_limits(limits=max(1, int(n)) if n.isdigit() else 1, user_api="blas")
 
 
 def _grid_points(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -188,7 +193,7 @@ def run_kernel(
     legacy = not _returns_value(func)
     mutable = _mutable_params(func)
     names = _param_names(func)
-    with m, _single_threaded_blas():
+    with m, _blas_threads():
         wrapped = []
         for i, a in enumerate(args):
             nm = names[i] if i < len(names) else f"arg{i}"

@@ -168,9 +168,8 @@ def value_of(x: Any, shape: tuple[int, ...] | None, mask: np.ndarray | None, *, 
 
 
 def new_tile(m: Machine, shape: tuple[int, ...], dtype: Any, buffer: str, loc: tuple[str, int]) -> Tensor:
-    st = m.new_storage(
-        shape, dtype, buffer, par_axis=0, fill=dt.poison_value(dtype), temp=True, kind="temp", loc=loc
-    )
+    # unfilled: commit() writes every element, or poisons the tile first when a mask leaves some out
+    st = m.new_storage(shape, dtype, buffer, par_axis=0, fill=None, temp=True, kind="temp", loc=loc)
     return Tensor.whole(st)
 
 
@@ -189,12 +188,24 @@ def commit(
     rounding pass is needed.
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
+    st = out.st
+    data = st.data
+    if data is not None and (mask is not None or values is None) and st.kind == "temp":
+        data.fill(dt.poison_value(out.dtype))  # positions an instruction leaves out read as poison
     if m.numerics and values is not None:
         values = np.asarray(values)
         if values.shape != out.shape and values.size == out.size:
             values = values.reshape(out.shape)
         v = np.broadcast_to(values, out.shape)
-        out.write(v if exact else dt.round_to(v, out.dtype), mask)
+        vals = v if exact else dt.round_to(v, out.dtype)
+        if mask is None and st.kind == "temp" and out.shape == data.shape:
+            st.written = True
+            if vals.base is None and vals.dtype == data.dtype:
+                st.lazy = vals  # a fresh result: copied into the tile only if the tile itself is read
+            else:
+                data[...] = vals
+        else:
+            out.write(vals, mask)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -466,6 +477,16 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
         if raw is None:
             raw = value.read(check_init=False)
         pmask = getattr(p, "mask", None)
+        st = dst.st
+        if (pmask is None and st.uninit is None and st.lazy is None and st.data is not None
+                and dt.name_of(st.dtype) == "float32" and dst.dims is not None and not dst._oob
+                and dst._bshape is None and raw.shape == dst.shape):
+            tgt = st.data[dst._key]
+            if dst._perm is not None:
+                tgt = tgt.transpose(dst._perm)
+            tgt += raw  # fp32 PSUM accumulation in place
+            st.written = True
+            return
         old = dst.read(check_init=False)
         if dst.st.uninit is not None:
             # the first matmul of an accumulation group overwrites (hardware zeroes the group)

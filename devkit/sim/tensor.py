@@ -49,6 +49,7 @@ class Storage:
         "is_input",
         "itemsize",
         "kind",
+        "lazy",
         "machine",
         "n_uninit",
         "name",
@@ -86,6 +87,7 @@ class Storage:
         self.data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
+        self.lazy: np.ndarray | None = None  # values not yet copied into ``data`` (see materialize)
         self.name = name
         self.kind = kind  # "input", "output", "auto", "temp", "direct", "hbm"
         self.is_input = kind == "input"
@@ -107,6 +109,14 @@ class Storage:
     @property
     def partitions(self) -> int:
         return self.shape[self.par_axis] if self.par_axis is not None else 0
+
+    def materialize(self) -> None:
+        """Copy pending values into ``data`` (an instruction's fresh result is kept aside until read, so a
+        result immediately written elsewhere is never copied twice)."""
+        v = self.lazy
+        if v is not None:
+            self.lazy = None
+            self.data[...] = v  # type: ignore[index]
 
     @property
     def on_chip(self) -> bool:
@@ -424,6 +434,8 @@ class Tensor:
         Positions outside ``mask`` (or out of bounds but masked off) read as 0.
         """
         st = self.st
+        if st.lazy is not None:
+            st.materialize()
         data = st.data
         if data is None:
             raise RuntimeError("read() in a cost-only run")  # devkit bug, not a kernel fault
@@ -478,6 +490,8 @@ class Tensor:
         """Store ``values`` (already rounded to the storage representation, view-shaped or
         broadcastable) into the positions of this view selected by ``mask``."""
         st = self.st
+        if st.lazy is not None:
+            st.materialize()
         data = st.data
         st.written = True
         if self._bcast is not None:
