@@ -9,7 +9,7 @@ with the measurements (``docs/cost-model.md``, "Validation").
 
     python docs/_gen/validation.py PATH/TO/matrix_multiplication_nki_kernels.py
 
-Each estimate is cost-only and takes about a minute on one core.
+Each estimate is cost-only and takes a few seconds on one core.
 """
 
 from __future__ import annotations
