@@ -157,7 +157,7 @@ class Efficiencies:
         return {f.name: {"value": getattr(self, f.name), "note": f.metadata["note"]} for f in fields(self)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_target(name: str) -> RooflineTarget:
     """The :class:`RooflineTarget` called ``name``; ``ValueError`` naming the valid ones otherwise."""
     if name not in TARGETS:
