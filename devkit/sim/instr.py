@@ -478,9 +478,17 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
             raw = value.read(check_init=False)
         pmask = getattr(p, "mask", None)
         st = dst.st
-        if (pmask is None and st.uninit is None and st.lazy is None and st.data is not None
-                and dt.name_of(st.dtype) == "float32" and dst.dims is not None and not dst._oob
-                and dst._bshape is None and raw.shape == dst.shape):
+        if (
+            pmask is None
+            and st.uninit is None
+            and st.lazy is None
+            and st.data is not None
+            and dt.name_of(st.dtype) == "float32"
+            and dst.dims is not None
+            and not dst._oob
+            and dst._bshape is None
+            and raw.shape == dst.shape
+        ):
             tgt = st.data[dst._key]
             if dst._perm is not None:
                 tgt = tgt.transpose(dst._perm)

@@ -165,9 +165,14 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     for i, tmpl in enumerate(it1.instrs):
         internal = [d - a1 for d in tmpl.deps if a1 <= d < b1]
         carried = [d - a0 for d in tmpl.deps if a0 <= d < b0]
-        outer = [(st, box, kind[1], is_write)
-                 for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]) if kind[0] == "outer"]
-        plans_.append((tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i)))
+        outer = [
+            (st, box, kind[1], is_write)
+            for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i])
+            if kind[0] == "outer"
+        ]
+        plans_.append(
+            (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i))
+        )
     prev_base = a1
     m.replays += 1
     tag = m.replays  # tells this replay's synthesised tile instances apart from every other replay's
@@ -190,8 +195,18 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                 sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, delta))
                 m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
             deps.discard(iid)
-            instr = Instr(iid, tmpl.engine, tmpl.opcode, tmpl.ins, tmpl.outs, tmpl.flops, tuple(sorted(deps)),
-                          tmpl.filename, tmpl.lineno, tmpl.attrs)
+            instr = Instr(
+                iid,
+                tmpl.engine,
+                tmpl.opcode,
+                tmpl.ins,
+                tmpl.outs,
+                tmpl.flops,
+                tuple(sorted(deps)),
+                tmpl.filename,
+                tmpl.lineno,
+                tmpl.attrs,
+            )
             m._iid += 1
             if recording:
                 operands: list[Operand] = []
