@@ -34,7 +34,7 @@ import neuronxcc.nki.language as nl
 from kernels import _blocks as B
 from kernels import plans, tuning
 from kernels.matmul import matmul_into, matmul_plan_for
-from kernels.neuronmm import build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
+from kernels.neuronmm import block_args, build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
 
 
 def swiglu_T(
@@ -256,13 +256,7 @@ def svd_mlp(
         v_up,
         u_down,
         v_down,
-        dict(
-            block_tokens=block_tokens,
-            stage1_tokens=stage1_tokens,
-            u_chunk_tiles=u_chunk_tiles,
-            v_chunk_tiles=v_chunk_tiles,
-            psum_banks=psum_banks,
-        ),
+        block_args(block_tokens, stage1_tokens, u_chunk_tiles, v_chunk_tiles, psum_banks),
     )
     s_tok, h = x.shape
     i_dim = v_gate.shape[1]

@@ -212,6 +212,35 @@ def xuv_into(out: Any, x: Any, u: Any, v: Any, plan: plans.Plan, x_rows: bool, t
     B.for_spans(s_tok, bl["block_tokens"], block)
 
 
+def fused_xuv(
+    name: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], x_rows: bool, transposed: bool
+) -> Any:
+    """Body of the fused kernels: resolve ``name``'s plan, allocate the [S, N] (or [N, S]) output, run it."""
+    plan = xuv_plan_for(name, x, u, v, blocks, "transposed" if transposed else "natural", x_rows)
+    s_tok = x.shape[0] if x_rows else x.shape[1]
+    shape = (v.shape[1], s_tok) if transposed else (s_tok, v.shape[1])
+    out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    xuv_into(out, x, u, v, plan, x_rows=x_rows, transposed=transposed)
+    return out
+
+
+def block_args(
+    block_tokens: int | None,
+    stage1_tokens: int | None,
+    u_chunk_tiles: int | None,
+    v_chunk_tiles: int | None,
+    psum_banks: int | None,
+) -> dict[str, Any]:
+    """The block keyword arguments of the fused kernels as the dict the plan resolver takes."""
+    return dict(
+        block_tokens=block_tokens,
+        stage1_tokens=stage1_tokens,
+        u_chunk_tiles=u_chunk_tiles,
+        v_chunk_tiles=v_chunk_tiles,
+        psum_banks=psum_banks,
+    )
+
+
 @nki.jit
 def xuv_fused(
     x: Any,
@@ -224,24 +253,8 @@ def xuv_fused(
     psum_banks: int | None = None,
 ) -> Any:
     """``x @ u @ v`` -> [S, N] (input dtype) with the ``(XU)^T`` strip cached in SBUF."""
-    plan = xuv_plan_for(
-        "xuv_fused",
-        x,
-        u,
-        v,
-        dict(
-            block_tokens=block_tokens,
-            stage1_tokens=stage1_tokens,
-            u_chunk_tiles=u_chunk_tiles,
-            v_chunk_tiles=v_chunk_tiles,
-            psum_banks=psum_banks,
-        ),
-        "natural",
-        True,
-    )
-    out = nl.ndarray((x.shape[0], v.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
-    xuv_into(out, x, u, v, plan, x_rows=True, transposed=False)
-    return out
+    blocks = block_args(block_tokens, stage1_tokens, u_chunk_tiles, v_chunk_tiles, psum_banks)
+    return fused_xuv("xuv_fused", x, u, v, blocks, x_rows=True, transposed=False)
 
 
 @nki.jit
@@ -256,24 +269,8 @@ def xuv_fused_t(
     psum_banks: int | None = None,
 ) -> Any:
     """``(x @ u @ v)^T`` -> [N, S] (input dtype): the layout a following kernel contracts over N with."""
-    plan = xuv_plan_for(
-        "xuv_fused_t",
-        x,
-        u,
-        v,
-        dict(
-            block_tokens=block_tokens,
-            stage1_tokens=stage1_tokens,
-            u_chunk_tiles=u_chunk_tiles,
-            v_chunk_tiles=v_chunk_tiles,
-            psum_banks=psum_banks,
-        ),
-        "transposed",
-        True,
-    )
-    out = nl.ndarray((v.shape[1], x.shape[0]), dtype=x.dtype, buffer=nl.shared_hbm)
-    xuv_into(out, x, u, v, plan, x_rows=True, transposed=True)
-    return out
+    blocks = block_args(block_tokens, stage1_tokens, u_chunk_tiles, v_chunk_tiles, psum_banks)
+    return fused_xuv("xuv_fused_t", x, u, v, blocks, x_rows=True, transposed=True)
 
 
 @nki.jit
@@ -288,24 +285,8 @@ def xtuv_fused(
     psum_banks: int | None = None,
 ) -> Any:
     """``xT.T @ u @ v`` -> [S, N] (input dtype) for an input already laid out [H, S] (no transposes)."""
-    plan = xuv_plan_for(
-        "xtuv_fused",
-        xT,
-        u,
-        v,
-        dict(
-            block_tokens=block_tokens,
-            stage1_tokens=stage1_tokens,
-            u_chunk_tiles=u_chunk_tiles,
-            v_chunk_tiles=v_chunk_tiles,
-            psum_banks=psum_banks,
-        ),
-        "natural",
-        False,
-    )
-    out = nl.ndarray((xT.shape[1], v.shape[1]), dtype=xT.dtype, buffer=nl.shared_hbm)
-    xuv_into(out, xT, u, v, plan, x_rows=False, transposed=False)
-    return out
+    blocks = block_args(block_tokens, stage1_tokens, u_chunk_tiles, v_chunk_tiles, psum_banks)
+    return fused_xuv("xtuv_fused", xT, u, v, blocks, x_rows=False, transposed=False)
 
 
 def transpose_hbm(dst: Any, src: Any) -> None:
