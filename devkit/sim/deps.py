@@ -71,14 +71,7 @@ class _Space:
             cands = best[1] + best[2] if best[1] else best[2]
         else:
             cands = best[1]
-        found = []
-        for rec in cands:
-            for (a, b), (c, d) in zip(rec[0], box):
-                if a >= d or c >= b:
-                    break
-            else:
-                found.append(rec)
-        return found
+        return records_overlapping(cands, box)
 
     def _index(self, rec: list) -> None:
         box = rec[0]
@@ -116,6 +109,18 @@ class _Space:
     @property
     def empty(self) -> bool:
         return not self.all
+
+
+def records_overlapping(cands: Any, box: Box) -> list[list]:
+    """The records among ``cands`` (lists whose item 0 is a box of half-open ranges) that overlap ``box``."""
+    found = []
+    for rec in cands:
+        for (a, b), (c, d) in zip(rec[0], box):
+            if a >= d or c >= b:
+                break
+        else:
+            found.append(rec)
+    return found
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple[tuple[int, int], ...]:

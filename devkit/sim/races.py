@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from devkit.errors import RaceError
+from devkit.sim.deps import records_overlapping
 
 if TYPE_CHECKING:
     from devkit.sim.machine import LoopFrame, Machine
@@ -115,14 +116,7 @@ class _Records:
                 for r in self.buckets.get(k, ()):
                     seen[id(r)] = r
             cands = self.wide + list(seen.values())
-        found = []
-        for rec in cands:
-            for (a, b), (c, d) in zip(rec[0], box):
-                if a >= d or c >= b:
-                    break
-            else:
-                found.append(rec)
-        return found
+        return records_overlapping(cands, box)
 
     def add(self, rec: list, keys: Any = False) -> None:
         self.sigs[rec[6]] = rec
