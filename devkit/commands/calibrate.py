@@ -22,6 +22,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from devkit import hw
+from devkit.commands import stdout_console
 
 _EXAMPLES = """examples:
   devkit calibrate --from results/                 # dry run: show the fit per target
@@ -132,9 +133,7 @@ def run(args: argparse.Namespace) -> int:
     from devkit.cost.params import PARAMS_PATH, Params, ParamsError, load_params_file
 
     err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 130))
+    out = stdout_console(130)
 
     def warn(text: str) -> None:
         err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)

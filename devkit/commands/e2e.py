@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from devkit import e2e, llm
+from devkit.commands import stdout_console
 
 #: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
 ALL_RATIOS = (0.1, 0.2)
@@ -120,9 +121,7 @@ def run(args: argparse.Namespace) -> int:
         payload: Any = [r.to_dict() for r in results] if args.all else results[0].to_dict()
         print(json.dumps(payload, indent=2))
         return 0
-    out = Console()
-    if not out.is_terminal:  # piped output: do not squeeze the table into 80 columns
-        out = Console(width=max(out.width, 120))
+    out = stdout_console(120)
     if args.all:
         out.print(results_table(results))
     else:

@@ -24,6 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from devkit import hw
+from devkit.commands import stdout_console
 
 _EXAMPLES = """examples:
   devkit hw run                          # pytest hw_tests in this environment
@@ -147,9 +148,7 @@ def hardware_section(rows: list[hw.Comparison], slack: float, caption: str) -> d
 
 def run_report(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 140))
+    out = stdout_console(140)
     results = Path(args.results) if args.results else hw.project_dir("results")
     rows, damaged = load_rows(results, args.include_fake)
     for d in damaged:

@@ -9,6 +9,8 @@ import sys
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from devkit.commands import stdout_console
+
 _PACKAGES = ("numpy", "ml_dtypes", "jinja2", "rich", "matplotlib", "hypothesis", "pytest", "neuronx-cc")
 
 
@@ -77,12 +79,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    from rich.console import Console
     from rich.table import Table
 
-    out = Console()
-    if not out.is_terminal:  # piped output: do not squeeze the tables into 80 columns
-        out = Console(width=max(out.width, 120))
+    out = stdout_console(120)
     head = Table(title="devkit info", show_header=False)
     head.add_column("item")
     head.add_column("value")

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit import main_job, promote
+from devkit.commands import add_jobs_argument, stdout_console
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -65,13 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where to write test_<kernel>.py (default: ./hw_tests)",
     )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"worker processes for the predictions (default {main_job.default_jobs()})",
-    )
+    add_jobs_argument(p, " for the predictions")
     p.set_defaults(func=run)
 
 
@@ -80,9 +75,7 @@ def run(args: argparse.Namespace) -> int:
     from kernels import registry
 
     err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 130))
+    out = stdout_console(130)
     if bool(args.kernel) == bool(args.all):
         err.print("[red]error:[/] name one KERNEL or pass --all", highlight=False)
         err.print(f"registered: {', '.join(registry.names())}", highlight=False)

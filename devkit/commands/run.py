@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from devkit import main_job
+from devkit.commands import add_jobs_argument, stdout_console
 
 _EXAMPLES = """examples:
   devkit run                         # full run, report in devkit-report/index.html
@@ -50,13 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", default="devkit-report", metavar="DIR", help="report directory (default devkit-report)"
     )
     p.add_argument("--target", default="trn1", help="cost-model target: trn1, inf2 or trn2 (default trn1)")
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"worker processes (default: one per core, here {main_job.default_jobs()})",
-    )
+    add_jobs_argument(p)
     p.add_argument(
         "--results",
         default=None,
@@ -64,13 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="hardware results store to include in the report (default: results/ when it has data)",
     )
     p.set_defaults(func=run)
-
-
-def _console() -> Console:
-    out = Console()
-    if not out.is_terminal:  # piped output: do not squeeze the tables into 80 columns
-        out = Console(width=max(out.width, 130))
-    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         return 130
     summary = main_job.summarise(results)
     wall = time.perf_counter() - t0
-    out = _console()
+    out = stdout_console(130)
     out.print(validation_table(summary))
     if summary.paper_rows:
         out.print(paper_table(summary, args.target))

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit import svd
+from devkit.commands import stdout_console
 
 _EXAMPLES = """examples:
   devkit svd compress model.safetensors model-svd.safetensors --ratio 0.2
@@ -89,9 +90,7 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 def run_compress(args: argparse.Namespace) -> int:
     """Handler of ``devkit svd compress``; returns the exit code."""
     err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:  # piped output: do not squeeze the table into 80 columns
-        out = Console(width=max(out.width, 120))
+    out = stdout_console(120)
     try:
         if args.whiten and not args.calib:
             raise svd.SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")

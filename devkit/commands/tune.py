@@ -19,6 +19,7 @@ from rich.table import Table
 
 from devkit import main_job
 from devkit import tune as tuner
+from devkit.commands import add_jobs_argument, stdout_console
 
 _EXAMPLES = """examples:
   devkit tune xuv_fused --shape 4096,8192,4096,16384
@@ -50,13 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="best closed-form configurations re-ranked by the trace model (default 8)",
     )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help=f"worker processes (default: one per core, here {main_job.default_jobs()})",
-    )
+    add_jobs_argument(p)
     p.add_argument(
         "--when",
         action="append",
@@ -73,9 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=max(out.width, 130))
+    out = stdout_console(130)
     from devkit.cost.target import TARGETS
     from kernels import registry
 
