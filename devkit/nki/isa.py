@@ -1140,7 +1140,7 @@ def tensor_reduce(
     keepdims: bool = False,
     **kwargs: Any,
 ) -> Tensor:
-    """Reduce along trailing free axes (VectorE)."""
+    """Reduce along free axes (VectorE); any set of free axes, as ``nl`` reductions accept."""
     api = "nisa.tensor_reduce"
     name = _alu(op, api)
     if name not in REDUCE_OK:
