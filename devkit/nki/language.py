@@ -328,7 +328,15 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     if m.numerics:
         vals = src.read(marr).reshape(shape)
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
-    _x.commit(m, p, out, vals, None if marr is None else marr.reshape(shape), exact=d == src.dtype)
+    _x.commit(
+        m,
+        p,
+        out,
+        vals,
+        None if marr is None else marr.reshape(shape),
+        exact=d == src.dtype,
+        immutable=src.st.is_input,
+    )
     return out
 
 

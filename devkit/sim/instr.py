@@ -181,11 +181,13 @@ def commit(
     mask: np.ndarray | None,
     *,
     exact: bool = False,
+    immutable: bool = False,
 ) -> Tensor:
     """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
 
     ``exact``: the values are already representable in the output dtype (a same-dtype copy), so no
-    rounding pass is needed.
+    rounding pass is needed.  ``immutable``: ``values`` is a view of memory no instruction can write (a
+    kernel input), so the tile may keep the view instead of a copy until the tile itself is written.
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
@@ -196,12 +198,17 @@ def commit(
         values = np.asarray(values)
         if values.shape != out.shape and values.size == out.size:
             values = values.reshape(out.shape)
-        v = np.broadcast_to(values, out.shape)
+        v = values if values.shape == out.shape else np.broadcast_to(values, out.shape)
         vals = v if exact else dt.round_to(v, out.dtype)
         if mask is None and st.kind == "temp" and out.shape == data.shape:
             st.written = True
-            if vals.base is None and vals.dtype == data.dtype:
-                st.lazy = vals  # a fresh result: copied into the tile only if the tile itself is read
+            if vals.dtype == data.dtype and (vals.base is None or immutable):
+                # a fresh result (or a view of a kernel input): kept aside, read-only, and copied into
+                # the tile only if the tile itself is written
+                if vals.base is not None:
+                    vals = vals.view()
+                vals.flags.writeable = False
+                st.lazy = vals
             else:
                 data[...] = vals
         else:

@@ -36,7 +36,7 @@ from devkit.sim.races import RaceChecker
 from devkit.sim.replay import MIN_ITERATIONS, LoopRecorder, plan, replay
 from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
 from devkit.sim.tracelocals import LocalsGuard
-from devkit.trace import Access, Instr, MemoryStats, TraceSink
+from devkit.trace import Access, Instr, MemoryStats, NullSink, TraceSink
 
 _current = threading.local()
 
@@ -75,6 +75,9 @@ class Machine:
         self.options = options
         self.geometry = geometry
         self.sink = sink
+        # a sink that drops instructions (plain numerics runs) needs no dependency tracking and no
+        # instruction records: only liveness (capacity verdicts) is kept per access
+        self.tracing = not isinstance(sink, NullSink)
         self.numerics = options.numerics
         self.active = False
         self._sid = 0
@@ -294,9 +297,10 @@ class Machine:
             p = self.psum.allocate(st.bytes_pp)
         st.addr = p.addr
         self.placements[st.id] = p
-        inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
-        if inherited:
-            self.reuse_deps[st.id] = inherited
+        if self.tracing:
+            inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
+            if inherited:
+                self.reuse_deps[st.id] = inherited
 
     def place_replayed(self, st: Storage, deps: set[int]) -> Placement:
         """Loop replay: allocate a synthesised instance of private tile ``st``; address-reuse
@@ -569,10 +573,13 @@ class Machine:
             st = t.st
             if st.on_chip and st.addr is None and st.alive and st.kind == "temp":
                 self._place(st, p.loc)  # a retargeted result read under its own name
-        ins = tuple(self._access(t) for t in p.ins)
-        outs = tuple(self._access(t) for t in p.outs)
         iid = self._iid
         self._iid += 1
+        if not self.tracing:
+            self._touch_only(p, iid)
+            return
+        ins = tuple(self._access(t) for t in p.ins)
+        outs = tuple(self._access(t) for t in p.outs)
         deps: set[int] = set()
         operands: list = []
         for t in p.ins:
@@ -587,6 +594,21 @@ class Machine:
             iid, p.engine, p.opcode, ins, outs, p.flops, tuple(sorted(deps)), p.loc[0], p.loc[1], p.attrs
         )
         self.commit_instr(instr, operands, acc)
+
+    def _touch_only(self, p: Pending, iid: int) -> None:
+        """Untraced issue: record the on-chip accesses of ``p`` for liveness and nothing else."""
+        acc = bool(p.attrs and p.attrs.get("accumulate")) and p.engine == "tensor"
+        for ts, accumulate in ((p.ins, False), (p.outs, acc)):
+            for t in ts:
+                st = t.st
+                if st.on_chip and st.kind != "direct" and st.kind != "constant":
+                    pa = st.par_axis
+                    if pa:
+                        box = t.box()
+                        blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]]))
+                    else:
+                        blocks = [()]
+                    self.liveness.touch(st, blocks, self._tile_bytes(st), iid, accumulate)
 
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None:
         """Send one instruction to the trace (and to the loop recorders of a cost-only run)."""

@@ -38,11 +38,11 @@ class Storage:
 
     __slots__ = (
         "__weakref__",
+        "_data",
         "addr",
         "alive",
         "buffer",
         "bytes_pp",
-        "data",
         "depth",
         "dtype",
         "id",
@@ -84,7 +84,7 @@ class Storage:
         self.itemsize = dt.itemsize(dtype)
         self.buffer = buffer
         self.par_axis = par_axis
-        self.data = data
+        self._data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
         self.lazy: np.ndarray | None = None  # values not yet copied into ``data`` (see materialize)
@@ -110,13 +110,32 @@ class Storage:
     def partitions(self) -> int:
         return self.shape[self.par_axis] if self.par_axis is not None else 0
 
+    @property
+    def data(self) -> np.ndarray | None:
+        """The values (storage representation), with any pending :attr:`lazy` values copied in first;
+        ``None`` in a cost-only run."""
+        if self.lazy is not None:
+            self.materialize()
+        return self._data
+
+    @data.setter
+    def data(self, value: np.ndarray | None) -> None:
+        self.lazy = None
+        self._data = value
+
+    def values(self) -> np.ndarray | None:
+        """The current values for reading only: the pending :attr:`lazy` array if there is one (same
+        shape and dtype as the data, possibly read-only), else the data.  Never copies."""
+        v = self.lazy
+        return v if v is not None else self._data
+
     def materialize(self) -> None:
-        """Copy pending values into ``data`` (an instruction's fresh result is kept aside until read, so a
-        result immediately written elsewhere is never copied twice)."""
+        """Copy pending values into the data (an instruction's fresh result -- or a load's view of an
+        immutable input -- is kept aside until the tile is written, so it is never copied needlessly)."""
         v = self.lazy
         if v is not None:
             self.lazy = None
-            self.data[...] = v  # type: ignore[index]
+            self._data[...] = v  # type: ignore[index]
 
     @property
     def on_chip(self) -> bool:
@@ -434,9 +453,7 @@ class Tensor:
         Positions outside ``mask`` (or out of bounds but masked off) read as 0.
         """
         st = self.st
-        if st.lazy is not None:
-            st.materialize()
-        data = st.data
+        data = st.values()
         if data is None:
             raise RuntimeError("read() in a cost-only run")  # devkit bug, not a kernel fault
         if self.dims is not None and not self._oob:
@@ -490,8 +507,6 @@ class Tensor:
         """Store ``values`` (already rounded to the storage representation, view-shaped or
         broadcastable) into the positions of this view selected by ``mask``."""
         st = self.st
-        if st.lazy is not None:
-            st.materialize()
         data = st.data
         st.written = True
         if self._bcast is not None:
