@@ -26,6 +26,7 @@ from devkit.errors import (
 from devkit.nki import language as _nl
 from devkit.nki.language import _alu_name, fp32
 from devkit.sim import instr as _x
+from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
@@ -333,7 +334,10 @@ def matmul_core(
         else:
             a = a.reshape(st.shape[0], mm).astype(np.float32, copy=False)
             b = b.reshape(mv.shape[0], n).astype(np.float32, copy=False)
-            if st.omask is not None or mv.omask is not None:
+            if st.omask is None and mv.omask is None:
+                # computed when needed (devkit.sim.deferred); the operands' writable memory is noted
+                vals = Product(a, b, tuple(t.st.id for t in (st, mv) if t.st.lazy is None))
+            else:
                 a = a.copy()
                 b = b.copy()
                 rows = np.ones(mm, bool)
@@ -348,7 +352,7 @@ def matmul_core(
                     b = np.where(om, b, 0)
                 om_out = rows[:, None] & cols[None, :]
                 wmask = om_out if wmask is None else (wmask & om_out)
-            vals = a.T @ b
+                vals = a.T @ b
     elif st.omask is not None or mv.omask is not None:
         rows = st.omask.reshape(st.shape[0], mm).any(0) if st.omask is not None else np.ones(mm, bool)
         cols = mv.omask.reshape(mv.shape[0], n).any(0) if mv.omask is not None else np.ones(n, bool)

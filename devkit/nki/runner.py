@@ -143,7 +143,7 @@ def _to_host(m: Machine, value: Any) -> Any:
                 if dt.name_of(value.dtype) == "tfloat32"
                 else dt.to_external(np.zeros(1), value.dtype).dtype,
             )
-        return dt.to_external(np.array(value.read(check_init=False)), value.dtype)
+        return dt.to_external(value.read(check_init=False), value.dtype)  # (always a new array)
     if isinstance(value, tuple):
         return tuple(_to_host(m, v) for v in value)
     if isinstance(value, list):

@@ -23,6 +23,7 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
+from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
 from devkit.sim.races import REDUCE_CLASS as _REDUCE_CLASS
@@ -191,6 +192,15 @@ def commit(
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
+    if type(values) is Product:
+        if mask is None and st.kind == "temp" and values.shape == out.shape == st.shape and m.numerics:
+            st.written = True
+            st.lazy = values  # computed if the tile is read; `acc += ...` defers it into acc's chain
+            p.raw = values  # type: ignore[attr-defined]
+            p.mask = None  # type: ignore[attr-defined]
+            out._fresh = p
+            return out
+        values = values.result()
     data = st.data
     if data is not None and (mask is not None or values is None) and st.kind == "temp":
         data.fill(dt.poison_value(out.dtype))  # positions an instruction leaves out read as poison
@@ -364,6 +374,8 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
     raw = getattr(p, "raw", None)
     pmask = getattr(p, "mask", None)
     if m.numerics:
+        if type(raw) is Product:
+            raw = raw.result()
         if raw is None:
             raw = value.read(check_init=False)
         vals = _fit(raw, dst.shape)
@@ -489,19 +501,24 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
             pmask is None
             and st.uninit is None
             and st.lazy is None
-            and st.data is not None
+            and st._data is not None
             and dt.name_of(st.dtype) == "float32"
             and dst.dims is not None
             and not dst._oob
             and dst._bshape is None
             and raw.shape == dst.shape
         ):
+            st.written = True
+            if type(raw) is Product:
+                m.chains.add(st.id, st._data, dst._key, dst._perm, raw)  # devkit.sim.deferred
+                return
             tgt = st.data[dst._key]
             if dst._perm is not None:
                 tgt = tgt.transpose(dst._perm)
             tgt += raw  # fp32 PSUM accumulation in place
-            st.written = True
             return
+        if type(raw) is Product:
+            raw = raw.result()
         old = dst.read(check_init=False)
         if dst.st.uninit is not None:
             # the first matmul of an accumulation group overwrites (hardware zeroes the group)

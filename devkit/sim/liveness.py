@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from devkit.sim.options import Geometry
+from devkit.sim.tensor import describe_storage
 
 
 @dataclass
@@ -82,7 +83,7 @@ class Liveness:
         self.geometry = geometry
         # sid -> {block index -> [first, last, bytes, buffer, site, accumulated, unused]}
         self._open: dict[int, dict[tuple[int, ...], list]] = {}
-        self._sites: list[tuple[tuple[str, int], str]] = []
+        self._sites: list[tuple[tuple[str, int], tuple]] = []  # (origin, describe_storage fields)
         self._site_of: dict[int, int] = {}
         self.sbuf = _Intervals()
         self.psum = _Intervals()
@@ -98,7 +99,7 @@ class Liveness:
             tiles = self._open[sid] = {}
             if sid not in self._site_of:
                 self._site_of[sid] = len(self._sites)
-                self._sites.append((st.origin, st.describe()))  # type: ignore[attr-defined]
+                self._sites.append((st.origin, (st.buffer, st.name, st.shape, st.dtype)))  # type: ignore[attr-defined]
         site = self._site_of[sid]
         for b in blocks:
             rec = tiles.get(b)
@@ -114,7 +115,7 @@ class Liveness:
         sid = st.id  # type: ignore[attr-defined]
         if sid not in self._site_of:
             self._site_of[sid] = len(self._sites)
-            self._sites.append((st.origin, st.describe()))  # type: ignore[attr-defined]
+            self._sites.append((st.origin, (st.buffer, st.name, st.shape, st.dtype)))  # type: ignore[attr-defined]
         nblocks = 1
         for i in range(st.par_axis or 0):  # type: ignore[attr-defined]
             nblocks *= st.shape[i]  # type: ignore[attr-defined]
@@ -138,6 +139,11 @@ class Liveness:
         if accumulated > 0:
             self.psum_acc.add(first, last, banks, site)
 
+    def _site(self, k: int) -> tuple[tuple[str, int], str]:
+        """(allocation site, description) of the tensor behind site index ``k``."""
+        origin, fields = self._sites[k]
+        return origin, describe_storage(*fields)
+
     def verdict(self) -> Verdict:
         for sid in list(self._open):
             self.close(sid)
@@ -148,14 +154,14 @@ class Liveness:
         sbuf_over = psum_over = acc_over = None
         spill = 0
         if sbuf_peak > g.sbuf_usable_bytes_per_partition:
-            site, desc = self._sites[self.sbuf.site[s_k]]
+            site, desc = self._site(self.sbuf.site[s_k])
             sbuf_over = (sbuf_peak, site, desc)
             spill += 2 * (sbuf_peak - g.sbuf_usable_bytes_per_partition) * g.partitions
         if psum_banks > g.psum_banks:
-            site, desc = self._sites[self.psum.site[p_k]]
+            site, desc = self._site(self.psum.site[p_k])
             psum_over = (psum_banks, site, desc)
             spill += 2 * (psum_banks - g.psum_banks) * g.psum_bank_bytes * g.partitions
         if acc_banks > g.psum_banks:
-            site, desc = self._sites[self.psum_acc.site[a_k]]
+            site, desc = self._site(self.psum_acc.site[a_k])
             acc_over = (acc_banks, site, desc)
         return Verdict(sbuf_peak, psum_banks * g.psum_bank_bytes, spill, sbuf_over, psum_over, acc_over)

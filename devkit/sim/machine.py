@@ -29,6 +29,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.sim.alloc import Placement, RingAllocator
+from devkit.sim.deferred import Chains
 from devkit.sim.deps import DependencyTracker, keyspec_for
 from devkit.sim.liveness import Liveness
 from devkit.sim.options import Geometry, SimOptions
@@ -95,6 +96,7 @@ class Machine:
         self.direct_high_water = {"sbuf": 0, "psum": 0}
         self._owners: dict[str, Any] = {}
         self.deps = DependencyTracker()
+        self.chains = Chains()  # deferred matmul accumulation (numerics runs; devkit.sim.deferred)
         self.liveness = Liveness(geometry)
         self.recorders: list[LoopRecorder] = []  # loops recording iterations for replay (cost-only runs)
         self.replays = 0
@@ -131,6 +133,7 @@ class Machine:
 
     def finish(self) -> MemoryStats:
         self.flush()
+        self.chains.settle_all()
         v = self.liveness.verdict()
         self._judge_capacity(v)
         stats = MemoryStats(
@@ -328,6 +331,8 @@ class Machine:
         if not st.alive:
             return
         st.alive = False
+        if self.chains.pending:
+            self.chains.settle(st.id)  # (an alias of the tile may still show its values)
         self.liveness.close(st.id)
         p = self.placements.pop(st.id, None)
         if p is not None:

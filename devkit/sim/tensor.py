@@ -19,6 +19,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, IndexingError, ScopeError, UninitializedReadError
+from devkit.sim.deferred import Chains, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 
 if TYPE_CHECKING:
@@ -112,8 +113,12 @@ class Storage:
 
     @property
     def data(self) -> np.ndarray | None:
-        """The values (storage representation), with any pending :attr:`lazy` values copied in first;
-        ``None`` in a cost-only run."""
+        """The values (storage representation) for reading or writing, with everything pending applied
+        first: :attr:`lazy` values copied in, and deferred matmul products that accumulate into this
+        memory or read it added (:mod:`devkit.sim.deferred`); ``None`` in a cost-only run."""
+        chains = self._chains()
+        if chains is not None and chains.involves(self.id):
+            chains.settle_all()
         if self.lazy is not None:
             self.materialize()
         return self._data
@@ -125,9 +130,22 @@ class Storage:
 
     def values(self) -> np.ndarray | None:
         """The current values for reading only: the pending :attr:`lazy` array if there is one (same
-        shape and dtype as the data, possibly read-only), else the data.  Never copies."""
+        shape and dtype as the data, read-only), else the data with its deferred accumulation applied.
+        Never copies."""
         v = self.lazy
-        return v if v is not None else self._data
+        if v is not None:
+            if type(v) is Product:
+                v = self.lazy = v.result()
+            return v
+        chains = self._chains()
+        if chains is not None and self.id in chains.pending:
+            chains.settle(self.id)
+        return self._data
+
+    def _chains(self) -> Chains | None:
+        """The run's pending accumulation chains, when there are any."""
+        m = self.machine() if self.machine is not None else None
+        return m.chains if (m is not None and m.chains.pending) else None
 
     def materialize(self) -> None:
         """Copy pending values into the data (an instruction's fresh result -- or a load's view of an
@@ -135,7 +153,7 @@ class Storage:
         v = self.lazy
         if v is not None:
             self.lazy = None
-            self._data[...] = v  # type: ignore[index]
+            self._data[...] = v.result() if type(v) is Product else v  # type: ignore[index]
 
     @property
     def on_chip(self) -> bool:
@@ -148,12 +166,21 @@ class Storage:
                 m.release(self)
 
     def describe(self) -> str:
-        nm = f" '{self.name}'" if self.name else ""
-        return f"{self.buffer} tensor{nm} {list(self.shape)} {dt.name_of(self.dtype)}"
+        return describe_storage(self.buffer, self.name, self.shape, self.dtype)
+
+
+def describe_storage(buffer: str, name: str, shape: tuple[int, ...], dtype: Any) -> str:
+    """How error messages name a tensor, e.g. ``sbuf tensor 'x' [128, 512] bfloat16``."""
+    nm = f" '{name}'" if name else ""
+    return f"{buffer} tensor{nm} {list(shape)} {dt.name_of(dtype)}"
 
 
 # A view dimension: int (fixed coordinate) or (start, step, count, out_axis)
 Dim = Any
+
+# (dims, storage shape, view shape) -> (key, oob, perm, bshape, bcast) of Tensor._compile
+_COMPILED: dict[tuple, tuple] = {}
+_COMPILED_MAX = 1 << 16
 
 
 class Tensor:
@@ -216,7 +243,24 @@ class Tensor:
         return Tensor(st, dims, st.shape, st.par_axis)
 
     def _compile(self) -> None:
-        """Precompute the NumPy basic key, the axis permutation and the bounds status."""
+        """Precompute the NumPy basic key, the axis permutation and the bounds status (memoised: loops
+        index the same regions again and again)."""
+        memo_key = (self.dims, self.st.shape, self.shape)
+        try:
+            hit = _COMPILED.get(memo_key)
+        except TypeError:  # an unhashable coordinate: compile without the memo
+            self._compile_now()
+            return
+        if hit is None:
+            self._compile_now()
+            hit = (self._key, self._oob, self._perm, self._bshape, self._bcast)
+            if len(_COMPILED) >= _COMPILED_MAX:
+                _COMPILED.clear()
+            _COMPILED[memo_key] = hit
+            return
+        self._key, self._oob, self._perm, self._bshape, self._bcast = hit
+
+    def _compile_now(self) -> None:
         key = []
         axes = []
         oob = False

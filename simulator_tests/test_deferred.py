@@ -1,0 +1,164 @@
+"""Deferred matmul products and PSUM accumulation chains (devkit.sim.deferred): a chain of K-tile products
+settles as one stacked product, and every way of touching the memory involved settles it first."""
+
+from __future__ import annotations
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
+
+import devkit
+from devkit.sim import deferred
+from devkit.sim.deferred import stack_rows
+
+
+def _rand(rng, shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+# ---- stack_rows ------------------------------------------------------------------------------------------
+
+
+def test_stack_rows_joins_consecutive_row_blocks_without_copying():
+    base = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    parts = [base[0:16, 2:6], base[16:40, 2:6], base[40:48, 2:6]]
+    out = stack_rows(parts)
+    assert out is not None
+    np.testing.assert_array_equal(out, base[0:48, 2:6])
+    assert np.shares_memory(out, base)
+    assert not out.flags.writeable
+
+
+def test_stack_rows_follows_a_row_stride():
+    base = np.arange(64 * 8, dtype=np.float32).reshape(64, 8)
+    out = stack_rows([base[0:32:2], base[32:64:2]])
+    assert out is not None
+    np.testing.assert_array_equal(out, base[0:64:2])
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda b, o: [b[0:16], b[17:33]],  # a gap
+        lambda b, o: [b[16:32], b[0:16]],  # out of order
+        lambda b, o: [b[0:16, 0:4], b[16:32, 0:5]],  # different widths
+        lambda b, o: [b[0:16], o[16:32]],  # different arrays
+        lambda b, o: [b[0:32:2], b[32:48]],  # different row strides
+        lambda b, o: [b[0:16].copy(), b[16:32]],  # an owned copy
+    ],
+    ids=["gap", "order", "width", "arrays", "strides", "owned"],
+)
+def test_stack_rows_refuses_anything_else(make):
+    base = np.zeros((64, 8), np.float32)
+    other = np.zeros((64, 8), np.float32)
+    assert stack_rows(make(base, other)) is None
+
+
+# ---- kernels ---------------------------------------------------------------------------------------------
+
+
+@nki.jit
+def k_tiled(lhsT, rhs):
+    """PSUM accumulation over K tiles loaded straight from the inputs."""
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((lhsT.shape[1], rhs.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(lhsT.shape[0] // 128):
+        a = nl.load(lhsT[k * 128 : (k + 1) * 128, :])
+        b = nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        acc += nisa.nc_matmul(a, b)
+    nl.store(out, value=acc)
+    return out
+
+
+def test_k_tiled_chain_settles_as_one_stacked_product(monkeypatch):
+    stacked = []
+    real = deferred.stack_rows
+
+    def spy(parts):
+        view = real(parts)
+        stacked.append((len(parts), view is not None))
+        return view
+
+    monkeypatch.setattr(deferred, "stack_rows", spy)
+    rng = np.random.default_rng(1)
+    lhsT, rhs = _rand(rng, (512, 128)), _rand(rng, (512, 256))
+    out = devkit.simulate(k_tiled, lhsT, rhs)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    assert stacked == [(4, True), (4, True)]  # the stationary and the moving operands of one chain
+
+
+@nki.jit
+def reused_buffers(lhsT, rhs):
+    """The operand tiles are overwritten while products that read them may still be pending."""
+    out = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    buf_a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+    buf_b = nl.ndarray((128, rhs.shape[1]), dtype=rhs.dtype, buffer=nl.sbuf)
+    acc = nl.zeros((128, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.sequential_range(lhsT.shape[0] // 128):
+        buf_a[...] = nl.load(lhsT[k * 128 : (k + 1) * 128, :])
+        buf_b[...] = nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        acc += nisa.nc_matmul(buf_a, buf_b)
+    nl.store(out, value=acc)
+    return out
+
+
+def test_overwriting_an_operand_settles_the_pending_products_first():
+    rng = np.random.default_rng(2)
+    lhsT, rhs = _rand(rng, (384, 128)), _rand(rng, (384, 64))
+    out = devkit.simulate(reused_buffers, lhsT, rhs)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+
+
+@nki.jit
+def read_and_rewrite_midway(lhsT, rhs):
+    """acc is read (copied out) and rewritten (scaled in place) between accumulations."""
+    mid = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    a0 = nl.load(lhsT[0:128, :])
+    b0 = nl.load(rhs[0:128, :])
+    a1 = nl.load(lhsT[128:256, :])
+    b1 = nl.load(rhs[128:256, :])
+    acc += nisa.nc_matmul(a0, b0)
+    acc += nisa.nc_matmul(a1, b1)
+    nl.store(mid, value=nl.copy(acc))
+    acc[...] = nl.multiply(acc, 2.0)
+    acc += nisa.nc_matmul(a0, b0)
+    nl.store(out, value=acc)
+    return mid, out
+
+
+def test_reading_or_rewriting_the_accumulator_settles_it_in_order():
+    rng = np.random.default_rng(3)
+    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 512))
+    p0 = lhsT[:128].T @ rhs[:128]
+    p1 = lhsT[128:].T @ rhs[128:]
+    mid, out = devkit.simulate(read_and_rewrite_midway, lhsT, rhs)
+    np.testing.assert_allclose(mid, p0 + p1, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(out, 2 * (p0 + p1) + p0, rtol=1e-5, atol=1e-4)
+
+
+@nki.jit
+def product_read_directly(lhsT, rhs):
+    """A matmul result both accumulated and stored from its own PSUM tile."""
+    single = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    out = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        a = nl.load(lhsT[k * 128 : (k + 1) * 128, :])
+        b = nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        acc += nisa.nc_matmul(a, b)
+    p = nisa.nc_matmul(nl.load(lhsT[0:128, :]), nl.load(rhs[0:128, :]))
+    nl.store(single, value=p)
+    nl.store(out, value=acc)
+    return single, out
+
+
+def test_a_product_read_as_a_tile_is_computed():
+    rng = np.random.default_rng(4)
+    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 96))
+    single, out = devkit.simulate(product_read_directly, lhsT, rhs)
+    np.testing.assert_allclose(single, lhsT[:128].T @ rhs[:128], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
