@@ -242,7 +242,7 @@ class DependencyTracker:
             tomb = self._tombstones.get(buffer)
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
-            tomb.put(lo, hi, set(ids))
+            tomb.put(lo, hi, ids)  # (put merges into a new set: ids is not kept)
 
     def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:
         """Ids a tensor newly placed at ``[lo, hi)`` must wait for; the covered tombstone parts go away."""

@@ -57,6 +57,14 @@ class _Intervals:
         self.weight.append(weight)
         self.site.append(site)
 
+    def extend(self, firsts: range, lasts: range, weight: int, site: int) -> None:
+        """Add one interval per pair of ``firsts``/``lasts``, all of the same weight and site."""
+        self.first.extend(firsts)
+        self.last.extend(lasts)
+        n = len(firsts)
+        self.weight.extend(array("q", [weight]) * n)
+        self.site.extend(array("q", [site]) * n)
+
     def peak(self, cap: int) -> tuple[int, int]:
         """(peak weight, interval whose start first took the level above ``cap``, or -1)."""
         n = len(self.first)
@@ -110,8 +118,9 @@ class Liveness:
             if accumulate:
                 rec[5] = 1
 
-    def interval(self, st: object, first: int, last: int, accumulated: bool) -> None:
-        """A complete lifetime of one logical tile of ``st`` (synthesised by loop replay)."""
+    def intervals(self, st: object, first: int, last: int, accumulated: bool, count: int, period: int) -> None:
+        """Complete lifetimes of one logical tile of ``st``: ``[first, last]`` and its ``count - 1`` repeats
+        every ``period`` instructions (the iterations synthesised by loop replay)."""
         sid = st.id  # type: ignore[attr-defined]
         if sid not in self._site_of:
             self._site_of[sid] = len(self._sites)
@@ -119,8 +128,17 @@ class Liveness:
         nblocks = 1
         for i in range(st.par_axis or 0):  # type: ignore[attr-defined]
             nblocks *= st.shape[i]  # type: ignore[attr-defined]
-        tile_bytes = st.bytes_pp // max(nblocks, 1)  # type: ignore[attr-defined]
-        self._retire([first, last, tile_bytes, st.buffer, self._site_of[sid], 1 if accumulated else -1, -1])  # type: ignore[attr-defined]
+        nbytes = st.bytes_pp // max(nblocks, 1)  # type: ignore[attr-defined]
+        site = self._site_of[sid]
+        starts = range(first, first + count * period, period)
+        ends = range(last, last + count * period, period)
+        if st.buffer == "sbuf":  # type: ignore[attr-defined]
+            self.sbuf.extend(starts, ends, nbytes, site)
+            return
+        banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
+        self.psum.extend(starts, ends, banks, site)
+        if accumulated:
+            self.psum_acc.extend(starts, ends, banks, site)
 
     def close(self, sid: int) -> None:
         """Tensor ``sid`` died: its tiles' intervals are final."""

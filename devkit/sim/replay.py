@@ -163,12 +163,13 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     # previous one, and the accesses to tensors that outlive the iteration
     plans_ = []
     for i, tmpl in enumerate(it1.instrs):
-        internal = [d - a1 for d in tmpl.deps if a1 <= d < b1]
-        carried = [d - a0 for d in tmpl.deps if a0 <= d < b0]
+        internal = tuple(sorted(d - a1 for d in tmpl.deps if a1 <= d < b1))
+        carried = tuple(sorted(d - a0 for d in tmpl.deps if a0 <= d < b0))
+        # accesses to tensors that outlive the iteration; kernel inputs and constants are never tracked
         outer = [
             (st, box, kind[1], is_write)
             for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i])
-            if kind[0] == "outer"
+            if kind[0] == "outer" and not (st.is_input or st.kind == "constant")
         ]
         plans_.append(
             (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i))
@@ -177,24 +178,32 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     m.replays += 1
     tag = m.replays  # tells this replay's synthesised tile instances apart from every other replay's
     recording = any(r.active for r in m.recorders)
+    emit = m.sink.emit
     for j in range(2, n_iters - 1):
         base = m._iid
         step = j - 1
         placements: dict[int, Any] = {}
+        at_base = base.__add__
+        at_prev = prev_base.__add__
         for i, (tmpl, internal, carried, outer, acc, place, free) in enumerate(plans_):
             iid = base + i
-            deps: set[int] = {base + o for o in internal}
-            if carried:
-                deps.update(prev_base + o for o in carried)
-            if place:
-                # the private tile is placed where the allocator puts it now, and waits for whatever
-                # used that memory last (address reuse), as it would when executed
-                for ordinal in place:
-                    placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
-            for st, box, delta, is_write in outer:
-                sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, delta))
-                m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
-            deps.discard(iid)
+            if place or outer:
+                deps: set[int] = set(map(at_base, internal))
+                if carried:
+                    deps.update(map(at_prev, carried))
+                if place:
+                    # the private tile is placed where the allocator puts it now, and waits for whatever
+                    # used that memory last (address reuse), as it would when executed
+                    for ordinal in place:
+                        placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
+                for st, box, delta, is_write in outer:
+                    sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, delta))
+                    m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
+                deps.discard(iid)
+                dep_ids = tuple(sorted(deps))
+            else:
+                # carried dependencies (previous iteration) all precede the internal ones
+                dep_ids = tuple(map(at_prev, carried)) + tuple(map(at_base, internal))
             instr = Instr(
                 iid,
                 tmpl.engine,
@@ -202,7 +211,7 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                 tmpl.ins,
                 tmpl.outs,
                 tmpl.flops,
-                tuple(sorted(deps)),
+                dep_ids,
                 tmpl.filename,
                 tmpl.lineno,
                 tmpl.attrs,
@@ -218,14 +227,17 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     operands.append((key, st, box, is_write))
                 m.commit_instr(instr, operands, acc)
             else:
-                m.sink.emit(instr)
+                emit(instr)
             if free:
                 for ordinal in free:
                     st, _, touched = allocs[ordinal]
                     m.free_replayed(st, placements.pop(ordinal), {base + k for k in touched})
-        for first, last, st, acc in private.values():
-            m.liveness.interval(st, base + first, base + last, acc)
         prev_base = base
+    if n_iters > 3:
+        # every synthesised iteration is ``length`` instructions after the one before it
+        start = prev_base - (n_iters - 4) * length
+        for first, last, st, acc in private.values():
+            m.liveness.intervals(st, start + first, start + last, acc, n_iters - 3, length)
     shift = prev_base - a1
     if shift:
         m.deps.shift_ids(a1, b1, shift)
