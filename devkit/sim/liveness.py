@@ -118,7 +118,9 @@ class Liveness:
             if accumulate:
                 rec[5] = 1
 
-    def intervals(self, st: object, first: int, last: int, accumulated: bool, count: int, period: int) -> None:
+    def intervals(
+        self, st: object, first: int, last: int, accumulated: bool, count: int, period: int
+    ) -> None:
         """Complete lifetimes of one logical tile of ``st``: ``[first, last]`` and its ``count - 1`` repeats
         every ``period`` instructions (the iterations synthesised by loop replay)."""
         sid = st.id  # type: ignore[attr-defined]
