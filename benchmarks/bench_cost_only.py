@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_cost_only.py [--quick]``.  Prints both figures; this is a benchmark,
 not a test (issue 4 targets: >= 100k instructions/s cost-only; numerics within 4x of NumPy's matmul).
-Each figure is the best of ``--repeat`` runs (default 3).
+Each figure is the best of ``--repeat`` runs (default 5).
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller shapes (seconds instead of a minute)")
-    ap.add_argument("--repeat", type=int, default=3, help="report the best of this many runs (default 3)")
+    ap.add_argument("--repeat", type=int, default=5, help="report the best of this many runs (default 5)")
     args = ap.parse_args()
     if args.repeat < 1:
         ap.error("--repeat must be at least 1")
@@ -99,17 +99,23 @@ def main() -> None:
     a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    t_np, ref = _best(lambda: a32.T @ b32, args.repeat)
-    # the simulator multiplies tile by tile on one BLAS thread (DEVKIT_BLAS_THREADS, default 1): NumPy on
-    # one thread is the like-for-like figure, NumPy with its default threads the user-facing one
-    with threadpool_limits(limits=1, user_api="blas"):
-        t_np1, _ = _best(lambda: a32.T @ b32, args.repeat)
-    t_sim, out = _best(lambda: devkit.simulate(kernel, a, b), args.repeat)
+    # The criterion compares with NumPy as a user runs it (its default BLAS threads); the simulator's
+    # stacked accumulation chains use every core too (devkit.sim.deferred).  The one-thread figure is
+    # printed for reference.  Runs are interleaved so that a slow patch of the machine hits both.
+    t_sim = t_np = t_np1 = float("inf")
+    out = ref = None
+    for _ in range(args.repeat):
+        dt_s, out = _best(lambda: devkit.simulate(kernel, a, b), 1)
+        t_sim = min(t_sim, dt_s)
+        dt_s, ref = _best(lambda: a32.T @ b32, 1)
+        t_np = min(t_np, dt_s)
+        with threadpool_limits(limits=1, user_api="blas"):
+            t_np1 = min(t_np1, _best(lambda: a32.T @ b32, 1)[0])
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(
-        f"numerics: {size}^3 bf16 tiled matmul, best of {args.repeat}: simulated {t_sim:.2f} s; NumPy fp32 "
-        f"{t_np:.3f} s with its default BLAS threads = {t_sim / t_np:.1f}x, {t_np1:.3f} s on one thread = "
-        f"{t_sim / t_np1:.1f}x (max abs err {err:.3g})"
+        f"numerics: {size}^3 bf16 tiled matmul, best of {args.repeat}: simulated {t_sim:.3f} s; NumPy fp32 "
+        f"{t_np:.3f} s with its default BLAS threads: {t_sim / t_np:.1f}x (target <= 4x); {t_np1:.3f} s on "
+        f"one thread: {t_sim / t_np1:.1f}x (max abs err {err:.3g})"
     )
 
 

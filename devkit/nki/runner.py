@@ -154,7 +154,9 @@ def _to_host(m: Machine, value: Any) -> Any:
 def _blas_threads() -> Any:
     """BLAS threads for the run: ``DEVKIT_BLAS_THREADS`` (default 1).  Tile-sized products (128x128x512)
     are faster on one thread -- thread synchronisation costs more than it saves at that size -- and one
-    thread per process cannot oversubscribe the cores when several simulations run at once."""
+    thread per process cannot oversubscribe the cores when several simulations run at once.  Stacked
+    accumulation chains (:mod:`devkit.sim.deferred`) are large enough to use every core unless
+    ``DEVKIT_BLAS_THREADS`` is set (the worker pools of ``devkit run``/``tune`` set it to 1)."""
     import os
 
     from threadpoolctl import threadpool_limits

@@ -167,7 +167,7 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
         carried = tuple(sorted(d - a0 for d in tmpl.deps if a0 <= d < b0))
         # accesses to tensors that outlive the iteration; kernel inputs and constants are never tracked
         outer = [
-            (st, box, kind[1], is_write)
+            (st, box, _moving(kind[1]), is_write)
             for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i])
             if kind[0] == "outer" and not (st.is_input or st.kind == "constant")
         ]
@@ -196,9 +196,10 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     # used that memory last (address reuse), as it would when executed
                     for ordinal in place:
                         placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
-                for st, box, delta, is_write in outer:
-                    sbox = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, delta))
-                    m.replay_access(st, sbox, iid, tmpl.engine, is_write, deps, acc and is_write)
+                for st, box, moving, is_write in outer:
+                    m.replay_access(
+                        st, _shifted(box, moving, step), iid, tmpl.engine, is_write, deps, acc and is_write
+                    )
                 deps.discard(iid)
                 dep_ids = tuple(sorted(deps))
             else:
@@ -221,7 +222,7 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                 operands: list[Operand] = []
                 for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
                     if kind[0] == "outer":
-                        box = tuple((lo + s * step, hi + s * step) for (lo, hi), s in zip(box, kind[1]))
+                        box = _shifted(box, _moving(kind[1]), step)
                     elif kind[0] == "inner":
                         key = (key, tag, j)
                     operands.append((key, st, box, is_write))
@@ -231,7 +232,7 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
             if free:
                 for ordinal in free:
                     st, _, touched = allocs[ordinal]
-                    m.free_replayed(st, placements.pop(ordinal), {base + k for k in touched})
+                    m.free_replayed(st, placements.pop(ordinal), set(map(at_base, touched)))
         prev_base = base
     if n_iters > 3:
         # every synthesised iteration is ``length`` instructions after the one before it
@@ -241,6 +242,22 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     shift = prev_base - a1
     if shift:
         m.deps.shift_ids(a1, b1, shift)
+
+
+def _moving(delta: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(dimension, step per iteration) of the dimensions of an operand region that move."""
+    return tuple((d, s) for d, s in enumerate(delta) if s)
+
+
+def _shifted(box: tuple[tuple[int, int], ...], moving: tuple[tuple[int, int], ...], step: int) -> tuple:
+    """``box`` moved ``step`` iterations along its ``moving`` dimensions."""
+    if not moving:
+        return box
+    out = list(box)
+    for d, s in moving:
+        lo, hi = box[d]
+        out[d] = (lo + s * step, hi + s * step)
+    return tuple(out)
 
 
 def _blocks(st: Any, box: tuple[tuple[int, int], ...]) -> list[tuple[int, ...]]:
