@@ -127,10 +127,7 @@ class Liveness:
         if sid not in self._site_of:
             self._site_of[sid] = len(self._sites)
             self._sites.append((st.origin, (st.buffer, st.name, st.shape, st.dtype)))  # type: ignore[attr-defined]
-        nblocks = 1
-        for i in range(st.par_axis or 0):  # type: ignore[attr-defined]
-            nblocks *= st.shape[i]  # type: ignore[attr-defined]
-        nbytes = st.bytes_pp // max(nblocks, 1)  # type: ignore[attr-defined]
+        nbytes = st.tile_bytes  # type: ignore[attr-defined]
         site = self._site_of[sid]
         starts = range(first, first + count * period, period)
         ends = range(last, last + count * period, period)

@@ -246,6 +246,8 @@ class Machine:
                     sdata = np.empty(shape, dtype=sd)
                 elif isinstance(fill, str):
                     sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
+                elif isinstance(fill, (int, float)) and fill == 0:
+                    sdata = np.zeros(shape, dtype=sd)
                 else:
                     sdata = np.full(shape, fill, dtype=sd)
         st = Storage(
@@ -321,10 +323,7 @@ class Machine:
     @staticmethod
     def _tile_bytes(st: Storage) -> int:
         """Bytes per partition of one logical tile (block dims are independent tiles)."""
-        nblocks = 1
-        for i in range(st.par_axis or 0):
-            nblocks *= st.shape[i]
-        return st.bytes_pp // max(nblocks, 1)
+        return st.tile_bytes
 
     def release(self, st: Storage) -> None:
         """End of a tensor's life: its on-chip space can be reused."""

@@ -59,6 +59,7 @@ class Storage:
         "par_axis",
         "shape",
         "spilled",
+        "tile_bytes",
         "uninit",
         "written",
     )
@@ -100,12 +101,18 @@ class Storage:
         self.depth = 0  # loops enclosing the creation (set by Machine.new_storage; races.py uses it)
         if par_axis is None:
             self.bytes_pp = 0
+            self.tile_bytes = 0
         else:
             n = 1
             for i, s in enumerate(shape):
                 if i != par_axis:
                     n *= s
             self.bytes_pp = n * self.itemsize
+            blocks = 1
+            for s in shape[:par_axis]:
+                blocks *= s
+            # bytes per partition of one logical tile (dims before the partition dim are separate tiles)
+            self.tile_bytes = self.bytes_pp // max(blocks, 1)
 
     @property
     def partitions(self) -> int:
