@@ -621,3 +621,23 @@ def test_random_strided_sbuf_operands_and_destinations(p, f, seed, data):
     want = np.zeros((p, width), np.float32)
     want[:, o_out : o_out + s_out * f : s_out] = np.exp(x[:, o_in : o_in + s_in * f : s_in])
     assert_close(k(x), want, rtol=1e-6, atol=0)
+
+
+@nki.jit
+def _same_region_twice(x, hi):
+    out = nl.ndarray((128, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.load(x[0:128, 0:4])
+    b = nl.load(x[0:128, 0:4])  # the same region again (the view memo's hit)
+    nl.store(out, value=nl.add(a, b))
+    nl.load(x[0:128, 0:hi])
+    return out
+
+
+def test_repeated_views_agree_and_bad_ones_fail_every_time():
+    import devkit
+
+    x = rand(rng_of(5), (128, 8), F32)
+    assert_exact(devkit.simulate(_same_region_twice, x, 8), x[:, 0:4] * 2)
+    for _ in range(2):  # an out-of-bounds slice is never remembered as valid
+        with pytest.raises(BoundsError):
+            devkit.simulate(_same_region_twice, x, 9)

@@ -188,6 +188,8 @@ Dim = Any
 # (dims, storage shape, view shape) -> (key, oob, perm, bshape, bcast) of Tensor._compile
 _COMPILED: dict[tuple, tuple] = {}
 _COMPILED_MAX = 1 << 16
+# (view dims, view shape, partition axis, on chip, index) -> (dims, shape, partition axis) of _basic
+_BASIC: dict[tuple, tuple] = {}
 
 
 class Tensor:
@@ -766,7 +768,46 @@ def _operand_mask(t: Tensor, m: MaskExpr) -> Tensor:
 
 
 def _basic(t: Tensor, keys: list[Any]) -> Tensor:
-    """Ints and slices (NumPy basic indexing; an int on the partition dim keeps it as size 1)."""
+    """Ints and slices (NumPy basic indexing; an int on the partition dim keeps it as size 1).
+
+    Memoised on the view and the index (loops index the same regions again and again)."""
+    memo = _basic_memo_key(t, keys)
+    if memo is not None:
+        try:
+            hit = _BASIC.get(memo)
+        except TypeError:  # an unhashable coordinate in the view
+            hit = memo = None
+        if hit is not None:
+            return Tensor(t.st, hit[0], hit[1], hit[2])
+    out = _basic_now(t, keys)
+    if memo is not None:
+        if len(_BASIC) >= _COMPILED_MAX:
+            _BASIC.clear()
+        _BASIC[memo] = (out.dims, out.shape, out.pax)
+    return out
+
+
+def _basic_memo_key(t: Tensor, keys: list[Any]) -> tuple | None:
+    """A hashable key for :data:`_BASIC`, or None when the index holds anything but plain ints/slices."""
+    if t.dims is None:
+        return None
+    parts: list[Any] = []
+    for k in keys:
+        if type(k) is int:
+            parts.append(k)
+        elif type(k) is slice:
+            a, b, c = k.start, k.stop, k.step
+            if (a is not None and type(a) is not int) or (b is not None and type(b) is not int):
+                return None
+            if c is not None and type(c) is not int:
+                return None
+            parts.append((a, b, c))
+        else:
+            return None
+    return (t.dims, t.shape, t.pax, t.st.on_chip, tuple(parts))
+
+
+def _basic_now(t: Tensor, keys: list[Any]) -> Tensor:
     shape = []
     new_axis_of: list[int | None] = []  # old view axis -> new axis (None if dropped)
     sel: list[Any] = []
