@@ -276,7 +276,7 @@ class Machine:
         """Give an on-chip tensor an address.  Whether everything fits is judged from true lifetimes when
         the kernel ends (:meth:`finish`); here only a single logical tile larger than the memory is a fault."""
         g = self.geometry
-        tile_bytes = self._tile_bytes(st)
+        tile_bytes = st.tile_bytes
         if st.buffer == "sbuf":
             if tile_bytes > g.sbuf_usable_bytes_per_partition:
                 per = " per logical tile" if st.par_axis else ""
@@ -319,11 +319,6 @@ class Machine:
         """Loop replay: a synthesised tile instance dies; ``ids`` are the instructions that used it."""
         (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
         self.deps.retire_ids(st.buffer, p.addr, p.addr + p.nbytes, ids)
-
-    @staticmethod
-    def _tile_bytes(st: Storage) -> int:
-        """Bytes per partition of one logical tile (block dims are independent tiles)."""
-        return st.tile_bytes
 
     def release(self, st: Storage) -> None:
         """End of a tensor's life: its on-chip space can be reused."""
@@ -606,13 +601,13 @@ class Machine:
             for t in ts:
                 st = t.st
                 if st.on_chip and st.kind != "direct" and st.kind != "constant":
-                    pa = st.par_axis
-                    if pa:
-                        box = t.box()
-                        blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]]))
-                    else:
-                        blocks = [()]
-                    self.liveness.touch(st, blocks, self._tile_bytes(st), iid, accumulate)
+                    self._touch(st, t.box() if st.par_axis else (), iid, accumulate)
+
+    def _touch(self, st: Storage, box: tuple, iid: int, accumulate: bool) -> None:
+        """Liveness: instruction ``iid`` accesses the logical tiles of on-chip ``st`` that ``box`` spans."""
+        pa = st.par_axis
+        blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]])) if pa else [()]
+        self.liveness.touch(st, blocks, st.tile_bytes, iid, accumulate)
 
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None:
         """Send one instruction to the trace (and to the loop recorders of a cost-only run)."""
@@ -667,9 +662,7 @@ class Machine:
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None:
         if st.on_chip:
-            pa = st.par_axis
-            blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]])) if pa else [()]
-            self.liveness.touch(st, blocks, self._tile_bytes(st), iid, accumulate)
+            self._touch(st, box, iid, accumulate)
             sp = self.deps.space(st.id, ())
             if sp.keyspec == () and not sp.all:
                 sp.set_keyspec(keyspec_for(st.shape, st.par_axis))
