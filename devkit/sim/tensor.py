@@ -89,7 +89,8 @@ class Storage:
         self._data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
-        self.lazy: np.ndarray | None = None  # values not yet copied into ``data`` (see materialize)
+        # values not yet copied into ``data``: an array, or a deferred matmul Product (see materialize)
+        self.lazy: np.ndarray | Product | None = None
         self.name = name
         self.kind = kind  # "input", "output", "auto", "temp", "direct", "hbm"
         self.is_input = kind == "input"
