@@ -86,7 +86,8 @@ def test_k_tiled_chain_settles_as_one_stacked_product(monkeypatch):
     lhsT, rhs = _rand(rng, (512, 128)), _rand(rng, (512, 256))
     out = devkit.simulate(k_tiled, lhsT, rhs)
     np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
-    assert stacked == [(4, True), (4, True)]  # the stationary and the moving operands of one chain
+    # the stationary and the moving operands of the one chain were stacked (never one product per tile)
+    assert stacked and all(parts == 4 and ok for parts, ok in stacked)
 
 
 @nki.jit
@@ -162,3 +163,95 @@ def test_a_product_read_as_a_tile_is_computed():
     single, out = devkit.simulate(product_read_directly, lhsT, rhs)
     np.testing.assert_allclose(single, lhsT[:128].T @ rhs[:128], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+
+
+# ---- copies and stores that wait with their chain --------------------------------------------------------
+
+
+@nki.jit
+def mn_tiled(lhsT, rhs):
+    """The tutorial's loop nest: every (m, n) block is a K chain, copied out and stored."""
+    out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(lhsT.shape[1] // 128):
+        for n in nl.affine_range(rhs.shape[1] // 128):
+            acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(lhsT.shape[0] // 128):
+                a = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
+                b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 128 : (n + 1) * 128])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(out[m * 128 : (m + 1) * 128, n * 128 : (n + 1) * 128], value=nl.copy(acc))
+    return out
+
+
+def test_the_chains_of_a_loop_nest_become_one_product(monkeypatch):
+    joined = []
+    real = deferred.stack_cols
+
+    def spy(parts):
+        view = real(parts)
+        joined.append((len(parts), view is not None))
+        return view
+
+    monkeypatch.setattr(deferred, "stack_cols", spy)
+    rng = np.random.default_rng(5)
+    lhsT, rhs = _rand(rng, (256, 256)), _rand(rng, (256, 384))
+    out = devkit.simulate(mn_tiled, lhsT, rhs)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    # per m block, the 3 n chains side by side; then the 2 m blocks side by side
+    assert joined == [(3, True), (3, True), (2, True)]
+
+
+@nki.jit
+def store_then_load(lhsT, rhs):
+    """A stored copy of a chain is loaded back, and part of it is overwritten, before the kernel ends."""
+    out = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    twice = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, rhs.shape[1]), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(lhsT.shape[0] // 128):
+        acc += nisa.nc_matmul(
+            nl.load(lhsT[k * 128 : (k + 1) * 128, :]), nl.load(rhs[k * 128 : (k + 1) * 128, :])
+        )
+    nl.store(out, value=nl.copy(acc))
+    back = nl.load(out)
+    nl.store(twice, value=nl.multiply(back, 2.0))
+    nl.store(out[:, 0:8], value=nl.zeros((128, 8), nl.float32, buffer=nl.sbuf))
+    return out, twice
+
+
+def test_a_deferred_store_is_carried_out_before_the_memory_is_used():
+    rng = np.random.default_rng(6)
+    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 64))
+    ref = lhsT.T @ rhs
+    out, twice = devkit.simulate(store_then_load, lhsT, rhs)
+    np.testing.assert_allclose(twice, 2 * ref, rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(out[:, 0:8], 0)  # the later store wins
+    np.testing.assert_allclose(out[:, 8:], ref[:, 8:], rtol=1e-5, atol=1e-4)
+
+
+@nki.jit
+def many_chains(lhsT, rhs):
+    out = nl.ndarray((128, rhs.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
+    for n in nl.affine_range(rhs.shape[1] // 4):
+        acc = nl.zeros((128, 4), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(2):
+            a = nl.load(lhsT[k * 128 : (k + 1) * 128, :])
+            b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 4 : (n + 1) * 4])
+            acc += nisa.nc_matmul(a, b)
+        nl.store(out[:, n * 4 : (n + 1) * 4], value=nl.copy(acc))
+    return out
+
+
+def test_deferred_stores_are_carried_out_in_bounded_batches(monkeypatch):
+    batches = []
+    real = deferred._batch
+
+    def spy(evacs):
+        batches.append(len(evacs))
+        real(evacs)
+
+    monkeypatch.setattr(deferred, "_batch", spy)
+    rng = np.random.default_rng(7)
+    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 4 * 70))
+    out = devkit.simulate(many_chains, lhsT, rhs)
+    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    assert batches == [deferred.Chains.MAX_WRITES, 70 - deferred.Chains.MAX_WRITES]

@@ -372,6 +372,8 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
         loc = user_location()
     m.check_read(v, loc)
     m.emit(DMA, "store", [v], [dst], 0, None, loc)
+    if m.numerics and marr is None and _x.defer_store(m, v, dst):
+        return
     if m.numerics:
         vals = v.read(None)
         vals = (

@@ -23,11 +23,11 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.sim.deferred import Product
+from devkit.sim.deferred import Deferred, EvacuationItem, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
 from devkit.sim.races import REDUCE_CLASS as _REDUCE_CLASS
-from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.sim.tensor import HBM_BUFFERS, Tensor, mark_initialised
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 PMAX = 128
@@ -192,7 +192,7 @@ def commit(
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
-    if type(values) is Product:
+    if isinstance(values, Deferred):
         if mask is None and st.kind == "temp" and values.shape == out.shape == st.shape and m.numerics:
             st.written = True
             st.lazy = values  # computed if the tile is read; `acc += ...` defers it into acc's chain
@@ -284,6 +284,8 @@ def elementwise(
     p = m.emit(engine, opcode, list(tiles), [out], flops_per_elem * size, attrs, loc)
     vals = None
     if m.numerics:
+        if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
+            return _commit_evacuation(m, p, out, tiles[0], fn, odt)
         args = [value_of(x, shape, marr, to_float=not bitwise) for x in operands]
         with np.errstate(all="ignore"):
             vals = fn(*args)
@@ -292,6 +294,56 @@ def elementwise(
         else:
             vals = np.asarray(vals, dtype=np.float32)
     return commit(m, p, out, vals, marr)
+
+
+def _waits_for_chain(m: Machine, t: Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether a one-operand float instruction reads plain view ``t`` of a PSUM tile whose accumulation
+    chain is still pending (typically ``nl.copy(acc)``): then it can wait with the chain."""
+    st = t.st
+    return (
+        st.id in m.chains.pending
+        and st.lazy is None
+        and st.uninit is None
+        and t.dims is not None
+        and not t._oob
+        and t._bshape is None
+        and t.shape == shape
+    )
+
+
+def _commit_evacuation(m: Machine, p: Pending, out: Tensor, src: Tensor, fn: Callable, odt: Any) -> Tensor:
+    """``out = fn(src)``, computed together with ``src``'s pending chain when ``out`` is needed."""
+    st = src.st
+    ev = m.chains.evacuate(st.id, st._data, src._key, src._perm, fn, odt)  # type: ignore[arg-type]
+    p.exact = None  # type: ignore[attr-defined]
+    out.st.written = True
+    out.st.lazy = EvacuationItem(ev, 1, out.shape)
+    p.raw = EvacuationItem(ev, 0, out.shape)  # type: ignore[attr-defined]
+    p.mask = None  # type: ignore[attr-defined]
+    out._fresh = p
+    return out
+
+
+def defer_store(m: Machine, v: Tensor, dst: Tensor) -> bool:
+    """``dst[...] = v`` when ``v``'s values wait for a PSUM chain (``nl.store`` of ``nl.copy(acc)``): the
+    write waits too, so that several chains can be added at once.  False, doing nothing, otherwise."""
+    value = v.st.lazy
+    ds = dst.st
+    if not (
+        isinstance(value, EvacuationItem)
+        and value.evac._value is None
+        and v.shape == v.st.shape
+        and ds._data is not None
+        and dst.dims is not None
+        and not dst._oob
+        and dst._bshape is None
+        and dst.size == v.size
+    ):
+        return False
+    ds.written = True
+    mark_initialised(dst)
+    m.chains.defer_write(ds.id, (ds._data, dst._key, dst._perm, value, v.dtype, dst.dtype, dst.shape))
+    return True
 
 
 # ---- assignment: dst[...] = value, dst[...] += value ----------------------------------------------------
@@ -374,7 +426,7 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
     raw = getattr(p, "raw", None)
     pmask = getattr(p, "mask", None)
     if m.numerics:
-        if type(raw) is Product:
+        if isinstance(raw, Deferred):
             raw = raw.result()
         if raw is None:
             raw = value.read(check_init=False)
@@ -517,7 +569,7 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
                 tgt = tgt.transpose(dst._perm)
             tgt += raw  # fp32 PSUM accumulation in place
             return
-        if type(raw) is Product:
+        if isinstance(raw, Deferred):
             raw = raw.result()
         old = dst.read(check_init=False)
         if dst.st.uninit is not None:

@@ -133,7 +133,7 @@ class Machine:
 
     def finish(self) -> MemoryStats:
         self.flush()
-        self.chains.settle_all()
+        self.chains.finish()
         v = self.liveness.verdict()
         self._judge_capacity(v)
         stats = MemoryStats(

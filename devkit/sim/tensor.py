@@ -19,7 +19,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, IndexingError, ScopeError, UninitializedReadError
-from devkit.sim.deferred import Chains, Product
+from devkit.sim.deferred import Chains, Deferred
 from devkit.sim.index import IndexExpr, MaskExpr
 
 if TYPE_CHECKING:
@@ -89,8 +89,8 @@ class Storage:
         self._data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
-        # values not yet copied into ``data``: an array, or a deferred matmul Product (see materialize)
-        self.lazy: np.ndarray | Product | None = None
+        # values not yet copied into ``data``: an array, or a Deferred value (see materialize)
+        self.lazy: np.ndarray | Deferred | None = None
         self.name = name
         self.kind = kind  # "input", "output", "auto", "temp", "direct", "hbm"
         self.is_input = kind == "input"
@@ -121,12 +121,12 @@ class Storage:
 
     @property
     def data(self) -> np.ndarray | None:
-        """The values (storage representation) for reading or writing, with everything pending applied
-        first: :attr:`lazy` values copied in, and deferred matmul products that accumulate into this
-        memory or read it added (:mod:`devkit.sim.deferred`); ``None`` in a cost-only run."""
+        """The values (storage representation) for reading or writing, with everything deferred that
+        involves this memory carried out first (:mod:`devkit.sim.deferred`) and :attr:`lazy` values
+        copied in; ``None`` in a cost-only run."""
         chains = self._chains()
         if chains is not None and chains.involves(self.id):
-            chains.settle_all()
+            chains.before_write(self.id)
         if self.lazy is not None:
             self.materialize()
         return self._data
@@ -138,22 +138,22 @@ class Storage:
 
     def values(self) -> np.ndarray | None:
         """The current values for reading only: the pending :attr:`lazy` array if there is one (same
-        shape and dtype as the data, read-only), else the data with its deferred accumulation applied.
+        shape and dtype as the data, read-only), else the data once deferred work writing it is done.
         Never copies."""
         v = self.lazy
         if v is not None:
-            if type(v) is Product:
+            if isinstance(v, Deferred):
                 v = self.lazy = v.result()
             return v
         chains = self._chains()
-        if chains is not None and self.id in chains.pending:
-            chains.settle(self.id)
+        if chains is not None:
+            chains.before_read(self.id)
         return self._data
 
     def _chains(self) -> Chains | None:
-        """The run's pending accumulation chains, when there are any."""
+        """The run's deferred matmul work, when there is any."""
         m = self.machine() if self.machine is not None else None
-        return m.chains if (m is not None and m.chains.pending) else None
+        return m.chains if (m is not None and m.chains.busy()) else None
 
     def materialize(self) -> None:
         """Copy pending values into the data (an instruction's fresh result -- or a load's view of an
@@ -161,7 +161,7 @@ class Storage:
         v = self.lazy
         if v is not None:
             self.lazy = None
-            self._data[...] = v.result() if type(v) is Product else v  # type: ignore[index]
+            self._data[...] = v.result() if isinstance(v, Deferred) else v  # type: ignore[index]
 
     @property
     def on_chip(self) -> bool:
@@ -191,6 +191,8 @@ _COMPILED: dict[tuple, tuple] = {}
 _COMPILED_MAX = 1 << 16
 # (view dims, view shape, partition axis, on chip, index) -> (dims, shape, partition axis) of _basic
 _BASIC: dict[tuple, tuple] = {}
+# storage shape -> dims of the whole-tensor view
+_WHOLE_DIMS: dict[tuple[int, ...], tuple] = {}
 
 
 class Tensor:
@@ -249,7 +251,11 @@ class Tensor:
     # ---- construction helpers ------------------------------------------------------------------
     @staticmethod
     def whole(st: Storage) -> Tensor:
-        dims = tuple((0, 1, n, i) for i, n in enumerate(st.shape))
+        dims = _WHOLE_DIMS.get(st.shape)
+        if dims is None:
+            if len(_WHOLE_DIMS) >= _COMPILED_MAX:
+                _WHOLE_DIMS.clear()
+            dims = _WHOLE_DIMS[st.shape] = tuple((0, 1, n, i) for i, n in enumerate(st.shape))
         return Tensor(st, dims, st.shape, st.par_axis)
 
     def _compile(self) -> None:
@@ -606,6 +612,13 @@ class Tensor:
     def mark_written(self, mask: np.ndarray | None = None) -> None:
         """Record a write without values (cost-only runs keep no data)."""
         self.st.written = True
+
+
+def mark_initialised(t: Tensor) -> None:
+    """Record that every element of plain view ``t`` was written (the uninitialised-read bookkeeping of
+    :meth:`Tensor.write`, for a write whose values arrive later)."""
+    if t.st.uninit is not None:
+        _mark_init(t.st, t._key, t._perm, None, t._bshape)
 
 
 def _mark_init(st: Storage, key: tuple, perm: Any, m: np.ndarray | None, bshape: Any) -> None:
