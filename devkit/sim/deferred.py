@@ -5,10 +5,18 @@ the product to the *accumulation chain* of ``acc``'s storage instead of adding i
 settled -- its products added into PSUM in program order -- as soon as anything reads the PSUM tile,
 writes it another way, or lets it die, and before anything writes memory that a pending product reads.
 
-Settling is where the speed comes from: consecutive products into one PSUM region whose operands are
+A copy out of a PSUM tile whose chain is pending (``nl.copy(acc)``, the evacuation) takes the chain
+with it and is computed when its result is needed (:class:`Evacuation`); a store of that result into
+HBM waits too (:meth:`Chains.defer_write`) until the stored memory is used or enough stores wait.
+Every access to memory that deferred work writes or reads first carries that work out, in program
+order, so a kernel sees exactly the values eager execution would give.
+
+Deferral is where the speed comes from: consecutive products into one PSUM region whose operands are
 consecutive row blocks of one array (the K loop of a tiled matmul over loaded tiles) are added as one
-matrix product with the contraction dimensions stacked, which BLAS runs far faster than many 128-row
-products.  Both orders accumulate in fp32, as PSUM does; results agree to fp32 rounding.
+matrix product with the contraction dimensions stacked, and the chains of waiting stores whose
+operands are adjacent blocks (the M and N loops) become one product again (:func:`_batch`).  BLAS runs
+such products far faster than many 128-row ones.  Both orders accumulate in fp32, as PSUM does;
+results agree to fp32 rounding.
 """
 
 from __future__ import annotations
