@@ -17,14 +17,17 @@ from typing import Any
 
 Box = tuple[tuple[int, int], ...]
 
+SPREAD = 8  # a record covering up to this many buckets of an index is filed under each of them
+
 
 class _Space:
     """Access records of one address space, indexed along a few coordinates.
 
     ``keyspec`` is a tuple of ``(axis, shift)``; each entry is an independent index that buckets records
-    by ``lo >> shift`` on that axis (records spanning several buckets go to the index's "wide" list).  A
-    query uses the most selective index on which it is narrow, so tile-structured access patterns
-    compare against a handful of records; only queries wide on every indexed axis scan everything.
+    by ``lo >> shift`` on that axis.  A record spanning up to :data:`SPREAD` buckets goes into each of
+    them; wider ones go to the index's "wide" list.  A query uses the most selective index on which it
+    falls in one bucket, so tile-structured access patterns compare against a handful of records; only
+    queries wide on every indexed axis scan everything.
     """
 
     __slots__ = ("all", "indexes", "keyspec")
@@ -39,14 +42,6 @@ class _Space:
         for rec in self.all.values():
             self._index(rec)
 
-    @staticmethod
-    def _bucket(box: Box, axis: int, shift: int) -> int | None:
-        lo, hi = box[axis]
-        k = lo >> shift
-        if hi - 1 > lo and ((hi - 1) >> shift) != k:
-            return None
-        return k
-
     def __len__(self) -> int:
         return len(self.all)
 
@@ -56,11 +51,19 @@ class _Space:
     def overlapping(self, box: Box) -> list[list]:
         best: tuple | None = None
         for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            k = self._bucket(box, axis, shift)
-            if k is None:
+            ks = self._span(box, axis, shift)
+            if ks is None:
                 continue
-            lst = buckets.get(k)
-            n = len(wide) + (len(lst) if lst else 0)
+            if len(ks) == 1:
+                lst = buckets.get(ks[0])
+                n = len(wide) + (len(lst) if lst else 0)
+            else:  # a few buckets: their records, each once (a record may be filed under several)
+                seen: dict[int, list] = {}
+                for k in ks:
+                    for rec in buckets.get(k, ()):
+                        seen[id(rec)] = rec
+                lst = list(seen.values())
+                n = len(wide) + len(lst)
             if best is None or n < best[0]:
                 best = (n, wide, lst)
                 if n == 0:
@@ -73,13 +76,22 @@ class _Space:
             cands = best[1]
         return records_overlapping(cands, box)
 
+    @staticmethod
+    def _span(box: Box, axis: int, shift: int) -> range | None:
+        """The buckets a record covers on ``axis`` (None: more than SPREAD of them, a wide record)."""
+        lo, hi = box[axis]
+        k = lo >> shift
+        last = (hi - 1) >> shift if hi - 1 > lo else k
+        return range(k, last + 1) if last - k < SPREAD else None
+
     def _index(self, rec: list) -> None:
         box = rec[0]
         for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            k = self._bucket(box, axis, shift)
-            if k is None:
+            ks = self._span(box, axis, shift)
+            if ks is None:
                 wide.append(rec)
-            else:
+                continue
+            for k in ks:
                 lst = buckets.get(k)
                 if lst is None:
                     buckets[k] = [rec]
@@ -95,16 +107,17 @@ class _Space:
             return
         box = rec[0]
         for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            k = self._bucket(box, axis, shift)
-            lst = wide if k is None else buckets.get(k)
-            if not lst:
-                continue
-            for i, r in enumerate(lst):
-                if r is rec:
-                    del lst[i]
-                    break
-            if k is not None and not lst:
-                del buckets[k]
+            ks = self._span(box, axis, shift)
+            for k in (None,) if ks is None else ks:
+                lst = wide if k is None else buckets.get(k)
+                if not lst:
+                    continue
+                for i, r in enumerate(lst):
+                    if r is rec:
+                        del lst[i]
+                        break
+                if k is not None and not lst:
+                    del buckets[k]
 
     @property
     def empty(self) -> bool:
