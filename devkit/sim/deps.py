@@ -52,18 +52,10 @@ class _Space:
         best: tuple | None = None
         for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
             ks = self._span(box, axis, shift)
-            if ks is None:
-                continue
-            if len(ks) == 1:
-                lst = buckets.get(ks[0])
-                n = len(wide) + (len(lst) if lst else 0)
-            else:  # a few buckets: their records, each once (a record may be filed under several)
-                seen: dict[int, list] = {}
-                for k in ks:
-                    for rec in buckets.get(k, ()):
-                        seen[id(rec)] = rec
-                lst = list(seen.values())
-                n = len(wide) + len(lst)
+            if ks is None or len(ks) > 1:
+                continue  # (a query over several buckets would need their union: scan another index)
+            lst = buckets.get(ks[0])
+            n = len(wide) + (len(lst) if lst else 0)
             if best is None or n < best[0]:
                 best = (n, wide, lst)
                 if n == 0:
