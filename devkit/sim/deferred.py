@@ -106,7 +106,7 @@ class Evacuation:
     """``fn`` of a PSUM region once its detached accumulation ``entries`` are added (``nl.copy(acc)``),
     computed when first needed: item 0 is the fp32 result, item 1 the result rounded to ``dtype``."""
 
-    __slots__ = ("_value", "data", "dtype", "entries", "fn", "key", "perm")
+    __slots__ = ("_value", "chains", "data", "dtype", "entries", "fn", "key", "perm", "sids")
 
     def __init__(
         self, entries: list, data: np.ndarray, key: tuple, perm: Any, fn: Callable, dtype: Any
@@ -114,6 +114,8 @@ class Evacuation:
         self.entries = entries
         self.data, self.key, self.perm, self.fn, self.dtype = data, key, perm, fn, dtype
         self._value: tuple[np.ndarray, np.ndarray] | None = None
+        self.chains: Chains | None = None  # where it is registered as a reader of ``sids``
+        self.sids: tuple[int, ...] = ()
 
     def value(self) -> tuple[np.ndarray, np.ndarray]:
         v = self._value
@@ -134,6 +136,8 @@ class Evacuation:
             rounded.flags.writeable = False
             v = self._value = (raw, rounded)
             self.data = None  # type: ignore[assignment]  # (drop the PSUM tile)
+            if self.chains is not None:
+                self.chains.unregister(self)
         return v
 
 
@@ -223,9 +227,20 @@ class Chains:
             self.force_readers(sid)  # an earlier copy of this memory reads it before these products land
         entries = self._detach(sid)
         ev = Evacuation(entries, data, key, perm, fn, dtype)
-        for s in {sid} | {s for e in entries for s in e[3].sources}:
+        ev.chains, ev.sids = self, tuple({sid} | {s for e in entries for s in e[3].sources})
+        for s in ev.sids:
             self.readers.setdefault(s, []).append(ev)
         return ev
+
+    def unregister(self, ev: Evacuation) -> None:
+        """A computed evacuation no longer waits on any memory."""
+        for s in ev.sids:
+            lst = self.readers.get(s)
+            if lst is not None:
+                lst[:] = [x for x in lst if x is not ev]
+                if not lst:
+                    del self.readers[s]
+        ev.chains = None
 
     def force_readers(self, sid: int) -> None:
         for ev in self.readers.pop(sid, ()):
