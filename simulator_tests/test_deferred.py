@@ -18,6 +18,20 @@ def _rand(rng, shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
+def _record(monkeypatch, name, what):
+    """Wrap ``deferred.<name>`` (one argument) and record ``what(argument, result)`` for each call."""
+    calls = []
+    real = getattr(deferred, name)
+
+    def spy(arg):
+        out = real(arg)
+        calls.append(what(arg, out))
+        return out
+
+    monkeypatch.setattr(deferred, name, spy)
+    return calls
+
+
 # ---- stack_rows ------------------------------------------------------------------------------------------
 
 
@@ -73,15 +87,7 @@ def k_tiled(lhsT, rhs):
 
 
 def test_k_tiled_chain_settles_as_one_stacked_product(monkeypatch):
-    stacked = []
-    real = deferred.stack_rows
-
-    def spy(parts):
-        view = real(parts)
-        stacked.append((len(parts), view is not None))
-        return view
-
-    monkeypatch.setattr(deferred, "stack_rows", spy)
+    stacked = _record(monkeypatch, "stack_rows", lambda parts, view: (len(parts), view is not None))
     rng = np.random.default_rng(1)
     lhsT, rhs = _rand(rng, (512, 128)), _rand(rng, (512, 256))
     out = devkit.simulate(k_tiled, lhsT, rhs)
@@ -184,15 +190,7 @@ def mn_tiled(lhsT, rhs):
 
 
 def test_the_chains_of_a_loop_nest_become_one_product(monkeypatch):
-    joined = []
-    real = deferred.stack_cols
-
-    def spy(parts):
-        view = real(parts)
-        joined.append((len(parts), view is not None))
-        return view
-
-    monkeypatch.setattr(deferred, "stack_cols", spy)
+    joined = _record(monkeypatch, "stack_cols", lambda parts, view: (len(parts), view is not None))
     rng = np.random.default_rng(5)
     lhsT, rhs = _rand(rng, (256, 256)), _rand(rng, (256, 384))
     out = devkit.simulate(mn_tiled, lhsT, rhs)
@@ -242,14 +240,7 @@ def many_chains(lhsT, rhs):
 
 
 def test_deferred_stores_are_carried_out_in_bounded_batches(monkeypatch):
-    batches = []
-    real = deferred._batch
-
-    def spy(evacs):
-        batches.append(len(evacs))
-        real(evacs)
-
-    monkeypatch.setattr(deferred, "_batch", spy)
+    batches = _record(monkeypatch, "_batch", lambda evacs, _: len(evacs))
     rng = np.random.default_rng(7)
     lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 4 * 70))
     out = devkit.simulate(many_chains, lhsT, rhs)
