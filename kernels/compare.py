@@ -162,7 +162,7 @@ def mlp_shapes(
     models: Sequence[str] = MLP_MODELS, ratios: Sequence[float] = MLP_RATIOS
 ) -> list[dict[str, Any]]:
     """``{model, ratio, H, I, r_gate, r_up, r_down}`` for each model and compression ratio."""
-    from devkit.llm import get_config, mlp_ranks
+    from devkit.workflow.llm import get_config, mlp_ranks
 
     out = []
     for m in models:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from devkit import e2e
 from devkit.commands.e2e import main
-from devkit.llm import MODELS, MlpRanks
+from devkit.workflow import e2e
+from devkit.workflow.llm import MODELS, MlpRanks
 
 CONTRACT_KEYS = {
     "model",

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from devkit import llm
-from devkit.llm import MODELS, MlpRanks, forward_ops, get_config, mlp_ops
+from devkit.workflow import llm
+from devkit.workflow.llm import MODELS, MlpRanks, forward_ops, get_config, mlp_ops
 
 # (layers, H, I) from reference/neuronmm.md §4.2, and published total sizes in billions of parameters
 # (model cards: Llama 3.2 1B = 1.24, 3B = 3.21, Llama 3.1 8B = 8.03; Qwen3 1.7B / 4B / 8B = 1.7 / 4.0 / 8.2).

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from devkit import hw, promote
+from devkit import hw
+from devkit.workflow import promote
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"S": 130, "H": 256, "r": 128, "N": 512}  # a ragged token count

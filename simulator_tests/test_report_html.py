@@ -7,8 +7,8 @@ import base64
 import jinja2
 import pytest
 
-from devkit import report
 from devkit.cost.timeline import Timeline
+from devkit.workflow import report
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from devkit import cli
-from devkit import tune as tuner
+from devkit.workflow import tune as tuner
 
 SHAPE = {"S": 256, "H": 512, "r": 256, "N": 1024}
 

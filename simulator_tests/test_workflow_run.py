@@ -9,8 +9,9 @@ import re
 
 import pytest
 
-from devkit import cli, main_job
-from devkit.main_job import Task
+from devkit import cli
+from devkit.workflow import run as main_job
+from devkit.workflow.run import Task
 
 TINY_XUV = (("S", 128), ("H", 256), ("r", 128), ("N", 512))
 
@@ -136,8 +137,9 @@ def test_run_rejects_bad_options(capsys):
 
 
 def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
-    from devkit import hw, report
+    from devkit import hw
     from devkit.commands.run import report_context
+    from devkit.workflow import report
 
     ctx = hw.HostContext(
         backend="neuron-sdk",

@@ -17,7 +17,7 @@ def stdout_console(min_width: int = 130) -> Console:
 
 def add_jobs_argument(p: argparse.ArgumentParser, what: str = "") -> None:
     """``--jobs N``: worker processes (default one per core)."""
-    from devkit import main_job
+    from devkit.workflow import run as main_job
 
     p.add_argument(
         "--jobs",

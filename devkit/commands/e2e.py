@@ -17,8 +17,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit import e2e, llm
 from devkit.commands import stdout_console
+from devkit.workflow import e2e, llm
 
 #: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
 ALL_RATIOS = (0.1, 0.2)

@@ -131,7 +131,7 @@ def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[hw.
 
 def hardware_section(rows: list[hw.Comparison], slack: float, caption: str) -> dict[str, Any]:
     """The report template's ``hardware`` context (table rows and the measured-vs-predicted plot)."""
-    from devkit.report import plot_measured_vs_predicted
+    from devkit.workflow.report import plot_measured_vs_predicted
 
     points = [(f"{c.kernel} ({c.dtype})", c.predicted_us, c.measured_p50_us) for c in rows if c.predicted_us]
     png = plot_measured_vs_predicted(points, slack=slack) if points else None
@@ -169,7 +169,7 @@ def run_report(args: argparse.Namespace) -> int:
         import datetime
 
         from devkit import __version__
-        from devkit.report import write_report
+        from devkit.workflow.report import write_report
 
         caption = (
             f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "

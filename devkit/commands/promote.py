@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from devkit import main_job, promote
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.workflow import promote
+from devkit.workflow import run as main_job
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from devkit.tune import TuneError, parse_shape
+    from devkit.workflow.tune import TuneError, parse_shape
     from kernels import registry
 
     err = Console(stderr=True)

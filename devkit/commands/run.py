@@ -26,8 +26,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from devkit import main_job
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.workflow import run as main_job
 
 _EXAMPLES = """examples:
   devkit run                         # full run, report in devkit-report/index.html
@@ -160,7 +160,7 @@ def _execute_with_progress(tasks: list[main_job.Task], jobs: int, err: Console) 
 
 
 def _us(v: float | None) -> str:
-    from devkit.report import fmt_us
+    from devkit.workflow.report import fmt_us
 
     return fmt_us(v)
 
@@ -210,7 +210,7 @@ def paper_table(summary: main_job.Summary, target: str) -> Table:
         "bound by",
     ):
         table.add_column(col, justify="left" if col == "bound by" else "right")
-    from devkit.report import fmt_bytes
+    from devkit.workflow.report import fmt_bytes
 
     for row in summary.paper_rows:
         lat, hbm = row["latency_us"], row["hbm_bytes"]
@@ -262,7 +262,7 @@ def report_context(
     """The template context of the main report (see templates/report.html.j2)."""
     from devkit import __version__, hw
     from devkit.cost.target import load_target
-    from devkit.report import hotspot_rows, plot_sweep, plot_timeline
+    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline
 
     comparison = None
     if summary.paper_rows:
@@ -386,7 +386,7 @@ def _hardware_context(results_dir: str | None) -> dict[str, Any] | None:
 
 
 def _write_report(summary: main_job.Summary, args: argparse.Namespace, wall: float) -> Path:
-    from devkit.report import write_report
+    from devkit.workflow.report import write_report
 
     context = report_context(
         summary, target=args.target, quick=args.quick, wall_s=wall, results_dir=args.results

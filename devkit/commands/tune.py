@@ -17,9 +17,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from devkit import main_job
-from devkit import tune as tuner
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.workflow import run as main_job
+from devkit.workflow import tune as tuner
 
 _EXAMPLES = """examples:
   devkit tune xuv_fused --shape 4096,8192,4096,16384

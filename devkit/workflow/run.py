@@ -118,7 +118,7 @@ def plan(
     """Every task of one run, in a deterministic order."""
     if registry is None:
         from kernels import registry
-    from devkit import llm
+    from devkit.workflow import llm
 
     tasks: list[Task] = []
     for spec in registry.all_specs():
@@ -225,7 +225,7 @@ def run_task(task: Task) -> TaskResult:
             )
         }
         if task.timeline:
-            from devkit.report import hotspot_code
+            from devkit.workflow.report import hotspot_code
 
             figures["hotspot_code"] = hotspot_code(report)
         return TaskResult(

@@ -7,7 +7,7 @@ The estimate of one generation (``batch`` sequences, ``context`` prompt tokens, 
 * **decode**: ``generate - 1`` token-generation steps, step ``k`` attending ``context + k`` cached
   positions plus itself.
 
-Every forward pass is the operator list of :func:`devkit.llm.forward_ops`.  MLP time comes from a pluggable
+Every forward pass is the operator list of :func:`devkit.workflow.llm.forward_ops`.  MLP time comes from a pluggable
 :class:`MlpCostProvider` (per layer, at the MLP's token count); everything else from a roofline with the
 named efficiencies of :class:`Efficiencies`.  The default provider, :class:`RooflineMlpCost`, applies the
 same roofline to the MLP, so with it the speedup isolates the effect of compression (fewer FLOPs and
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from devkit import llm
-from devkit.llm import LlmConfig, MlpRanks, Op
+from devkit.workflow import llm
+from devkit.workflow.llm import LlmConfig, MlpRanks, Op
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -227,7 +227,7 @@ class RooflineMlpCost:
     """MLP cost from the roofline: all MLP operators overlapped inside ``mlp_kernel_calls`` fused kernels.
 
     Time = ``max(Σ compute, Σ bytes / (BW·η_hbm)) + mlp_kernel_calls·op_overhead_us`` over the operators of
-    :func:`devkit.llm.mlp_ops` (fused: intermediates stay on chip).  Dense and SVD get identical
+    :func:`devkit.workflow.llm.mlp_ops` (fused: intermediates stay on chip).  Dense and SVD get identical
     assumptions, so their ratio is the effect of compression alone.
     """
 
@@ -284,7 +284,7 @@ class KernelMlpCost:
 
 def _sources_version(paths: list[str]) -> str:
     """Hash of the Python/TOML/JSON sources under ``paths`` (relative to the project root)."""
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     digest = hashlib.sha256()
     for rel in paths:
         base = root / rel
@@ -323,7 +323,7 @@ def _code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-#: Hash of this module's and devkit.llm's source; part of every cache key.
+#: Hash of this module's and devkit.workflow.llm's source; part of every cache key.
 CODE_VERSION = _code_version()
 
 
@@ -556,7 +556,7 @@ def estimate(
 ) -> E2EResult:
     """Estimate dense and SVD end-to-end latency of one generation (see the module docstring).
 
-    ``model``: a name from :data:`devkit.llm.MODELS` (``KeyError`` listing valid names otherwise) or a
+    ``model``: a name from :data:`devkit.workflow.llm.MODELS` (``KeyError`` listing valid names otherwise) or a
     config.  ``compression``: fraction of MLP parameters removed (ranks by :func:`devkit.svd.rank_for`).
     ``provider``: MLP cost provider (default :class:`KernelMlpCost`: the project's NKI kernels through the
     cost model; :class:`RooflineMlpCost` with ``efficiencies`` is the alternative); ``cache``:

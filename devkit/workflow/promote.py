@@ -77,7 +77,7 @@ def build_cases(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[hw.Case], list[str]]:
     """Cases with pinned blocks and predictions; also the predictions that failed (as messages)."""
-    from devkit.tune import run_trace_jobs
+    from devkit.workflow.tune import run_trace_jobs
 
     if registry is None:
         from kernels import registry
@@ -179,7 +179,7 @@ class _KernelName:
 def _environment() -> Any:
     import jinja2
 
-    from devkit.report import TEMPLATE_DIR
+    from devkit.workflow.report import TEMPLATE_DIR
 
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
