@@ -17,12 +17,12 @@ def stdout_console(min_width: int = 130) -> Console:
 
 def add_jobs_argument(p: argparse.ArgumentParser, what: str = "") -> None:
     """``--jobs N``: worker processes (default one per core)."""
-    from devkit.workflow import run as main_job
+    from devkit.workflow import pool
 
     p.add_argument(
         "--jobs",
         type=int,
         default=None,
         metavar="N",
-        help=f"worker processes{what} (default: one per core, here {main_job.default_jobs()})",
+        help=f"worker processes{what} (default: one per core, here {pool.default_jobs()})",
     )

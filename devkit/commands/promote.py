@@ -18,8 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
-from devkit.workflow import promote
-from devkit.workflow import run as main_job
+from devkit.workflow import pool, promote
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"registered: {', '.join(registry.names())}", highlight=False)
         return 2
     kernels = registry.names() if args.all else [args.kernel]
-    jobs = args.jobs if args.jobs is not None else main_job.default_jobs()
+    jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     targets = args.target or ["trn1"]
     dtypes = args.dtype or ["bfloat16"]
     status = 0

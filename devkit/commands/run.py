@@ -27,6 +27,7 @@ from rich.progress import (
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.workflow import pool
 from devkit.workflow import run as main_job
 
 _EXAMPLES = """examples:
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
             highlight=False,
         )
         return 2
-    jobs = args.jobs if args.jobs is not None else main_job.default_jobs()
+    jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     if jobs < 1:
         err.print("[red]error:[/] --jobs must be >= 1", highlight=False)
         return 2

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
-from devkit.workflow import run as main_job
+from devkit.workflow import pool
 from devkit.workflow import tune as tuner
 
 _EXAMPLES = """examples:
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             raise tuner.TuneError(str(exc.args[0])) from None
         shape = tuner.parse_shape(args.shape, spec.shape_params)
         when = tuner.parse_when(args.when, shape)
-        jobs = args.jobs if args.jobs is not None else main_job.default_jobs()
+        jobs = args.jobs if args.jobs is not None else pool.default_jobs()
         with Progress(
             TextColumn("[bold]tune[/] {task.description}"),
             BarColumn(),

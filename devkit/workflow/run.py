@@ -18,16 +18,14 @@ Workloads (all cost figures are modelled on ``target`` by the trace-based cost m
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
+
+from devkit.workflow import pool
 
 #: The paper's microbenchmark: X[S, H] . U[H, r] . V[r, N] (reference/neuronmm.md, issue 5).
 PAPER_H, PAPER_R, PAPER_N = 8192, 4096, 16384
@@ -235,19 +233,6 @@ def run_task(task: Task) -> TaskResult:
         return TaskResult(task, time.perf_counter() - t0, False, _error_text(exc))
 
 
-def _init_worker() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DEVKIT_BLAS_THREADS"):
-        os.environ[var] = "1"
-
-
-def default_jobs() -> int:
-    """Worker processes: one per core (at least 1)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def execute(
     tasks: Sequence[Task],
     *,
@@ -257,49 +242,17 @@ def execute(
 ) -> list[TaskResult]:
     """Run ``tasks`` (largest first) on ``jobs`` worker processes; results come back in ``tasks`` order.
 
-    ``jobs <= 1`` runs everything in this process (no pool).
+    ``jobs <= 1`` runs everything in this process (no pool).  A task lost with its worker becomes a
+    failed :class:`TaskResult`; the run goes on.
     """
     order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].weight, i))
-    results: dict[int, TaskResult] = {}
-    if jobs <= 1:
-        for i in order:
-            if on_start:
-                on_start(tasks[i])
-            results[i] = run_task(tasks[i])
-            if on_done:
-                on_done(results[i])
-        return [results[i] for i in range(len(tasks))]
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker) as pool:
-        pending: dict[Future, int] = {}
-        queue = list(order)
 
-        def submit() -> None:
-            while queue and len(pending) < jobs:
-                i = queue.pop(0)
-                try:
-                    pending[pool.submit(run_task, tasks[i])] = i
-                except BrokenProcessPool as exc:  # a worker died earlier: report the rest, do not hang
-                    results[i] = TaskResult(tasks[i], 0.0, False, f"not run: {_error_text(exc)}")
-                    if on_done:
-                        on_done(results[i])
-                    continue
-                if on_start:
-                    on_start(tasks[i])
+    def lost(task: Task, exc: BaseException, what: str) -> TaskResult:
+        return TaskResult(task, 0.0, False, f"{what}: {_error_text(exc)}")
 
-        submit()
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: pending[f]):
-                i = pending.pop(fut)
-                try:
-                    results[i] = fut.result()
-                except Exception as exc:  # the worker itself died (e.g. out of memory)
-                    results[i] = TaskResult(tasks[i], 0.0, False, f"worker failed: {_error_text(exc)}")
-                if on_done:
-                    on_done(results[i])
-            submit()
-    return [results[i] for i in range(len(tasks))]
+    return pool.run_jobs(
+        run_task, tasks, jobs=jobs, order=order, on_start=on_start, on_done=on_done, on_failure=lost
+    )
 
 
 # --- summaries -----------------------------------------------------------------------------------

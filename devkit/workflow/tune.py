@@ -26,15 +26,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import multiprocessing
-import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from devkit import atomic
+from devkit.workflow import pool
 
 
 class TuneError(ValueError):
@@ -236,34 +234,20 @@ def _trace_job(args: tuple) -> tuple[int, float | None, str | None]:
     return key, us, err
 
 
-def _init_worker() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "DEVKIT_BLAS_THREADS"):
-        os.environ[var] = "1"
-
-
 def run_trace_jobs(
     jobs_args: list[tuple], jobs: int, progress: Callable[[int, int], None] | None
 ) -> dict[Any, tuple[float | None, str | None]]:
     """Trace-model latencies of ``(key, kernel, shape, dtype, target, blocks)`` jobs on ``jobs`` workers
     (``{key: (latency_us, error)}``; a failing configuration gives ``(None, message)``)."""
-    out: dict[Any, tuple[float | None, str | None]] = {}
-    total = len(jobs_args)
-    if jobs <= 1 or total <= 1:
-        for a in jobs_args:
-            key, us, err = _trace_job(a)
-            out[key] = (us, err)
-            if progress:
-                progress(len(out), total)
-        return out
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, total), mp_context=ctx, initializer=_init_worker) as pool:
-        futures = [pool.submit(_trace_job, a) for a in jobs_args]
-        for fut in as_completed(futures):
-            key, us, err = fut.result()
-            out[key] = (us, err)
-            if progress:
-                progress(len(out), total)
-    return out
+    total, finished = len(jobs_args), [0]
+
+    def on_done(_: tuple) -> None:
+        finished[0] += 1
+        if progress:
+            progress(finished[0], total)
+
+    results = pool.run_jobs(_trace_job, jobs_args, jobs=jobs, on_done=on_done)
+    return {key: (us, err) for key, us, err in results}
 
 
 # --- the search -----------------------------------------------------------------------------------
