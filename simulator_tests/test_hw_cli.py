@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from devkit import cli, hw
+from devkit import cli
 from devkit.cost.params import PARAMS_PATH, load_params_file
+from devkit.workflow.hw import host as hw_host
+from devkit.workflow.hw import store as hw_store
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"S": 128, "H": 256, "r": 128, "N": 512}
@@ -23,8 +25,8 @@ def _predicted(shape=SHAPE, dtype="bfloat16") -> float:
 
 def _store(tmp_path: Path, factor: float, backend: str = "neuron-sdk") -> Path:
     """A synthetic store whose 'measurements' are ``factor`` x the current model on two shapes."""
-    store = hw.ResultsStore(tmp_path / "results")
-    ctx = hw.HostContext(
+    store = hw_store.ResultsStore(tmp_path / "results")
+    ctx = hw_host.HostContext(
         backend=backend,
         target="trn1",
         instance_type="trn1.2xlarge",
@@ -37,7 +39,7 @@ def _store(tmp_path: Path, factor: float, backend: str = "neuron-sdk") -> Path:
         pred = _predicted(shape)
         for jitter in (0.98, 1.0, 1.02):
             store.append(
-                hw.make_record(
+                hw_store.make_record(
                     ctx,
                     kind="latency",
                     kernel="xuv_fused",

@@ -11,9 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from devkit import atomic, hw
+from devkit import atomic
+from devkit.errors import HardwareUnavailableError
+from devkit.workflow.hw import compare as hw_compare
+from devkit.workflow.hw import fake as hw_fake
+from devkit.workflow.hw import harness as hw_harness
+from devkit.workflow.hw import host as hw_host
+from devkit.workflow.hw import predict as hw_predict
+from devkit.workflow.hw import store as hw_store
 
-CTX = hw.HostContext(
+CTX = hw_host.HostContext(
     backend="fake",
     target="trn1",
     instance_type="trn1.2xlarge",
@@ -32,8 +39,8 @@ def _latency(
     dtype: str = "bfloat16",
     backend: str = "neuron-sdk",
 ) -> dict:
-    ctx = hw.HostContext(**{**CTX.__dict__, "backend": backend})
-    return hw.make_record(
+    ctx = hw_host.HostContext(**{**CTX.__dict__, "backend": backend})
+    return hw_store.make_record(
         ctx,
         kind="latency",
         kernel=kernel,
@@ -48,8 +55,8 @@ def _latency(
 
 
 def test_requirements_name_every_missing_piece(monkeypatch):
-    monkeypatch.setattr(hw, "find_devices", lambda pattern=hw.DEVICE_GLOB: ())
-    req = hw.check_requirements()
+    monkeypatch.setattr(hw_host, "find_devices", lambda pattern=hw_host.DEVICE_GLOB: ())
+    req = hw_host.check_requirements()
     assert not req.ok
     assert len(req.missing) == 2
     assert "/dev/neuron" in req.reason()
@@ -57,11 +64,11 @@ def test_requirements_name_every_missing_piece(monkeypatch):
 
 
 def test_requirements_ok_only_with_device_and_sdk(monkeypatch):
-    monkeypatch.setattr(hw, "find_devices", lambda pattern=hw.DEVICE_GLOB: ("/dev/neuron0",))
-    monkeypatch.setattr(hw, "_sdk_probe", lambda: (True, "neuronxcc.nki (real Neuron SDK)"))
-    assert hw.check_requirements().ok
-    monkeypatch.setattr(hw, "_sdk_probe", lambda: (False, "no module neuronxcc"))
-    req = hw.check_requirements()
+    monkeypatch.setattr(hw_host, "find_devices", lambda pattern=hw_host.DEVICE_GLOB: ("/dev/neuron0",))
+    monkeypatch.setattr(hw_host, "_sdk_probe", lambda: (True, "neuronxcc.nki (real Neuron SDK)"))
+    assert hw_host.check_requirements().ok
+    monkeypatch.setattr(hw_host, "_sdk_probe", lambda: (False, "no module neuronxcc"))
+    req = hw_host.check_requirements()
     assert not req.ok and req.missing == ["no module neuronxcc"]
 
 
@@ -71,15 +78,15 @@ def test_a_mapped_simulator_is_never_taken_for_the_sdk(tmp_path, monkeypatch):
     (tmp_path / "neuronxcc" / "__init__.py").write_text("")
     (tmp_path / "neuronxcc" / "nki" / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
-    ok, detail = hw._sdk_probe()
+    ok, detail = hw_host._sdk_probe()
     assert not ok and "mapped onto the devkit simulator" in detail
-    with pytest.raises(hw.HardwareUnavailable, match="simulator"):
-        hw.load_sdk()
+    with pytest.raises(HardwareUnavailableError, match="simulator"):
+        hw_host.load_sdk()
 
 
 def test_load_sdk_fails_loudly_without_the_sdk():
-    with pytest.raises(hw.HardwareUnavailable, match="neuronx-cc is not installed"):
-        hw.load_sdk()
+    with pytest.raises(HardwareUnavailableError, match="neuronx-cc is not installed"):
+        hw_host.load_sdk()
 
 
 @pytest.mark.parametrize(
@@ -93,14 +100,14 @@ def test_load_sdk_fails_loudly_without_the_sdk():
     ],
 )
 def test_target_for_instance(instance, target):
-    assert hw.target_for_instance(instance) == target
+    assert hw_host.target_for_instance(instance) == target
 
 
 # --- the store --------------------------------------------------------------------------------------
 
 
 def test_store_appends_and_reads_back_in_order(tmp_path):
-    store = hw.ResultsStore(tmp_path)
+    store = hw_store.ResultsStore(tmp_path)
     recs = [_latency(p50=float(i + 1)) for i in range(3)]
     for r in recs:
         store.append(r)
@@ -113,7 +120,7 @@ def test_store_appends_and_reads_back_in_order(tmp_path):
 
 
 def test_an_interrupted_write_loses_nothing_already_recorded(tmp_path):
-    store = hw.ResultsStore(tmp_path)
+    store = hw_store.ResultsStore(tmp_path)
     store.append(_latency(p50=1.0))
     path = tmp_path / "xuv_fused.jsonl"
     with path.open("a") as f:  # a writer killed mid-record leaves half a line without a newline
@@ -125,7 +132,7 @@ def test_an_interrupted_write_loses_nothing_already_recorded(tmp_path):
 
 
 def _append_many(root: str, n: int, tag: int) -> None:
-    store = hw.ResultsStore(root)
+    store = hw_store.ResultsStore(root)
     for i in range(n):
         store.append(_latency(p50=float(tag * 1000 + i)))
 
@@ -138,7 +145,7 @@ def test_concurrent_appends_interleave_whole_lines(tmp_path):
     for p in procs:
         p.join(60)
         assert p.exitcode == 0
-    read = hw.ResultsStore(tmp_path).read()
+    read = hw_store.ResultsStore(tmp_path).read()
     assert read.damaged == []
     assert len(read.records) == 120
     assert sorted(r["measured_us"]["p50"] for r in read.records) == sorted(
@@ -147,12 +154,12 @@ def test_concurrent_appends_interleave_whole_lines(tmp_path):
 
 
 def test_store_rejects_bad_records(tmp_path):
-    store = hw.ResultsStore(tmp_path)
+    store = hw_store.ResultsStore(tmp_path)
     bad = _latency()
     del bad["measured_us"]
-    with pytest.raises(hw.StoreError, match="measured_us"):
+    with pytest.raises(hw_store.StoreError, match="measured_us"):
         store.append(bad)
-    with pytest.raises(hw.StoreError, match="kernel name"):
+    with pytest.raises(hw_store.StoreError, match="kernel name"):
         store.path_for("../evil")
     assert not list(tmp_path.iterdir())
 
@@ -171,7 +178,7 @@ def test_atomic_write_text_replaces_whole_file(tmp_path):
 
 
 def test_fake_benchmark_reports_percentiles_like_the_sdk():
-    fake = hw.FakeNki(lambda k, a, kw: None, lambda k, a, kw: 100.0, spread=0.1)
+    fake = hw_fake.FakeNki(lambda k, a, kw: None, lambda k, a, kw: 100.0, spread=0.1)
 
     def kernel(x):
         return x
@@ -185,7 +192,7 @@ def test_fake_benchmark_reports_percentiles_like_the_sdk():
     assert lat.get_latency_percentile(99) < 110.0
     with pytest.raises(ValueError, match="percentile"):
         lat.get_latency_percentile(75)
-    assert hw.latency_percentiles(bench.benchmark_result)["p50"] == pytest.approx(100.0)
+    assert hw_harness.latency_percentiles(bench.benchmark_result)["p50"] == pytest.approx(100.0)
     assert fake.calls == [("benchmark", "kernel", {"warmup": 2, "iters": 11})]
 
 
@@ -194,22 +201,22 @@ def test_fake_baremetal_returns_registry_reference_or_corrupts_it():
 
     spec = registry.get("matmul_tiled")
     inputs = spec.make_inputs({"K": 256, "M": 128, "N": 512}, "float32", seed=1)
-    case = hw.Case("matmul_tiled", {"K": 256, "M": 128, "N": 512}, "float32")
-    good = hw.fake_nki(registry, "ok").baremetal(spec.kernel())(*inputs)
-    assert hw.check_numerics(registry, case, inputs, good).passed
-    bad = hw.fake_nki(registry, "wrong").baremetal(spec.kernel())(*inputs)
-    check = hw.check_numerics(registry, case, inputs, bad)
+    case = hw_harness.Case("matmul_tiled", {"K": 256, "M": 128, "N": 512}, "float32")
+    good = hw_fake.fake_nki(registry, "ok").baremetal(spec.kernel())(*inputs)
+    assert hw_harness.check_numerics(registry, case, inputs, good).passed
+    bad = hw_fake.fake_nki(registry, "wrong").baremetal(spec.kernel())(*inputs)
+    check = hw_harness.check_numerics(registry, case, inputs, bad)
     assert not check.passed and "EXCEEDS" in check.message
 
 
 def test_check_numerics_rejects_wrong_shape_and_dtype():
     from kernels import registry
 
-    case = hw.Case("matmul_tiled", {"K": 128, "M": 128, "N": 512}, "float32")
+    case = hw_harness.Case("matmul_tiled", {"K": 128, "M": 128, "N": 512}, "float32")
     inputs = registry.get("matmul_tiled").make_inputs(dict(case.shape), "float32")
     ref = registry.get("matmul_tiled").reference(*inputs)
-    assert "shape" in hw.check_numerics(registry, case, inputs, ref[:, :10]).message
-    assert "dtype" in hw.check_numerics(registry, case, inputs, ref.astype(np.float64)).message
+    assert "shape" in hw_harness.check_numerics(registry, case, inputs, ref[:, :10]).message
+    assert "dtype" in hw_harness.check_numerics(registry, case, inputs, ref.astype(np.float64)).message
 
 
 # --- measured vs predicted --------------------------------------------------------------------------
@@ -217,13 +224,13 @@ def test_check_numerics_rejects_wrong_shape_and_dtype():
 
 def test_compare_groups_runs_and_takes_medians():
     recs = [_latency(p50=p) for p in (100.0, 110.0, 300.0)] + [_latency(s=256, p50=50.0, predicted=None)]
-    num = hw.numerics_record(
+    num = hw_harness.numerics_record(
         CTX,
-        hw.Case("xuv_fused", {"S": 128, "H": 256, "r": 128, "N": 512}, "bfloat16"),
-        hw.NumericsCheck(True, 0.001, 0.03, "ok"),
+        hw_harness.Case("xuv_fused", {"S": 128, "H": 256, "r": 128, "N": 512}, "bfloat16"),
+        hw_harness.NumericsCheck(True, 0.001, 0.03, "ok"),
     )
     num["backend"] = "neuron-sdk"
-    rows = hw.compare([*recs, num])
+    rows = hw_compare.compare([*recs, num])
     assert [r.shape for r in rows] == ["S=128,H=256,r=128,N=512", "S=256,H=256,r=128,N=512"]
     first = rows[0]
     assert first.runs == 3 and first.measured_p50_us == 110.0
@@ -234,15 +241,15 @@ def test_compare_groups_runs_and_takes_medians():
 
 def test_store_measurements_exclude_fake_and_aggregate():
     recs = [_latency(p50=100.0), _latency(p50=120.0), _latency(p50=1.0, backend="fake")]
-    ms = hw.store_measurements(recs)
+    ms = hw_predict.store_measurements(recs)
     assert len(ms) == 1 and ms[0].measured_us == 110.0 and ms[0].target == "trn1"
     assert ms[0].args["shape"] == {"S": 128, "H": 256, "r": 128, "N": 512}
-    assert len(hw.store_measurements(recs, include_fake=True)) == 1  # same group, fake run included
-    assert hw.store_measurements(recs, include_fake=True)[0].measured_us == 100.0
+    assert len(hw_predict.store_measurements(recs, include_fake=True)) == 1  # same group, fake run included
+    assert hw_predict.store_measurements(recs, include_fake=True)[0].measured_us == 100.0
 
 
 def test_store_file_is_plain_json_lines(tmp_path):
-    hw.ResultsStore(tmp_path).append(_latency())
+    hw_store.ResultsStore(tmp_path).append(_latency())
     line = (tmp_path / "xuv_fused.jsonl").read_text().splitlines()[0]
     rec = json.loads(line)
     for key in (

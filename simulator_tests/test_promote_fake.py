@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from devkit import hw
 from devkit.workflow import promote
+from devkit.workflow.hw import store as hw_store
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPE = {"S": 130, "H": 256, "r": 128, "N": 512}  # a ragged token count
@@ -96,7 +96,7 @@ def test_fake_backend_passes_and_records_every_run(generated, tmp_path):
     proc = _pytest(generated, "--fake-neuron", "ok", "--results-dir", str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 passed" in proc.stdout
-    read = hw.ResultsStore(tmp_path).read()
+    read = hw_store.ResultsStore(tmp_path).read()
     assert read.damaged == []
     kinds = sorted(r["kind"] for r in read.records)
     assert kinds == ["latency", "latency", "numerics", "numerics"]
@@ -104,7 +104,7 @@ def test_fake_backend_passes_and_records_every_run(generated, tmp_path):
     for r in lat:
         assert r["backend"] == "fake" and r["target"] == "trn1"
         assert r["shape"] == SHAPE and r["warmup"] == 1 and r["iters"] == 5
-        assert set(r["measured_us"]) == {f"p{p}" for p in hw.PERCENTILES}
+        assert set(r["measured_us"]) == {f"p{p}" for p in hw_store.PERCENTILES}
         assert r["measured_us"]["p50"] == pytest.approx(r["predicted_us"], rel=1e-3)
 
 
@@ -114,7 +114,7 @@ def test_slow_device_fails_the_latency_test_with_both_numbers(generated, tmp_pat
     assert "2 failed, 2 passed" in proc.stdout
     assert "measured P50" in proc.stdout and "vs predicted" in proc.stdout and "ratio 3.00" in proc.stdout
     # the failing runs were recorded before the assertion
-    lat = [r for r in hw.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
+    lat = [r for r in hw_store.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
     assert len(lat) == 2 and all(r["measured_us"]["p50"] > 2.9 * r["predicted_us"] for r in lat)
 
 
@@ -122,7 +122,7 @@ def test_wrong_outputs_fail_the_numerics_test(generated, tmp_path):
     proc = _pytest(generated, "--fake-neuron", "wrong", "--results-dir", str(tmp_path), "-k", "numerics")
     assert proc.returncode == 1
     assert "2 failed" in proc.stdout and "EXCEEDS the tolerance" in proc.stdout
-    recs = hw.ResultsStore(tmp_path).read().records
+    recs = hw_store.ResultsStore(tmp_path).read().records
     assert [r["passed"] for r in recs] == [False, False]
 
 

@@ -137,11 +137,12 @@ def test_run_rejects_bad_options(capsys):
 
 
 def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
-    from devkit import hw
-    from devkit.commands.run import report_context
     from devkit.workflow import report
+    from devkit.workflow.hw import host as hw_host
+    from devkit.workflow.hw import store as hw_store
+    from devkit.workflow.run_report import report_context
 
-    ctx = hw.HostContext(
+    ctx = hw_host.HostContext(
         backend="neuron-sdk",
         target="trn1",
         instance_type="trn1.2xlarge",
@@ -150,9 +151,9 @@ def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
         host="h",
         devkit_version="0",
     )
-    store = hw.ResultsStore(tmp_path / "results")
+    store = hw_store.ResultsStore(tmp_path / "results")
     store.append(
-        hw.make_record(
+        hw_store.make_record(
             ctx,
             kind="latency",
             kernel="xuv_fused",

@@ -21,8 +21,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit import hw
 from devkit.commands import stdout_console
+from devkit.workflow.hw import predict as hw_predict
+from devkit.workflow.hw import store as hw_store
 
 _EXAMPLES = """examples:
   devkit calibrate --from results/                 # dry run: show the fit per target
@@ -85,17 +86,17 @@ def gather(source: str, include_fake: bool, warn: Any) -> list[Any]:
 
     path = Path(source)
     if path.is_dir():
-        read = hw.ResultsStore(path).read()
+        read = hw_store.ResultsStore(path).read()
         for d in read.damaged:
             warn(f"unreadable record skipped: {d}")
-        return hw.store_measurements(read.records, include_fake)
+        return hw_predict.store_measurements(read.records, include_fake)
     if not path.is_file():
         raise CalibrateUsageError(f"no such file or directory: {source}")
     if _is_store_file(path):
-        records, damaged = hw.read_jsonl(path)
+        records, damaged = hw_store.read_jsonl(path)
         for d in damaged:
             warn(f"unreadable record skipped: {d}")
-        return hw.store_measurements(records, include_fake)
+        return hw_predict.store_measurements(records, include_fake)
     try:
         ms = load_measurements(path)
     except MeasurementError as exc:
@@ -175,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
             )
         try:
             with err.status(f"tracing {len(group)} measured call(s) for {target}"):
-                predict = hw.trace_predictor(group)
+                predict = hw_predict.trace_predictor(group)
             with tempfile.TemporaryDirectory() as tmp:
                 mpath = Path(tmp) / "measurements.jsonl"
                 _write_measurements(group, mpath)
@@ -190,7 +191,7 @@ def run(args: argparse.Namespace) -> int:
                         per_target=True,
                         max_evaluations=args.max_evaluations,
                     )
-        except (hw.StoreError, MeasurementError, ParamsError, KeyError) as exc:
+        except (hw_store.StoreError, MeasurementError, ParamsError, KeyError) as exc:
             err.print(f"[red]error:[/] {target}: {escape(str(exc))}", highlight=False, soft_wrap=True)
             return 2
         before = before_set.for_target(target)

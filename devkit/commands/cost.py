@@ -7,73 +7,14 @@ shape/dtype placeholders (no arithmetic) and the cost model schedules its instru
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib.util
 import json
-import os
-import re
 import sys
-from typing import Any
 
-_ARG_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
+from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
 
 class CostUsageError(ValueError):
     """Bad command-line input for ``devkit cost`` (reported without a traceback)."""
-
-
-def parse_arg_spec(text: str) -> tuple[str, tuple[int, ...]]:
-    """``bfloat16[8192,4096]`` -> ("bfloat16", (8192, 4096))."""
-    m = _ARG_RE.match(text)
-    if not m:
-        raise CostUsageError(f"--arg {text!r}: expected DTYPE[D0,D1,...], e.g. bfloat16[8192,4096]")
-    dims = tuple(int(d) for d in m.group(2).split(",") if d.strip())
-    if not dims or any(d <= 0 for d in dims):
-        raise CostUsageError(f"--arg {text!r}: dimensions must be positive integers")
-    return m.group(1), dims
-
-
-def parse_kwarg(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE a Python literal (int, float, bool, string, tuple); bare words are strings."""
-    if "=" not in text:
-        raise CostUsageError(f"--kwarg {text!r}: expected NAME=VALUE")
-    name, value = text.split("=", 1)
-    if not name.isidentifier():
-        raise CostUsageError(f"--kwarg {text!r}: {name!r} is not a valid argument name")
-    try:
-        return name, ast.literal_eval(value)
-    except (ValueError, SyntaxError):
-        return name, value
-
-
-def load_kernel(ref: str) -> Any:
-    """``path/to/file.py:KERNEL`` -> the kernel object, imported with the simulator mapped in."""
-    from devkit import compat
-
-    if ":" not in ref:
-        raise CostUsageError(f"{ref!r}: expected FILE.py:KERNEL")
-    path, name = ref.rsplit(":", 1)
-    if not os.path.isfile(path):
-        raise CostUsageError(f"no such file: {path}")
-    if not compat.is_installed():
-        compat.install()
-    mod_name = "_devkit_cost_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
-    spec = importlib.util.spec_from_file_location(mod_name, path)
-    if spec is None or spec.loader is None:
-        raise CostUsageError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[mod_name] = module
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.pop(0)
-    if not hasattr(module, name):
-        kernels = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
-        raise CostUsageError(
-            f"{path} has no kernel {name!r}; candidates: {', '.join(sorted(kernels)) or 'none'}"
-        )
-    return getattr(module, name)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -125,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         kwargs = dict(parse_kwarg(k) for k in args.kwarg)
         grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
         kernel = load_kernel(args.kernel)
-    except CostUsageError as e:
+    except (CostUsageError, KernelRefError) as e:
         print(f"devkit cost: {e}", file=sys.stderr)
         return 2
     try:

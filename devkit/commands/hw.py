@@ -18,13 +18,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from devkit import hw
 from devkit.commands import stdout_console
+from devkit.workflow.hw import compare, host
 
 _EXAMPLES = """examples:
   devkit hw run                          # pytest hw_tests in this environment
@@ -79,12 +78,12 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def _tests_dir(arg: str | None) -> Path:
-    return Path(arg) if arg else hw.project_dir("hw_tests")
+    return Path(arg) if arg else host.project_dir("hw_tests")
 
 
 def run_tests(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
-    req = hw.check_requirements()
+    req = host.check_requirements()
     if args.require_hardware and not req.ok:
         err.print(
             "[red]devkit hw run --require-hardware: cannot run the hardware tests on this machine:[/]",
@@ -122,35 +121,11 @@ def run_tests(args: argparse.Namespace) -> int:
     return subprocess.call(cmd, cwd=str(tests.resolve().parent), env=env)
 
 
-def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[hw.Comparison], list[str]]:
-    """Comparison rows of a store (real backend only unless ``include_fake``) and its damaged lines."""
-    read = hw.ResultsStore(results).read()
-    records = [r for r in read.records if include_fake or r["backend"] != "fake"]
-    return hw.compare(records), read.damaged
-
-
-def hardware_section(rows: list[hw.Comparison], slack: float, caption: str) -> dict[str, Any]:
-    """The report template's ``hardware`` context (table rows and the measured-vs-predicted plot)."""
-    from devkit.workflow.report import plot_measured_vs_predicted
-
-    points = [(f"{c.kernel} ({c.dtype})", c.predicted_us, c.measured_p50_us) for c in rows if c.predicted_us]
-    png = plot_measured_vs_predicted(points, slack=slack) if points else None
-    out_rows = []
-    for c in rows:
-        d = c.to_dict()
-        ratio = c.ratio
-        d["ratio_class"] = "" if ratio is None else ("ok" if abs(ratio - 1) <= slack else "bad")
-        n = c.numerics_passed + c.numerics_failed
-        d["numerics"] = f"{c.numerics_passed}/{n} passed" if n else "-"
-        out_rows.append(d)
-    return {"rows": out_rows, "png": png, "caption": caption}
-
-
 def run_report(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(140)
-    results = Path(args.results) if args.results else hw.project_dir("results")
-    rows, damaged = load_rows(results, args.include_fake)
+    results = Path(args.results) if args.results else host.project_dir("results")
+    rows, damaged = compare.load_rows(results, args.include_fake)
     for d in damaged:
         err.print(
             f"[yellow]warning:[/] unreadable record skipped: {escape(d)}", highlight=False, soft_wrap=True
@@ -164,34 +139,11 @@ def run_report(args: argparse.Namespace) -> int:
             highlight=False,
         )
     else:
-        out.print(hw.comparison_table(rows, args.slack))
+        out.print(compare.comparison_table(rows, args.slack))
     if args.out:
-        import datetime
-
-        from devkit import __version__
         from devkit.workflow.report import write_report
 
-        caption = (
-            f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
-            f"made at promotion; rows outside ±{args.slack:.0%} are red. Store: {results}."
-        )
-        context = {
-            "title": "devkit hardware report",
-            "devkit_version": __version__,
-            "target": "per row",
-            "mode": "hardware",
-            "git_commit": hw.git_commit(),
-            "wall_s": None,
-            "generated": datetime.datetime.now().isoformat(timespec="seconds"),
-            "status": None,
-            "validations": [],
-            "comparison": None,
-            "mlp": None,
-            "timeline": None,
-            "errors": [],
-            "hardware": hardware_section(rows, args.slack, caption),
-            "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
-        }
+        context = compare.report_context(rows, args.slack, results)
         path = write_report(context, args.out, "hw.html")
         out.print(f"wrote {escape(str(path))}", highlight=False)
     return 0

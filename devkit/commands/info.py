@@ -46,10 +46,11 @@ def binding() -> dict[str, str]:
 
 def collect() -> dict[str, Any]:
     """Everything ``devkit info`` reports, as plain data."""
-    from devkit import __version__, hw
+    from devkit import __version__
     from devkit.cost.target import TARGETS, load_target
+    from devkit.workflow.hw import host as hw_host
 
-    req = hw.check_requirements()
+    req = hw_host.check_requirements()
     targets = {}
     for name in TARGETS:
         t = load_target(name)
@@ -69,7 +70,7 @@ def collect() -> dict[str, Any]:
         "neuron_devices": list(req.devices),
         "hardware_ready": req.ok,
         "hardware_missing": req.missing,
-        "instance_type": hw.instance_type(),
+        "instance_type": hw_host.instance_type(),
         "targets": targets,
     }
 

@@ -18,7 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devkit import atomic, hw
+from devkit import atomic
+from devkit.workflow.hw import harness as hw_harness
+from devkit.workflow.hw import host as hw_host
+from devkit.workflow.hw import store as hw_store
 
 DEFAULT_SLACK = 0.25
 DEFAULT_WARMUP = 5
@@ -51,7 +54,7 @@ class Promoted:
     """What :func:`promote` wrote."""
 
     path: Path
-    cases: list[hw.Case]
+    cases: list[hw_harness.Case]
     failures: list[str]
 
 
@@ -75,7 +78,7 @@ def build_cases(
     jobs: int = 1,
     registry: Any = None,
     progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[hw.Case], list[str]]:
+) -> tuple[list[hw_harness.Case], list[str]]:
     """Cases with pinned blocks and predictions; also the predictions that failed (as messages)."""
     from devkit.workflow.tune import run_trace_jobs
 
@@ -104,7 +107,7 @@ def build_cases(
                 feas = spec.feasible(shp, blocks, dtype, t)
                 if not feas.ok:
                     raise PromoteError(
-                        f"{kernel} [{hw.shape_key(shp)}] {dtype}: blocks {blocks} do not fit "
+                        f"{kernel} [{hw_store.shape_key(shp)}] {dtype}: blocks {blocks} do not fit "
                         f"{t}: {feas.reason}"
                     )
             pending.append((shp, dtype, blocks))
@@ -120,11 +123,13 @@ def build_cases(
         for t in targets:
             us, err = traced[(i, t)]
             if us is None:
-                failures.append(f"{kernel} [{hw.shape_key(shp)}] {dtype} on {t}: {err}")
+                failures.append(f"{kernel} [{hw_store.shape_key(shp)}] {dtype} on {t}: {err}")
             else:
                 predicted[t] = round(us, 3)
         cases.append(
-            hw.Case(kernel=kernel, shape=shp, dtype=dtype, blocks=blocks, predicted_us=predicted, slack=slack)
+            hw_harness.Case(
+                kernel=kernel, shape=shp, dtype=dtype, blocks=blocks, predicted_us=predicted, slack=slack
+            )
         )
     return cases, failures
 
@@ -155,8 +160,8 @@ def _field(name: str, value: Any, indent: int = 8, width: int = 110) -> str:
     return f"{pad}{name}={{\n{items}{pad}}},"
 
 
-def case_source(case: hw.Case) -> str:
-    """The keyword arguments of one ``hw.Case(...)`` in the generated module."""
+def case_source(case: hw_harness.Case) -> str:
+    """The keyword arguments of one ``hw_harness.Case(...)`` in the generated module."""
     return "\n".join(
         [
             _field("kernel", _KernelName()),
@@ -193,7 +198,7 @@ def _environment() -> Any:
 
 def render(
     kernel: str,
-    cases: Sequence[hw.Case],
+    cases: Sequence[hw_harness.Case],
     *,
     description: str,
     command: str,
@@ -216,7 +221,7 @@ def render(
             command_lines=textwrap.wrap(command, 100, break_on_hyphens=False, break_long_words=False)
             or [command],
             devkit_version=__version__,
-            git_commit=hw.git_commit(),
+            git_commit=hw_host.git_commit(),
             generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             warmup=warmup,
             iters=iters,
@@ -254,6 +259,6 @@ def promote(
     )
     cmd = command or f"devkit promote {kernel}"
     source = render(kernel, cases, description=spec.description, command=cmd, warmup=warmup, iters=iters)
-    target_dir = Path(out_dir) if out_dir is not None else hw.project_dir("hw_tests")
+    target_dir = Path(out_dir) if out_dir is not None else hw_host.project_dir("hw_tests")
     path = atomic.write_text(target_dir / f"test_{kernel}.py", source)
     return Promoted(path, cases, failures)

@@ -1,0 +1,148 @@
+"""The HTML report of ``devkit run``: the main job's :class:`~devkit.workflow.run.Summary` as the template
+context of ``templates/report.html.j2`` (plots as embedded PNGs, latencies in us, bytes in GiB).
+"""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+from typing import Any
+
+from devkit.workflow import run as main_job
+
+
+def report_context(
+    summary: main_job.Summary,
+    *,
+    target: str,
+    quick: bool,
+    wall_s: float | None,
+    results_dir: str | None = None,
+) -> dict[str, Any]:
+    """The template context of the main report (see templates/report.html.j2)."""
+    from devkit import __version__
+    from devkit.cost.target import load_target
+    from devkit.workflow.hw.host import git_commit
+    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline
+
+    comparison = None
+    if summary.paper_rows:
+        xs = [r["S"] for r in summary.paper_rows]
+        names = list(main_job.COMPARISON)
+        lat_series = {
+            f"{n} ({main_job.COMPARISON[n]})": [r["latency_us"][n] for r in summary.paper_rows] for n in names
+        }
+        hbm_series = {
+            f"{n} ({main_job.COMPARISON[n]})": [
+                None if r["hbm_bytes"][n] is None else r["hbm_bytes"][n] / 2**30 for r in summary.paper_rows
+            ]
+            for n in names
+        }
+        rows = [
+            {**r, "S_text": f"{r['S'] // 1024}K" if r["S"] % 1024 == 0 else str(r["S"])}
+            for r in summary.paper_rows
+        ]
+        shape_text = (
+            f"X[S, {main_job.PAPER_H}] · U[{main_job.PAPER_H}, {main_job.PAPER_R}] · "
+            f"V[{main_job.PAPER_R}, {main_job.PAPER_N}] in bf16; dense = matmul_optimized on "
+            f"X · W[{main_job.PAPER_H}, {main_job.PAPER_N}]"
+        )
+        comparison = {
+            "shape_text": shape_text,
+            "kernels": names,
+            "rows": rows,
+            "latency_png": plot_sweep(
+                xs, lat_series, ylabel="modelled latency (us)", title=f"latency vs sequence length ({target})"
+            ),
+            "hbm_png": plot_sweep(
+                xs,
+                hbm_series,
+                ylabel="HBM traffic, read + write (GiB)",
+                title="HBM traffic vs sequence length",
+            ),
+        }
+    mlp = None
+    if summary.mlp_rows:
+        mlp = {
+            "rows": summary.mlp_rows,
+            "caption": "svd_mlp (fused gate/up with the activation written transposed, then the fused down "
+            "projection) against dense_mlp at the NeuronMM block-aligned ranks; one prefill of S tokens.",
+        }
+    timeline = None
+    if summary.timeline is not None:
+        rep = summary.timeline.report
+        t = summary.timeline.task
+        tgt = load_target(t.target)
+        label = f"{t.kernel} [{t.shape_text}] {t.dtype}"
+        timeline = {
+            "label": label,
+            "latency_us": rep.latency_us,
+            "bound_by": rep.bound_by,
+            "tensor_utilization": rep.tensor_utilization,
+            "instructions": rep.instructions,
+            "engines": ["tensor", "vector", "scalar", "gpsimd", "dma"],
+            "png": plot_timeline(
+                rep.timeline, dma_engines=tgt.dma.engines, latency_us=rep.latency_us, title=t.kernel
+            ),
+            "hotspots": hotspot_rows(rep, code=summary.timeline.figures.get("hotspot_code")),
+        }
+    validations = [
+        {
+            "kernel": r.task.kernel,
+            "shape": r.task.shape_text,
+            "dtype": r.task.dtype,
+            "passed": r.ok,
+            "max_error": r.max_error,
+            "tolerance": r.tolerance,
+            "seconds": r.seconds,
+            "detail": r.error or "",
+        }
+        for r in summary.validations
+    ]
+    hardware = hardware_context(results_dir)
+    return {
+        "title": "NeuronMM devkit report",
+        "devkit_version": __version__,
+        "target": target,
+        "mode": "quick" if quick else "full",
+        "git_commit": git_commit(),
+        "generated": datetime.datetime.now().isoformat(timespec="seconds"),
+        "wall_s": wall_s,
+        "status": {
+            "passed": summary.passed,
+            "validations": len(summary.validations),
+            "failures": len(summary.failures),
+            "estimate_errors": len(summary.estimate_errors),
+        },
+        "validations": validations,
+        "comparison": comparison,
+        "mlp": mlp,
+        "timeline": timeline,
+        "hardware": hardware,
+        "errors": [{"task": r.task.describe(), "message": r.error or ""} for r in summary.estimate_errors],
+        "notes": [
+            f"Latencies, bytes and utilisation are modelled by the devkit cost model for one {target} "
+            "NeuronCore (trace-based: every instruction of the unmodified kernel is scheduled on the "
+            "engines and DMA queues); they are not measurements.",
+            "Validation runs the kernels with numerics on and compares with the registry's NumPy "
+            "reference (normalised max error max|out-ref|/max|ref| against the tolerance for the dtype).",
+        ],
+    }
+
+
+def hardware_context(results_dir: str | None) -> dict[str, Any] | None:
+    """The report's hardware section from a results store (default: the project's ``results/``), or
+    None when the store holds no real measurements."""
+    from devkit.workflow.hw.compare import hardware_section, load_rows
+    from devkit.workflow.hw.host import project_dir
+
+    root = Path(results_dir) if results_dir else project_dir("results")
+    rows, _ = load_rows(root)
+    if not rows:
+        return None
+    return hardware_section(
+        rows,
+        0.25,
+        f"Median measured P50 per kernel and shape from {root} against the "
+        "prediction made at promotion (devkit hw report for details).",
+    )

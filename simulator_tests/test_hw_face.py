@@ -1,0 +1,38 @@
+"""``devkit.hw`` is the small public face of the hardware stage: exactly what the generated tests use."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from devkit import hw
+
+ROOT = Path(__file__).resolve().parent.parent
+_USE = re.compile(r"(?<![\w.])hw\.([A-Za-z_]\w*)")
+
+
+def _names_used(paths: list[Path]) -> set[str]:
+    return {name for p in paths for name in _USE.findall(p.read_text(encoding="utf-8"))}
+
+
+def test_the_face_exports_every_name_the_template_and_the_hw_tests_use():
+    sources = [ROOT / "devkit" / "templates" / "hw_test.py.j2", *sorted((ROOT / "hw_tests").glob("*.py"))]
+    used = _names_used(sources)
+    assert {"Case", "prepare", "check_numerics", "load_sdk"} <= used  # the scan found the real uses
+    missing = sorted(used - set(hw.__all__))
+    assert not missing, f"hw_tests/ or the template use names devkit.hw does not export: {missing}"
+    for name in hw.__all__:
+        assert getattr(hw, name) is not None
+
+
+def test_the_face_stays_small():
+    assert len(hw.__all__) <= 16
+    assert len((ROOT / "devkit" / "hw.py").read_text(encoding="utf-8").splitlines()) <= 60
+
+
+def test_the_face_and_the_workflow_modules_are_the_same_objects():
+    from devkit.errors import HardwareUnavailableError
+    from devkit.workflow.hw import harness, host, store
+
+    assert hw.Case is harness.Case and hw.ResultsStore is store.ResultsStore
+    assert hw.load_sdk is host.load_sdk and hw.HardwareUnavailableError is HardwareUnavailableError
