@@ -1,5 +1,8 @@
 """Crash-safe file writes: whole files by temp + fsync + rename, records by one ``O_APPEND`` write.
 
+The one home for crash-safe writes in the kit: text (:func:`write_text`), files made by another
+library's writer (:func:`write_with`) and JSON-lines records (:func:`append_line`).
+
 Both functions either leave the previous state or the complete new state on disk; an interrupted
 process never leaves half a file or half a line behind a complete one.
 """
@@ -8,6 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -24,22 +28,40 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def write_text(path: str | Path, text: str) -> Path:
-    """Replace ``path`` with ``text`` atomically (temp file in the same directory, fsync, rename)."""
+def write_with(path: str | Path, write: Callable[[Path], None]) -> Path:
+    """Replace ``path`` atomically with whatever ``write(tmp)`` puts in a temporary file ``tmp``.
+
+    For writers that want a file name (e.g. ``safetensors.numpy.save_file``): ``tmp`` sits in the same
+    directory as ``path``; after ``write`` returns it is fsynced and renamed over ``path`` and the directory
+    is fsynced.  If ``write`` raises, ``tmp`` is removed and ``path`` is left as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        write(Path(tmp))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
     return path
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Replace ``path`` with ``text`` atomically (temp file in the same directory, fsync, rename)."""
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+
+    return write_with(path, write)
 
 
 def append_line(path: str | Path, line: str) -> Path:

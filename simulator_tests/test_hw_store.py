@@ -174,6 +174,22 @@ def test_atomic_write_text_replaces_whole_file(tmp_path):
         atomic.append_line(tmp_path / "x.jsonl", "a\nb")
 
 
+def test_atomic_write_with_keeps_the_old_file_when_the_writer_fails(tmp_path):
+    path = tmp_path / "w.bin"
+    atomic.write_with(path, lambda tmp: tmp.write_bytes(b"old"))
+
+    def broken(tmp):
+        tmp.write_bytes(b"half")
+        raise RuntimeError("writer died")
+
+    with pytest.raises(RuntimeError, match="writer died"):
+        atomic.write_with(path, broken)
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["w.bin"]  # the temporary file is gone
+    atomic.write_with(path, lambda tmp: tmp.write_bytes(b"new"))
+    assert path.read_bytes() == b"new"
+
+
 # --- the fake SDK -----------------------------------------------------------------------------------
 
 

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from devkit.svd import (
+from devkit.workflow.svd.factor import (
     SvdInputError,
     activation_error,
     rank_for,

@@ -12,7 +12,8 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from devkit.commands.svd import main
-from devkit.svd import activation_error, rank_for, summary_path_for, truncated_svd
+from devkit.workflow.svd.compress import summary_path_for
+from devkit.workflow.svd.factor import activation_error, rank_for, truncated_svd
 
 HIDDEN, INTER, LAYERS, VOCAB, BLOCK, RATIO = 64, 160, 2, 50, 16, 0.2
 RANK = rank_for(HIDDEN, INTER, RATIO, BLOCK)  # 64*160*0.8/(224*16) = 2.29 -> 2 blocks = 32

@@ -17,8 +17,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from devkit import svd
 from devkit.commands import stdout_console
+from devkit.workflow.svd import compress
+from devkit.workflow.svd.factor import SvdInputError
 
 _EXAMPLES = """examples:
   devkit svd compress model.safetensors model-svd.safetensors --ratio 0.2
@@ -93,7 +94,7 @@ def run_compress(args: argparse.Namespace) -> int:
     out = stdout_console(120)
     try:
         if args.whiten and not args.calib:
-            raise svd.SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
+            raise SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
         with Progress(
             TextColumn("[bold]SVD[/]"),
             BarColumn(),
@@ -109,7 +110,7 @@ def run_compress(args: argparse.Namespace) -> int:
             def progress(done: int, total: int, name: str) -> None:
                 bar.update(task, completed=done, total=total, description=name)
 
-            summary = svd.compress_checkpoint(
+            summary = compress.compress_checkpoint(
                 args.input,
                 args.output,
                 compression=args.ratio,
@@ -120,7 +121,7 @@ def run_compress(args: argparse.Namespace) -> int:
                 block=args.block,
                 progress=progress,
             )
-    except svd.SvdInputError as exc:
+    except SvdInputError as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except OSError as exc:
@@ -132,13 +133,13 @@ def run_compress(args: argparse.Namespace) -> int:
     out.print(
         f"MLP parameters {totals['mlp_params_before']:,} -> {totals['mlp_params_after']:,} "
         f"({totals['mlp_saving']:.1%} removed); model {totals['params_before']:,} -> "
-        f"{totals['params_after']:,}. Summary: {svd.summary_path_for(args.output)}",
+        f"{totals['params_after']:,}. Summary: {compress.summary_path_for(args.output)}",
         highlight=False,
     )
     return 0
 
 
-def summary_table(summary: svd.CompressionSummary) -> Table:
+def summary_table(summary: compress.CompressionSummary) -> Table:
     """A rich table with one row per compressed projection."""
     table = Table(title=f"SVD compression at ratio {summary.compression:g} (block {summary.block})")
     for col, justify in (

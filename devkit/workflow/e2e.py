@@ -557,7 +557,7 @@ def estimate(
     """Estimate dense and SVD end-to-end latency of one generation (see the module docstring).
 
     ``model``: a name from :data:`devkit.workflow.llm.MODELS` (``KeyError`` listing valid names otherwise) or a
-    config.  ``compression``: fraction of MLP parameters removed (ranks by :func:`devkit.svd.rank_for`).
+    config.  ``compression``: fraction of MLP parameters removed (ranks by :func:`devkit.workflow.svd.factor.rank_for`).
     ``provider``: MLP cost provider (default :class:`KernelMlpCost`: the project's NKI kernels through the
     cost model; :class:`RooflineMlpCost` with ``efficiencies`` is the alternative); ``cache``:
     True = :class:`DiskCache` at its default location, a :class:`DiskCache`, or False/None for none.

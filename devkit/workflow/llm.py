@@ -205,7 +205,7 @@ class MlpRanks(NamedTuple):
 
 def mlp_ranks(config: LlmConfig, compression: float, block: int = 128) -> MlpRanks:
     """NeuronMM ranks for every MLP projection of ``config`` at a compression ratio (fraction removed)."""
-    from devkit.svd import rank_for
+    from devkit.workflow.svd.factor import rank_for
 
     h, i = config.hidden, config.intermediate
     return MlpRanks(
