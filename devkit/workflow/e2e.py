@@ -9,7 +9,8 @@ The estimate of one generation (``batch`` sequences, ``context`` prompt tokens, 
 
 Every forward pass is the operator list of :func:`devkit.workflow.llm.forward_ops`.  MLP time comes from a pluggable
 :class:`MlpCostProvider` (per layer, at the MLP's token count); everything else from a roofline with the
-named efficiencies of :class:`Efficiencies`.  The default provider, :class:`RooflineMlpCost`, applies the
+named efficiencies of :class:`Efficiencies` (the roofline rule ``max(compute, memory) + fixed`` is the cost
+model's :class:`devkit.cost.closed_form.Bound`).  The default provider, :class:`RooflineMlpCost`, applies the
 same roofline to the MLP, so with it the speedup isolates the effect of compression (fewer FLOPs and
 bytes); a provider that runs the project's kernels through the simulator's cost model adds the kernel
 effect.  Provider results are cached on disk (:class:`DiskCache`).
@@ -24,12 +25,13 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from devkit import atomic
+from devkit.cost.closed_form import Bound
 from devkit.workflow import llm
 from devkit.workflow.llm import LlmConfig, MlpRanks, Op
 
@@ -195,7 +197,7 @@ def op_time_us(
     tgt = get_target(target) if isinstance(target, str) else target
     e = eff or Efficiencies()
     memory = op.bytes / (tgt.hbm_bytes_per_s * e.hbm) * 1e6
-    return op.repeat * (max(_compute_us(op, tgt, e, dtype), memory) + e.op_overhead_us)
+    return op.repeat * Bound(_compute_us(op, tgt, e, dtype), memory, e.op_overhead_us).latency_us
 
 
 # ---------------------------------------------------------------------------------------- providers
@@ -242,7 +244,7 @@ class RooflineMlpCost:
         tgt, e = get_target(target), self.efficiencies
         compute = sum(_compute_us(op, tgt, e, dtype) * op.repeat for op in ops)
         memory = sum(op.total_bytes for op in ops) / (tgt.hbm_bytes_per_s * e.hbm) * 1e6
-        return max(compute, memory) + e.mlp_kernel_calls * e.op_overhead_us
+        return Bound(compute, memory, e.mlp_kernel_calls * e.op_overhead_us).latency_us
 
     def dense_mlp_us(self, S: int, H: int, I: int, dtype: str, target: str) -> float:
         """Dense MLP roofline time, microseconds."""
@@ -330,8 +332,8 @@ CODE_VERSION = _code_version()
 class DiskCache:
     """JSON-file cache under ``root`` (default ``$DEVKIT_CACHE_DIR`` or ``./.devkit-cache``), sub-dir ``e2e``.
 
-    One file per key (the SHA-256 of the canonical JSON of the key), written atomically (temporary file +
-    ``os.replace``) so concurrent writers never leave a torn entry; unreadable entries count as misses.
+    One file per key (the SHA-256 of the canonical JSON of the key), written atomically
+    (:mod:`devkit.atomic`) so concurrent writers never leave a torn entry; unreadable entries count as misses.
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
@@ -356,17 +358,9 @@ class DiskCache:
         return entry.get("value")
 
     def put(self, key: Mapping[str, Any], value: Any) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key`` atomically."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        """Store ``value`` (JSON-serialisable) under ``key`` atomically (:func:`devkit.atomic.write_text`)."""
         path = self.dir / f"{self._digest(key)}.json"
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=self.dir)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump({"key": key, "value": value}, fh, sort_keys=True)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic.write_text(path, json.dumps({"key": key, "value": value}, sort_keys=True))
 
 
 class CachedMlpCost:
