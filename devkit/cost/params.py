@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devkit import atomic
 from devkit.cost import _toml
 from devkit.cost.target import TARGETS
 
@@ -275,7 +276,11 @@ def default_params(target: str) -> Params:
 
 
 def save_params(param_set: ParamSet, path: str | Path) -> None:
-    """Write ``param_set`` as TOML to ``path`` (round-trips through :func:`load_params_file`)."""
+    """Write ``param_set`` as TOML to ``path`` (round-trips through :func:`load_params_file`).
+
+    The file is replaced crash-safely (:func:`devkit.atomic.write_text`): an interrupted calibration
+    leaves the previous parameters, never half a file.
+    """
     text = param_set.to_toml()
     parse_params(_toml.loads(text), origin=str(path))
-    Path(path).write_text(text, encoding="utf-8")
+    atomic.write_text(path, text)
