@@ -105,3 +105,62 @@ def test_lm_head_only_for_the_last_prompt_token() -> None:
 def test_forward_ops_bad_input(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         forward_ops(MODELS["Llama-3.2-1B"], **kwargs)  # type: ignore[arg-type]
+
+
+# --- the model data file -------------------------------------------------------------------------------
+
+
+def test_the_bundled_model_file_holds_six_sourced_models():
+    models = llm.load_models()
+    assert list(models) == list(MODELS) and len(models) == 6
+    for cfg in models.values():
+        assert cfg.source.startswith("https://huggingface.co/") and cfg.source.endswith("/config.json")
+
+
+def _write_models(tmp_path, entries):
+    import json
+
+    path = tmp_path / "models.json"
+    path.write_text(json.dumps({"models": entries}), encoding="utf-8")
+    return path
+
+
+def _entry(**changes):
+    import dataclasses
+
+    return {**dataclasses.asdict(get_config("Llama-3.2-1B")), **changes}
+
+
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([], "non-empty 'models' list"),
+        ([{k: v for k, v in _entry().items() if k != "hidden"}], r"missing fields \['hidden'\]"),
+        ([_entry(extra=1)], r"unknown fields \['extra'\]"),
+        ([_entry(layers="16")], "'layers' must be a positive integer"),
+        ([_entry(heads=0)], "'heads' must be a positive integer"),
+        ([_entry(qk_norm=1)], "'qk_norm' must be true/false"),
+        ([_entry(source="")], "'source' must be a non-empty string"),
+        ([_entry(), _entry()], "duplicate model name 'Llama-3.2-1B'"),
+    ],
+)
+def test_a_malformed_model_file_is_refused_naming_the_entry_and_field(tmp_path, entries, message):
+    path = _write_models(tmp_path, entries)
+    with pytest.raises(llm.ModelConfigError, match=message):
+        llm.load_models(path)
+
+
+def test_an_unreadable_model_file_is_refused(tmp_path):
+    path = tmp_path / "models.json"
+    path.write_text("{not json", encoding="utf-8")
+    with pytest.raises(llm.ModelConfigError, match="cannot read"):
+        llm.load_models(path)
+
+
+def test_element_sizes_come_from_the_one_dtype_table():
+    from devkit.dtype_names import itemsize
+
+    for name in ("bfloat16", "float32", "float8_e4m3", "float16"):
+        assert llm.bytes_per_element(name) == itemsize(name)
+    with pytest.raises(ValueError, match="no_such_dtype"):
+        llm.bytes_per_element("no_such_dtype")

@@ -1,9 +1,10 @@
 """LLM configurations and the operators of one forward pass (shapes, FLOPs, HBM bytes).
 
-Six decoder-only models from the NeuronMM evaluation (reference/neuronmm.md §4.2), each with the
-Hugging Face ``config.json`` it was taken from.  :func:`forward_ops` lists what one forward pass does,
-either *prefill* (context encoding of ``context`` tokens per sequence) or one *decode* step (one new
-token per sequence attending ``context`` cached positions plus itself), with dense or SVD-factored MLPs.
+Six decoder-only models from the NeuronMM evaluation (reference/neuronmm.md §4.2), kept as data in
+``llm_models.json`` next to this module, each with the Hugging Face ``config.json`` it was taken from
+(:func:`load_models` reads it strictly).  :func:`forward_ops` lists what one forward pass does, either
+*prefill* (context encoding of ``context`` tokens per sequence) or one *decode* step (one new token per
+sequence attending ``context`` cached positions plus itself), with dense or SVD-factored MLPs.
 
 Units: FLOPs count a multiply-add as 2; bytes are HBM bytes (weights read once per operator, activations
 read and written once, attention score/probability tiles assumed to stay on chip, flash-style);
@@ -13,11 +14,12 @@ instance; ``repeat`` says how many instances one forward pass runs (e.g. once pe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, NamedTuple
 
-import ml_dtypes
-import numpy as np
+from devkit.dtype_names import itemsize
 
 __all__ = [
     "MODELS",
@@ -86,101 +88,56 @@ class LlmConfig:
         return self.layers * per_layer + embed + self.hidden
 
 
-_HF = "https://huggingface.co/{}/blob/main/config.json"
+#: The data file holding the model architectures (one entry per model, with its source).
+MODELS_PATH = Path(__file__).with_name("llm_models.json")
 
-#: The six models, keyed by canonical name.  Numbers are copied from each model's HF config.json (URL in
-#: ``source``); they were cross-checked against mirrors of those configs found with the project's search
-#: tool (meta-llama copies for Llama, Qwen model cards / derived configs for Qwen3) and against the MLP
-#: shapes table of reference/neuronmm.md §4.2.
-MODELS: dict[str, LlmConfig] = {
-    c.name: c
-    for c in (
-        LlmConfig(
-            name="Llama-3.2-1B",
-            family="llama",
-            layers=16,
-            hidden=2048,
-            intermediate=8192,
-            heads=32,
-            kv_heads=8,
-            head_dim=64,
-            vocab=128256,
-            tied_embeddings=True,
-            qk_norm=False,
-            source=_HF.format("meta-llama/Llama-3.2-1B"),
-        ),
-        LlmConfig(
-            name="Llama-3.2-3B",
-            family="llama",
-            layers=28,
-            hidden=3072,
-            intermediate=8192,
-            heads=24,
-            kv_heads=8,
-            head_dim=128,
-            vocab=128256,
-            tied_embeddings=True,
-            qk_norm=False,
-            source=_HF.format("meta-llama/Llama-3.2-3B"),
-        ),
-        LlmConfig(
-            name="Llama-3.1-8B",
-            family="llama",
-            layers=32,
-            hidden=4096,
-            intermediate=14336,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            vocab=128256,
-            tied_embeddings=False,
-            qk_norm=False,
-            source=_HF.format("meta-llama/Llama-3.1-8B"),
-        ),
-        LlmConfig(
-            name="Qwen3-1.7B",
-            family="qwen3",
-            layers=28,
-            hidden=2048,
-            intermediate=6144,
-            heads=16,
-            kv_heads=8,
-            head_dim=128,
-            vocab=151936,
-            tied_embeddings=True,
-            qk_norm=True,
-            source=_HF.format("Qwen/Qwen3-1.7B"),
-        ),
-        LlmConfig(
-            name="Qwen3-4B",
-            family="qwen3",
-            layers=36,
-            hidden=2560,
-            intermediate=9728,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            vocab=151936,
-            tied_embeddings=True,
-            qk_norm=True,
-            source=_HF.format("Qwen/Qwen3-4B"),
-        ),
-        LlmConfig(
-            name="Qwen3-8B",
-            family="qwen3",
-            layers=36,
-            hidden=4096,
-            intermediate=12288,
-            heads=32,
-            kv_heads=8,
-            head_dim=128,
-            vocab=151936,
-            tied_embeddings=False,
-            qk_norm=True,
-            source=_HF.format("Qwen/Qwen3-8B"),
-        ),
-    )
-}
+
+class ModelConfigError(ValueError):
+    """The model data file is malformed (the message names the file, the entry and the field)."""
+
+
+def _check_field(where: str, name: str, value: Any, kind: str) -> Any:
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise ModelConfigError(f"{where}: {name!r} must be true/false, got {value!r}")
+    elif kind == "int":
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ModelConfigError(f"{where}: {name!r} must be a positive integer, got {value!r}")
+    elif not isinstance(value, str) or not value.strip():
+        raise ModelConfigError(f"{where}: {name!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def load_models(path: str | Path = MODELS_PATH) -> dict[str, LlmConfig]:
+    """Read the model architectures of ``path`` (see ``llm_models.json``) strictly: every entry has exactly
+    the fields of :class:`LlmConfig` with the right types, names are unique; :class:`ModelConfigError`
+    otherwise."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelConfigError(f"{path}: cannot read the model data: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("models"), list) or not data["models"]:
+        raise ModelConfigError(f"{path}: expected an object with a non-empty 'models' list")
+    kinds = {f.name: f.type for f in fields(LlmConfig)}
+    out: dict[str, LlmConfig] = {}
+    for i, entry in enumerate(data["models"]):
+        where = f"{path}: models[{i}]"
+        if not isinstance(entry, dict):
+            raise ModelConfigError(f"{where}: expected an object")
+        missing = [k for k in kinds if k not in entry]
+        unknown = sorted(set(entry) - set(kinds))
+        if missing or unknown:
+            raise ModelConfigError(f"{where}: missing fields {missing}, unknown fields {unknown}")
+        values = {k: _check_field(where, k, entry[k], kind) for k, kind in kinds.items()}
+        if values["name"] in out:
+            raise ModelConfigError(f"{where}: duplicate model name {values['name']!r}")
+        out[values["name"]] = LlmConfig(**values)
+    return out
+
+
+#: The six models, keyed by canonical name, in file order (from :data:`MODELS_PATH`).
+MODELS: dict[str, LlmConfig] = load_models()
 
 
 def get_config(name: str) -> LlmConfig:
@@ -216,11 +173,9 @@ def mlp_ranks(config: LlmConfig, compression: float, block: int = 128) -> MlpRan
 
 
 def bytes_per_element(dtype: str) -> int:
-    """Bytes per element of ``dtype`` (``bfloat16``, ``float16``, ``float32``, ``float8_e4m3``, ...)."""
-    try:
-        return int(np.dtype(getattr(ml_dtypes, dtype, dtype)).itemsize)
-    except TypeError as exc:
-        raise ValueError(f"unknown dtype {dtype!r}") from exc
+    """Bytes per element of ``dtype`` (``bfloat16``, ``float16``, ``float32``, ``float8_e4m3``, ...), from
+    :func:`devkit.dtype_names.itemsize`; ``ValueError`` naming the dtype otherwise."""
+    return itemsize(dtype)
 
 
 @dataclass(frozen=True)

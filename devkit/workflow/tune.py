@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit import atomic
+from devkit.dtype_names import itemsize
 from devkit.workflow import pool
 
 
@@ -139,8 +140,8 @@ def closed_form_movement(
         gate = _xuv_movement(s, h, r, i, blocks, dtype, target)
         up = _xuv_movement(s, h, r, i, blocks, dtype, target)
         down = _xuv_movement(s, i, r, h, blocks, dtype, target)
-        x_bytes = s * h * _itemsize(dtype)  # gate and up share one read of X
-        act_bytes = s * i * _itemsize(dtype)  # ... and write one activation
+        x_bytes = s * h * itemsize(dtype)  # gate and up share one read of X
+        act_bytes = s * i * itemsize(dtype)  # ... and write one activation
         total = gate + up + down
         return type(total)(
             total.flops,
@@ -161,12 +162,6 @@ def closed_form_movement(
         down = blocked_matmul(i, s, h, dtype=dtype, block_m=bt, reuse="lhsT", target=target)
         return gate_up + down
     raise TuneError(f"no closed-form model for kernel {kernel!r}")
-
-
-def _itemsize(dtype: str) -> int:
-    from devkit.cost.dtypes import itemsize
-
-    return itemsize(dtype)
 
 
 def closed_form_key(
