@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,73 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-class CalibrateUsageError(ValueError):
-    """Bad input for ``devkit calibrate`` (reported without a traceback)."""
-
-
-def _is_store_file(path: Path) -> bool:
-    for line in path.read_text(encoding="utf-8").splitlines():
-        text = line.strip()
-        if text and not text.startswith("#"):
-            try:
-                first = json.loads(text)
-            except json.JSONDecodeError:
-                return False
-            return isinstance(first, dict) and "schema" in first and "kind" in first
-    return False
-
-
-def gather(source: str, include_fake: bool, warn: Any) -> list[Any]:
-    """Latency measurements from a store directory or a JSON-lines file."""
-    from devkit.cost.calibrate import MeasurementError, load_measurements
-
-    path = Path(source)
-    if path.is_dir():
-        read = hw_store.ResultsStore(path).read()
-        for d in read.damaged:
-            warn(f"unreadable record skipped: {d}")
-        return hw_predict.store_measurements(read.records, include_fake)
-    if not path.is_file():
-        raise CalibrateUsageError(f"no such file or directory: {source}")
-    if _is_store_file(path):
-        records, damaged = hw_store.read_jsonl(path)
-        for d in damaged:
-            warn(f"unreadable record skipped: {d}")
-        return hw_predict.store_measurements(records, include_fake)
-    try:
-        ms = load_measurements(path)
-    except MeasurementError as exc:
-        raise CalibrateUsageError(str(exc)) from None
-    kept = [m for m in ms if m.metric == "latency_us"]
-    for m in ms:
-        if m.metric != "latency_us":
-            warn(f"{m.id}: metric {m.metric} is not a kernel latency; skipped")
-    return kept
-
-
-def _write_measurements(ms: list[Any], path: Path) -> None:
-    with path.open("w", encoding="utf-8") as f:
-        for m in ms:
-            f.write(
-                json.dumps(
-                    {
-                        "kernel": m.kernel,
-                        "target": m.target,
-                        "measured_us": m.measured_us,
-                        "shape": m.shape,
-                        "dtype": m.dtype,
-                        "args": dict(m.args or {}),
-                        "id": m.id,
-                        "metric": m.metric,
-                        "source": m.source,
-                    }
-                )
-                + "\n"
-            )
-
-
 def run(args: argparse.Namespace) -> int:
-    from devkit.cost.calibrate import MeasurementError, calibrate_file
+    from devkit.cost.calibrate import MeasurementError
     from devkit.cost.params import PARAMS_PATH, Params, ParamsError, load_params_file
 
     err = Console(stderr=True)
@@ -141,29 +75,31 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if bool(args.measurements) == bool(args.store):
-            raise CalibrateUsageError("give MEASUREMENTS or --from DIR (one of them)")
+            raise hw_predict.CalibrationInputError("give MEASUREMENTS or --from DIR (one of them)")
         names = (
             tuple(n.strip() for n in args.params.split(",") if n.strip()) if args.params else Params.names()
         )
         unknown = sorted(set(names) - set(Params.names()))
         if unknown or not 1 <= len(names) <= 6:
-            raise CalibrateUsageError(
+            raise hw_predict.CalibrationInputError(
                 f"--params: fit 1 to 6 of {', '.join(Params.names())} (unknown: {unknown})"
             )
-        ms = gather(args.store or args.measurements, args.include_fake, warn)
+        ms = hw_predict.gather(args.store or args.measurements, args.include_fake, warn)
         if not ms:
             hint = "" if args.include_fake else " (records of the fake backend are left out; --include-fake)"
-            raise CalibrateUsageError(f"no latency measurements in {args.store or args.measurements}{hint}")
+            raise hw_predict.CalibrationInputError(
+                f"no latency measurements in {args.store or args.measurements}{hint}"
+            )
         targets = sorted({m.target for m in ms})
         if args.target:
             if args.target not in targets:
-                raise CalibrateUsageError(
+                raise hw_predict.CalibrationInputError(
                     f"no measurements for target {args.target!r} (have {', '.join(targets)})"
                 )
             targets = [args.target]
         params_path = Path(args.params_file) if args.params_file else PARAMS_PATH
         before_set = load_params_file(params_path)
-    except (CalibrateUsageError, ParamsError, MeasurementError) as exc:
+    except (hw_predict.CalibrationInputError, ParamsError, MeasurementError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     payload = []
@@ -175,43 +111,19 @@ def run(args: argparse.Namespace) -> int:
                 "the fit is underdetermined"
             )
         try:
-            with err.status(f"tracing {len(group)} measured call(s) for {target}"):
-                predict = hw_predict.trace_predictor(group)
-            with tempfile.TemporaryDirectory() as tmp:
-                mpath = Path(tmp) / "measurements.jsonl"
-                _write_measurements(group, mpath)
-                with err.status(f"fitting {len(names)} parameter(s) on {target}"):
-                    result, _ = calibrate_file(
-                        mpath,
-                        predict,
-                        target,
-                        names=names,
-                        params_path=params_path,
-                        write=args.write,
-                        per_target=True,
-                        max_evaluations=args.max_evaluations,
-                    )
+            entry = hw_predict.fit_target(
+                group,
+                target,
+                names,
+                before=before_set.for_target(target),
+                params_path=params_path,
+                write=args.write,
+                max_evaluations=args.max_evaluations,
+                status=err.status,
+            )
         except (hw_store.StoreError, MeasurementError, ParamsError, KeyError) as exc:
             err.print(f"[red]error:[/] {target}: {escape(str(exc))}", highlight=False, soft_wrap=True)
             return 2
-        before = before_set.for_target(target)
-        predicted_before = predict(before)
-        entry = {
-            "target": target,
-            "loss_before": result.loss_before,
-            "loss_after": result.loss_after,
-            "evaluations": result.evaluations,
-            "params": {n: {"before": getattr(before, n), "after": v} for n, v in result.fitted.items()},
-            "measurements": [
-                {
-                    "id": m.id,
-                    "measured_us": m.measured_us,
-                    "predicted_before_us": predicted_before[m.id],
-                    "predicted_after_us": result.predicted_us[m.id],
-                }
-                for m in group
-            ],
-        }
         payload.append(entry)
         if not args.json:
             out.print(fit_tables(entry))

@@ -2,16 +2,22 @@
 
 :func:`store_measurements` turns latency records into :class:`devkit.cost.calibrate.Measurement` values;
 :func:`trace_predictor` records each measured call's instruction trace once and reschedules it under
-candidate parameters (us), which is what ``devkit calibrate`` fits.
+candidate parameters (us); :func:`gather` reads measurements from a store or a JSON-lines file and
+:func:`fit_target` fits the cost model's parameters to one target's measurements (``devkit calibrate``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import statistics
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Any
 
-from devkit.workflow.hw.store import StoreError, shape_key
+from devkit.workflow.hw.store import ResultsStore, StoreError, read_jsonl, shape_key
 
 
 def store_measurements(records: Iterable[Mapping[str, Any]], include_fake: bool = False) -> list[Any]:
@@ -114,3 +120,130 @@ def trace_predictor(measurements: Sequence[Any], registry: Any = None) -> Callab
         }
 
     return predict
+
+
+# --- calibration from measurements ---------------------------------------------------------------
+
+
+class CalibrationInputError(ValueError):
+    """Bad calibration input: a missing or unreadable measurement source (reported without a traceback)."""
+
+
+def is_store_file(path: Path) -> bool:
+    """Whether a JSON-lines file holds results-store records (rather than measurement records)."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        text = line.strip()
+        if text and not text.startswith("#"):
+            try:
+                first = json.loads(text)
+            except json.JSONDecodeError:
+                return False
+            return isinstance(first, dict) and "schema" in first and "kind" in first
+    return False
+
+
+def gather(source: str, include_fake: bool, warn: Callable[[str], None]) -> list[Any]:
+    """Latency measurements from a store directory or a JSON-lines file (``warn`` hears about skipped
+    records)."""
+    from devkit.cost.calibrate import MeasurementError, load_measurements
+
+    path = Path(source)
+    if path.is_dir():
+        read = ResultsStore(path).read()
+        for d in read.damaged:
+            warn(f"unreadable record skipped: {d}")
+        return store_measurements(read.records, include_fake)
+    if not path.is_file():
+        raise CalibrationInputError(f"no such file or directory: {source}")
+    if is_store_file(path):
+        records, damaged = read_jsonl(path)
+        for d in damaged:
+            warn(f"unreadable record skipped: {d}")
+        return store_measurements(records, include_fake)
+    try:
+        ms = load_measurements(path)
+    except MeasurementError as exc:
+        raise CalibrationInputError(str(exc)) from None
+    kept = [m for m in ms if m.metric == "latency_us"]
+    for m in ms:
+        if m.metric != "latency_us":
+            warn(f"{m.id}: metric {m.metric} is not a kernel latency; skipped")
+    return kept
+
+
+def _write_measurements(ms: list[Any], path: Path) -> None:
+    with path.open("w", encoding="utf-8") as f:
+        for m in ms:
+            f.write(
+                json.dumps(
+                    {
+                        "kernel": m.kernel,
+                        "target": m.target,
+                        "measured_us": m.measured_us,
+                        "shape": m.shape,
+                        "dtype": m.dtype,
+                        "args": dict(m.args or {}),
+                        "id": m.id,
+                        "metric": m.metric,
+                        "source": m.source,
+                    }
+                )
+                + "\n"
+            )
+
+
+def fit_target(
+    group: Sequence[Any],
+    target: str,
+    names: Sequence[str],
+    *,
+    before: Any,
+    params_path: Path,
+    write: bool,
+    max_evaluations: int,
+    status: Callable[[str], AbstractContextManager[Any]] | None = None,
+) -> dict[str, Any]:
+    """Fit ``names`` to the measurements of one target; the before/after figures as a JSON-ready dict.
+
+    ``before`` is the target's current :class:`~devkit.cost.params.Params`; ``write`` stores the fit as
+    per-target overrides in ``params_path``; ``status(text)`` (e.g. a rich console's ``status``) wraps the
+    slow steps.  Latencies in us.
+    """
+    from devkit.cost.calibrate import calibrate_file
+
+    def step(text: str) -> AbstractContextManager[Any]:
+        return status(text) if status is not None else contextlib.nullcontext()
+
+    with step(f"tracing {len(group)} measured call(s) for {target}"):
+        predict = trace_predictor(group)
+    with tempfile.TemporaryDirectory() as tmp:
+        mpath = Path(tmp) / "measurements.jsonl"
+        _write_measurements(group, mpath)
+        with step(f"fitting {len(names)} parameter(s) on {target}"):
+            result, _ = calibrate_file(
+                mpath,
+                predict,
+                target,
+                names=tuple(names),
+                params_path=params_path,
+                write=write,
+                per_target=True,
+                max_evaluations=max_evaluations,
+            )
+    predicted_before = predict(before)
+    return {
+        "target": target,
+        "loss_before": result.loss_before,
+        "loss_after": result.loss_after,
+        "evaluations": result.evaluations,
+        "params": {n: {"before": getattr(before, n), "after": v} for n, v in result.fitted.items()},
+        "measurements": [
+            {
+                "id": m.id,
+                "measured_us": m.measured_us,
+                "predicted_before_us": predicted_before[m.id],
+                "predicted_after_us": result.predicted_us[m.id],
+            }
+            for m in group
+        ],
+    }
