@@ -14,6 +14,7 @@ instance; ``repeat`` says how many instances one forward pass runs (e.g. once pe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -396,19 +397,7 @@ def forward_ops(
         read_b=False,
         write_c=False,
     )
-    ops.append(
-        Op(
-            scores.name,
-            scores.category,
-            scores.kind,
-            scores.shape,
-            scores.flops,
-            scores.bytes + kv_read,
-            0,
-            n_layers,
-            scores.batch,
-        )
-    )
+    ops.append(dataclasses.replace(scores, bytes=scores.bytes + kv_read))
     prob_elems = batch * c.heads * q_len * kv_len
     ops.append(
         Op(
@@ -434,19 +423,7 @@ def forward_ops(
         read_a=False,
         read_b=False,
     )
-    ops.append(
-        Op(
-            values.name,
-            values.category,
-            values.kind,
-            values.shape,
-            values.flops,
-            values.bytes + kv_read,
-            0,
-            n_layers,
-            values.batch,
-        )
-    )
+    ops.append(dataclasses.replace(values, bytes=values.bytes + kv_read))
     ops += [
         _matmul("self_attn.o_proj", "attention_proj", t, c.q_width, h, s, repeat=n_layers),
         _stream(

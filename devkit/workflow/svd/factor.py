@@ -313,6 +313,20 @@ def whitened_svd(
 # --------------------------------------------------------------------------------------- error metrics
 
 
+def _check_factors(u: np.ndarray, v: np.ndarray, w: np.ndarray) -> None:
+    if u.shape[0] != w.shape[0] or v.shape[1] != w.shape[1] or u.shape[1] != v.shape[0]:
+        raise SvdInputError(f"factor shapes {u.shape} @ {v.shape} do not reconstruct W {w.shape}")
+
+
+def _frobenius_error(ref: np.ndarray, approx: np.ndarray, relative: bool) -> float:
+    """``‖ref - approx‖_F``, divided by ``‖ref‖_F`` when ``relative`` (0 for an exact zero reference)."""
+    err = float(np.linalg.norm(ref - approx))
+    if not relative:
+        return err
+    norm = float(np.linalg.norm(ref))
+    return err / norm if norm > 0 else (0.0 if err == 0 else math.inf)
+
+
 def weight_error(
     W: np.ndarray,
     u: np.ndarray,
@@ -328,13 +342,8 @@ def weight_error(
     cdt = resolve_dtype(compute_dtype)
     w = as_matrix(W, "W", cdt)
     uu, vv = as_matrix(u, "u", cdt), as_matrix(v, "v", cdt)
-    if uu.shape[0] != w.shape[0] or vv.shape[1] != w.shape[1] or uu.shape[1] != vv.shape[0]:
-        raise SvdInputError(f"factor shapes {uu.shape} @ {vv.shape} do not reconstruct W {w.shape}")
-    err = float(np.linalg.norm(w - uu @ vv))
-    if not relative:
-        return err
-    ref = float(np.linalg.norm(w))
-    return err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
+    _check_factors(uu, vv, w)
+    return _frobenius_error(w, uu @ vv, relative)
 
 
 def activation_error(
@@ -355,11 +364,5 @@ def activation_error(
     uu, vv = as_matrix(u, "u", cdt), as_matrix(v, "v", cdt)
     if x.shape[1] != w.shape[0]:
         raise SvdInputError(f"activations of width {x.shape[1]} do not match W with in_features {w.shape[0]}")
-    if uu.shape[0] != w.shape[0] or vv.shape[1] != w.shape[1] or uu.shape[1] != vv.shape[0]:
-        raise SvdInputError(f"factor shapes {uu.shape} @ {vv.shape} do not reconstruct W {w.shape}")
-    ref_out = x @ w
-    err = float(np.linalg.norm(ref_out - (x @ uu) @ vv))
-    if not relative:
-        return err
-    ref = float(np.linalg.norm(ref_out))
-    return err / ref if ref > 0 else (0.0 if err == 0 else math.inf)
+    _check_factors(uu, vv, w)
+    return _frobenius_error(x @ w, (x @ uu) @ vv, relative)
