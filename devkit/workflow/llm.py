@@ -255,6 +255,22 @@ def _stream(
     )
 
 
+def _rmsnorm(name: str, elems: int, s: int, *, repeat: int, weight_bytes: int) -> Op:
+    """An RMSNorm over ``elems`` elements: one read, one write, 4 FLOPs per element, plus its weights."""
+    return _stream(
+        name,
+        "norm",
+        "norm",
+        elems,
+        s,
+        reads=1,
+        writes=1,
+        flops_per=4,
+        repeat=repeat,
+        extra_bytes=weight_bytes,
+    )
+
+
 def mlp_ops(
     tokens: int,
     hidden: int,
@@ -338,35 +354,15 @@ def forward_ops(
 
     ops: list[Op] = [
         Op("embed_tokens", "embedding", "gather", (t, h), 0, s * t * h * 2, t * h, 1),
-        _stream(
-            "input_layernorm",
-            "norm",
-            "norm",
-            t * h,
-            s,
-            reads=1,
-            writes=1,
-            flops_per=4,
-            repeat=n_layers,
-            extra_bytes=s * h,
-        ),
+        _rmsnorm("input_layernorm", t * h, s, repeat=n_layers, weight_bytes=s * h),
         _matmul("self_attn.q_proj", "attention_proj", t, h, c.q_width, s, repeat=n_layers),
         _matmul("self_attn.k_proj", "attention_proj", t, h, c.kv_width, s, repeat=n_layers),
         _matmul("self_attn.v_proj", "attention_proj", t, h, c.kv_width, s, repeat=n_layers),
     ]
     if c.qk_norm:
         ops.append(
-            _stream(
-                "self_attn.qk_norm",
-                "norm",
-                "norm",
-                t * (c.q_width + c.kv_width),
-                s,
-                reads=1,
-                writes=1,
-                flops_per=4,
-                repeat=n_layers,
-                extra_bytes=2 * s * d,
+            _rmsnorm(
+                "self_attn.qk_norm", t * (c.q_width + c.kv_width), s, repeat=n_layers, weight_bytes=2 * s * d
             )
         )
     ops.append(
@@ -437,23 +433,10 @@ def forward_ops(
             flops_per=1,
             repeat=2 * n_layers,
         ),
-        _stream(
-            "post_attention_layernorm",
-            "norm",
-            "norm",
-            t * h,
-            s,
-            reads=1,
-            writes=1,
-            flops_per=4,
-            repeat=n_layers,
-            extra_bytes=s * h,
-        ),
+        _rmsnorm("post_attention_layernorm", t * h, s, repeat=n_layers, weight_bytes=s * h),
     ]
     ops += mlp_ops(t, h, c.intermediate, ranks=ranks, dtype=dtype, repeat=n_layers, fused=fused)
-    ops.append(
-        _stream("norm", "norm", "norm", t * h, s, reads=1, writes=1, flops_per=4, repeat=1, extra_bytes=s * h)
-    )
+    ops.append(_rmsnorm("norm", t * h, s, repeat=1, weight_bytes=s * h))
     rows = t if (all_logits or phase == DECODE) else batch
     ops.append(_matmul("lm_head", "lm_head", rows, h, c.vocab, s, repeat=1))
     return ops
