@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     from devkit.nki.runner import TensorSpec
 
     try:
-        from devkit.cost.target import TARGETS
+        from devkit.targets import TARGETS
 
         if args.target not in TARGETS:
             raise CostUsageError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")

@@ -47,7 +47,7 @@ def binding() -> dict[str, str]:
 def collect() -> dict[str, Any]:
     """Everything ``devkit info`` reports, as plain data."""
     from devkit import __version__, hw
-    from devkit.cost.target import TARGETS, load_target
+    from devkit.targets import TARGETS, load_target
 
     req = hw.check_requirements()
     targets = {}

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     if not err.is_terminal:
         err = Console(stderr=True, width=max(err.width, 130))
-    from devkit.cost.target import TARGETS
+    from devkit.targets import TARGETS
 
     if args.target not in TARGETS:
         err.print(
@@ -261,8 +261,8 @@ def report_context(
 ) -> dict[str, Any]:
     """The template context of the main report (see templates/report.html.j2)."""
     from devkit import __version__, hw
-    from devkit.cost.target import load_target
     from devkit.report import hotspot_rows, plot_sweep, plot_timeline
+    from devkit.targets import load_target
 
     comparison = None
     if summary.paper_rows:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from devkit.cost.dtypes import itemsize
 from devkit.cost.params import Params, default_params
-from devkit.cost.target import Target, resolve_target
+from devkit.targets import Target, resolve_target
 
 Reuse = Literal["none", "lhsT", "rhs"]
 

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from devkit.cost.dma_cost import DMA_OPCODES, DmaCostModel
 from devkit.cost.dtypes import HALF_FLOATS, itemsize
 from devkit.cost.params import Params, default_params
-from devkit.cost.target import Target, resolve_target
+from devkit.targets import Target, resolve_target
 from devkit.trace import DMA, GPSIMD, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr
 
 COMPUTE_ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD)

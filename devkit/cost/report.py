@@ -30,8 +30,8 @@ from typing import Any
 
 from devkit.cost.params import Params
 from devkit.cost.scheduler import ScheduleTotals
-from devkit.cost.target import Target
 from devkit.cost.timeline import Timeline
+from devkit.targets import Target
 from devkit.trace import DMA, ENGINES, MemoryStats
 
 BUSY_KEYS = ENGINES  # ("tensor", "vector", "scalar", "gpsimd", "dma")

@@ -56,8 +56,8 @@ from devkit.cost.dma_pool import DmaPool
 from devkit.cost.hbm import HbmLedger
 from devkit.cost.instr_cost import _RULES, CostModel
 from devkit.cost.params import Params
-from devkit.cost.target import Target
 from devkit.cost.timeline import Timeline
+from devkit.targets import Target
 from devkit.trace import DMA, ENGINES, PSUM, SBUF, TENSOR, Instr, MemoryStats
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from devkit.trace import DMA, GPSIMD, HBM, PSUM, SBUF, SCALAR, TENSOR, VECTOR, A
 if TYPE_CHECKING:
     from devkit.cost.params import Params
     from devkit.cost.report import CostReport
-    from devkit.cost.target import Target
+    from devkit.targets import Target
 
 
 def access(buffer: str, dtype: str, partitions: int, elems: int, run_bytes: int | None = None) -> Access:

@@ -18,7 +18,7 @@ else:  # pragma: no cover - exercised only on Python 3.10
         import tomli as _toml_reader
     except ImportError as exc:
         raise ImportError(
-            "devkit.cost needs the 'tomli' package on Python 3.10 (tomllib is stdlib from 3.11): "
+            "devkit.targets needs the 'tomli' package on Python 3.10 (tomllib is stdlib from 3.11): "
             "pip install 'tomli>=2'"
         ) from exc
 
