@@ -1,4 +1,5 @@
-"""Shared NKI building blocks of the project's kernels (plain NKI code: no devkit imports).
+"""Shared NKI building blocks of the project's kernels (plain NKI code; hardware numbers come from
+:mod:`devkit.targets` through :mod:`kernels.plans`).
 
 Everything here is called from inside ``@nki.jit`` kernels and emits NKI instructions.  Sizes are
 static Python ints (shapes are known at trace time); loop variables only appear in affine index
@@ -31,7 +32,8 @@ from typing import Any
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
-from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv
+from devkit.targets import DEFAULT_TARGET
+from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
 
 TRANSPOSES_PER_BANK = 4  # [128 x 128] fp32 transposes collected in one PSUM bank before evacuation
 
@@ -50,8 +52,10 @@ def banks_leaving_one(banks: int) -> int:
 
 
 def usable_sbuf_bytes() -> int:
-    """Usable SBUF bytes per partition on the current target (180224 on trn1/inf2)."""
-    return int(getattr(nl.tile_size, "total_available_sbuf_size", 180224))
+    """Usable SBUF bytes per partition on the current target (``nl.tile_size``); an SDK too old to
+    name it gets the default target's figure from its target file."""
+    size = getattr(nl.tile_size, "total_available_sbuf_size", None)
+    return int(size) if size is not None else usable_sbuf(DEFAULT_TARGET)
 
 
 def itemsize(dtype: Any) -> int:

@@ -150,7 +150,7 @@ class KernelSpec:
         if self.resolve is None:
             return {}
         shape = self._shape(shape)
-        usable = plans.USABLE_SBUF.get(target, plans.USABLE_SBUF["trn1"])
+        usable = plans.usable_sbuf(target)
         defaults = tuning.blocks_for(self.name, shape, dtype, target)
         return dict(self.resolve(shape, _itemsize(dtype), usable, defaults, {}).blocks)
 
@@ -159,7 +159,7 @@ class KernelSpec:
     ) -> Feasibility:
         """Whether ``blocks`` (missing names take their defaults) can run on ``target``."""
         shape = self._shape(shape)
-        usable = plans.USABLE_SBUF.get(target, plans.USABLE_SBUF["trn1"])
+        usable = plans.usable_sbuf(target)
         s = _itemsize(dtype)
         if self.plan is None:
             if blocks:
