@@ -107,7 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import devkit
-    from devkit.cost.report import render_table
+    from devkit.cost.render import render_table
     from devkit.nki.runner import TensorSpec
 
     try:

@@ -14,7 +14,8 @@ from devkit.cost.calibrate import Measurement, calibrate_file, fit, load_measure
 from devkit.cost.closed_form import Bound, Movement, blocked_matmul, fused_xuv, latency_bound, sequential_xuv
 from devkit.cost.instr_cost import CostModel, covered_opcodes, instr_duration_ns
 from devkit.cost.params import Params, ParamSet, default_params, load_params
-from devkit.cost.report import CostReport, build_report, render_table
+from devkit.cost.render import render_table
+from devkit.cost.report import CostReport, build_report
 from devkit.cost.scheduler import Scheduler, schedule
 from devkit.targets import TARGETS, Target, TargetError, load_target
 
