@@ -166,7 +166,7 @@ def closed_form_movement(
 
 
 def _itemsize(dtype: str) -> int:
-    from devkit.cost.dtypes import itemsize
+    from devkit.dtype_names import itemsize
 
     return itemsize(dtype)
 

@@ -32,12 +32,23 @@ from typing import Any
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
+from devkit.dtype_names import itemsize
 from devkit.targets import DEFAULT_TARGET
 from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
 
 TRANSPOSES_PER_BANK = 4  # [128 x 128] fp32 transposes collected in one PSUM bank before evacuation
 
-__all__ = ["FMAX", "PSUM_BANKS", "TRANSPOSES_PER_BANK", "X_COLS", "BlockError", "HbmPanel", "P", "cdiv"]
+__all__ = [
+    "FMAX",
+    "PSUM_BANKS",
+    "TRANSPOSES_PER_BANK",
+    "X_COLS",
+    "BlockError",
+    "HbmPanel",
+    "P",
+    "cdiv",
+    "itemsize",
+]
 
 
 def tile_sizes(total: int, size: int) -> list[int]:
@@ -56,16 +67,6 @@ def usable_sbuf_bytes() -> int:
     name it gets the default target's figure from its target file."""
     size = getattr(nl.tile_size, "total_available_sbuf_size", None)
     return int(size) if size is not None else usable_sbuf(DEFAULT_TARGET)
-
-
-def itemsize(dtype: Any) -> int:
-    """Bytes per element of an NKI/NumPy dtype."""
-    try:
-        return int(dtype.itemsize)
-    except AttributeError:
-        import numpy as np
-
-        return int(np.dtype(dtype).itemsize)
 
 
 def check_same_dtype(*tensors: Any) -> Any:

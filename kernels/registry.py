@@ -31,6 +31,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from devkit.dtype_names import itemsize
 from kernels import plans, tuning
 
 Shape = Mapping[str, int]
@@ -152,7 +153,7 @@ class KernelSpec:
         shape = self._shape(shape)
         usable = plans.usable_sbuf(target)
         defaults = tuning.blocks_for(self.name, shape, dtype, target)
-        return dict(self.resolve(shape, _itemsize(dtype), usable, defaults, {}).blocks)
+        return dict(self.resolve(shape, itemsize(dtype), usable, defaults, {}).blocks)
 
     def feasible(
         self, shape: Shape | None, blocks: Mapping[str, Any], dtype: str = "bfloat16", target: str = "trn1"
@@ -160,7 +161,7 @@ class KernelSpec:
         """Whether ``blocks`` (missing names take their defaults) can run on ``target``."""
         shape = self._shape(shape)
         usable = plans.usable_sbuf(target)
-        s = _itemsize(dtype)
+        s = itemsize(dtype)
         if self.plan is None:
             if blocks:
                 return Feasibility(False, f"{self.name} takes no block arguments (got {sorted(blocks)})")
@@ -199,10 +200,6 @@ class KernelSpec:
         if missing:
             raise KeyError(f"{self.name}: shape is missing {missing} (parameters {self.shape_params})")
         return {p: int(shape[p]) for p in self.shape_params}
-
-
-def _itemsize(dtype: str) -> int:
-    return int(np.dtype(DTYPES[dtype]).itemsize)
 
 
 # ---- references (mirror the kernels' rounding points: intermediates are stored in the input dtype) ----

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from devkit.cost.dtypes import itemsize
+from devkit.dtype_names import itemsize
 from devkit.trace import DMA, GPSIMD, HBM, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr, MemoryStats
 
 if TYPE_CHECKING:
