@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from pathlib import Path
 
@@ -19,8 +18,6 @@ from devkit.targets import (
     parse_target,
     toml_io,
 )
-
-COST_DIR = Path(__file__).resolve().parents[1] / "devkit" / "cost"
 
 
 def _raw(name: str) -> dict:
@@ -196,32 +193,3 @@ def test_derived_formula_is_checked() -> None:
 def test_name_must_match_file(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="does not match the file name"):
         load_target_file(_write(tmp_path, _raw("trn2"), name="trn1"))
-
-
-def test_cost_package_never_imports_the_simulator() -> None:
-    """Lesson 11: devkit.cost reads only trace types, never devkit.sim / devkit.nki internals."""
-    offenders = []
-    for path in COST_DIR.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                names = [node.module]
-            offenders += [f"{path.name}: {n}" for n in names if n.startswith(("devkit.sim", "devkit.nki"))]
-    assert offenders == []
-
-
-def test_model_code_holds_no_hardware_numbers() -> None:
-    """Lesson 3: clocks, bandwidths and capacities live in the target files, not in the code."""
-    suspicious = {2.8, 1.12, 1.4, 2.4, 0.96, 1.2, 17.0, 23.0, 410.0, 362.5, 180224, 212984, 1300.0}
-    found = []
-    for path in COST_DIR.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if (
-                isinstance(node, ast.Constant)
-                and type(node.value) in (int, float)
-                and node.value in suspicious
-            ):
-                found.append(f"{path.name}:{node.lineno}: {node.value}")
-    assert found == []
