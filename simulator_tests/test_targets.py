@@ -193,3 +193,10 @@ def test_derived_formula_is_checked() -> None:
 def test_name_must_match_file(tmp_path: Path) -> None:
     with pytest.raises(TargetError, match="does not match the file name"):
         load_target_file(_write(tmp_path, _raw("trn2"), name="trn1"))
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "trn1.toml"
+    path.write_text('name = "trn1"\n[sbuf\n', encoding="utf-8")
+    with pytest.raises(TargetError, match=r"trn1\.toml: invalid TOML"):
+        load_target_file(path)

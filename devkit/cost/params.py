@@ -255,11 +255,7 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
 def load_params_file(path: str | Path) -> ParamSet:
     """Load and validate a params file."""
     path = Path(path)
-    try:
-        data = toml_io.loads(path.read_text(encoding="utf-8"))
-    except toml_io.TOMLDecodeError as exc:
-        raise ParamsError(f"{path}: invalid TOML: {exc}") from exc
-    return parse_params(data, origin=str(path))
+    return parse_params(toml_io.load_file(path, ParamsError), origin=str(path))
 
 
 @functools.lru_cache(maxsize=1)

@@ -387,11 +387,7 @@ def parse_target(data: Mapping[str, Any], origin: str = "<target>") -> Target:
 def load_target_file(path: str | Path) -> Target:
     """Load and validate one target file."""
     path = Path(path)
-    try:
-        data = toml_io.loads(path.read_text(encoding="utf-8"))
-    except toml_io.TOMLDecodeError as exc:
-        raise TargetError(f"{path}: invalid TOML: {exc}") from exc
-    target = parse_target(data, origin=str(path))
+    target = parse_target(toml_io.load_file(path, TargetError), origin=str(path))
     if target.name != path.stem:
         raise TargetError(f"{path}: name {target.name!r} does not match the file name")
     return target
