@@ -17,6 +17,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
+# Bytes per element of a declared type: the one home is devkit.dtype_names (re-exported for the simulator).
+from devkit.dtype_names import itemsize as itemsize
+
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
@@ -126,11 +129,6 @@ def name_of(dt: object) -> str:
     except TypeError:
         pass
     return name
-
-
-def itemsize(dt: object) -> int:
-    """Bytes per element of the declared type."""
-    return 4 if isinstance(dt, _TF32) else np.dtype(dt).itemsize  # type: ignore[arg-type]
 
 
 def is_float(dt: object) -> bool:

@@ -2,7 +2,8 @@
 
 Modules: :mod:`kernels.matmul` (dense baselines), :mod:`kernels.neuronmm` (fused X.U.V),
 :mod:`kernels.mlp` (SVD and dense MLP), :mod:`kernels.registry` (one declaration per kernel),
-:mod:`kernels.plans` (block plans and feasibility), :mod:`kernels.tuning` (default blocks).
+:mod:`kernels.plans` (block plans and feasibility), :mod:`kernels.tuning` (default blocks),
+:mod:`kernels.tutorial` (the tutorial's tiled matmul, for tests and benchmarks).
 
 Importing this package on a machine without the real Neuron SDK binds ``neuronxcc.nki`` to the devkit
 simulator (DESIGN.md section 1: an explicit, project-scoped opt-in); with the real SDK present the

@@ -1,4 +1,5 @@
-"""Shared NKI building blocks of the project's kernels (plain NKI code: no devkit imports).
+"""Shared NKI building blocks of the project's kernels (plain NKI code; hardware numbers come from
+:mod:`devkit.targets` through :mod:`kernels.plans`).
 
 Everything here is called from inside ``@nki.jit`` kernels and emits NKI instructions.  Sizes are
 static Python ints (shapes are known at trace time); loop variables only appear in affine index
@@ -31,11 +32,23 @@ from typing import Any
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
-from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv
+from devkit.dtype_names import itemsize
+from devkit.targets import DEFAULT_TARGET
+from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
 
 TRANSPOSES_PER_BANK = 4  # [128 x 128] fp32 transposes collected in one PSUM bank before evacuation
 
-__all__ = ["FMAX", "PSUM_BANKS", "TRANSPOSES_PER_BANK", "X_COLS", "BlockError", "HbmPanel", "P", "cdiv"]
+__all__ = [
+    "FMAX",
+    "PSUM_BANKS",
+    "TRANSPOSES_PER_BANK",
+    "X_COLS",
+    "BlockError",
+    "HbmPanel",
+    "P",
+    "cdiv",
+    "itemsize",
+]
 
 
 def tile_sizes(total: int, size: int) -> list[int]:
@@ -50,18 +63,10 @@ def banks_leaving_one(banks: int) -> int:
 
 
 def usable_sbuf_bytes() -> int:
-    """Usable SBUF bytes per partition on the current target (180224 on trn1/inf2)."""
-    return int(getattr(nl.tile_size, "total_available_sbuf_size", 180224))
-
-
-def itemsize(dtype: Any) -> int:
-    """Bytes per element of an NKI/NumPy dtype."""
-    try:
-        return int(dtype.itemsize)
-    except AttributeError:
-        import numpy as np
-
-        return int(np.dtype(dtype).itemsize)
+    """Usable SBUF bytes per partition on the current target (``nl.tile_size``); an SDK too old to
+    name it gets the default target's figure from its target file."""
+    size = getattr(nl.tile_size, "total_available_sbuf_size", None)
+    return int(size) if size is not None else usable_sbuf(DEFAULT_TARGET)
 
 
 def check_same_dtype(*tensors: Any) -> Any:

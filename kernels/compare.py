@@ -144,7 +144,7 @@ PAPER_KERNELS = ("xuv_fused", "xuv_sequential", "matmul_optimized", "published_x
 
 def decode_case(target: str = "trn1", dtype: str = "bfloat16") -> dict[str, Any]:
     """``xuv_fused`` at S = 1 against the bandwidth bounds of streaming U and V once (us)."""
-    from devkit.cost.target import load_target
+    from devkit.targets import load_target
     from kernels.neuronmm import xuv_fused
 
     h, r, n = PAPER_HNR

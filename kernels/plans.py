@@ -4,9 +4,12 @@ The kernels call these in their Python prologue (before any instruction is issue
 :class:`BlockError` when a block choice breaks a hardware limit; the registry calls the same
 functions for ``feasible()`` and ``default_blocks()``, so the rule lives in one place.
 
-Footprints are in **bytes per SBUF partition** (the unit of ``nl.tile_size.total_available_sbuf_size``:
-180224 usable on trn1/inf2, 212984 on trn2).  Streamed buffers (weight chunks, staging tiles) are
-counted twice: the kernels need at least double buffering to overlap DMA with compute.
+Footprints are in **bytes per SBUF partition** (the unit of ``nl.tile_size.total_available_sbuf_size``,
+which :func:`usable_sbuf` reads from the target file).  Streamed buffers (weight chunks, staging tiles)
+are counted twice: the kernels need at least double buffering to overlap DMA with compute.
+
+Tile geometry (``P``, ``FMAX``, ``PSUM_BANKS``) comes from the target files (:mod:`devkit.targets`);
+it is the same on every bundled target, so the default target's values serve every kernel.
 """
 
 from __future__ import annotations
@@ -15,12 +18,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-P = 128
-FMAX = 512
-PSUM_BANKS = 8
-X_COLS = 2048
+from devkit.targets import DEFAULT_TARGET, load_target
+
+_TILE_TARGET = load_target(DEFAULT_TARGET)
+P = _TILE_TARGET.tile.pmax  # partitions per tile (rows of a contraction tile)
+FMAX = _TILE_TARGET.tile.gemm_moving_fmax  # columns of a moving tile = fp32 columns of one PSUM bank
+PSUM_BANKS = _TILE_TARGET.psum.banks
+X_COLS = 2048  # columns of X staged per transpose chunk (a kernel choice, not a hardware limit)
 DECODE_MAX_TOKENS = 128  # token blocks this small take the weights-moving (decode) path
-USABLE_SBUF = {"trn1": 180224, "inf2": 180224, "trn2": 212984, "trn3": 245752}
+
+
+def usable_sbuf(target: str) -> int:
+    """Usable SBUF bytes per partition on ``target`` (``nl.tile_size.total_available_sbuf_size``);
+    an unknown target name raises :class:`devkit.targets.TargetError` naming the valid ones."""
+    return load_target(target).sbuf.usable_bytes_per_partition
 
 
 class BlockError(ValueError):

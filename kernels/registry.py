@@ -31,6 +31,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from devkit.dtype_names import itemsize
 from kernels import plans, tuning
 
 Shape = Mapping[str, int]
@@ -150,17 +151,17 @@ class KernelSpec:
         if self.resolve is None:
             return {}
         shape = self._shape(shape)
-        usable = plans.USABLE_SBUF.get(target, plans.USABLE_SBUF["trn1"])
+        usable = plans.usable_sbuf(target)
         defaults = tuning.blocks_for(self.name, shape, dtype, target)
-        return dict(self.resolve(shape, _itemsize(dtype), usable, defaults, {}).blocks)
+        return dict(self.resolve(shape, itemsize(dtype), usable, defaults, {}).blocks)
 
     def feasible(
         self, shape: Shape | None, blocks: Mapping[str, Any], dtype: str = "bfloat16", target: str = "trn1"
     ) -> Feasibility:
         """Whether ``blocks`` (missing names take their defaults) can run on ``target``."""
         shape = self._shape(shape)
-        usable = plans.USABLE_SBUF.get(target, plans.USABLE_SBUF["trn1"])
-        s = _itemsize(dtype)
+        usable = plans.usable_sbuf(target)
+        s = itemsize(dtype)
         if self.plan is None:
             if blocks:
                 return Feasibility(False, f"{self.name} takes no block arguments (got {sorted(blocks)})")
@@ -199,10 +200,6 @@ class KernelSpec:
         if missing:
             raise KeyError(f"{self.name}: shape is missing {missing} (parameters {self.shape_params})")
         return {p: int(shape[p]) for p in self.shape_params}
-
-
-def _itemsize(dtype: str) -> int:
-    return int(np.dtype(DTYPES[dtype]).itemsize)
 
 
 # ---- references (mirror the kernels' rounding points: intermediates are stored in the input dtype) ----

@@ -1,11 +1,11 @@
 """The calibration anchors end to end: the AWS NKI matmul tutorial progression through the
 simulator and the cost model.
 
-The four kernels below follow the structure of the tutorial's ``nki_matmul_tiled_``,
-``nki_matmul_hoist_load_``, ``nki_matmul_block_free_dimension_`` and
-``nki_matmul_fully_optimized_`` (reference/nki_api.md section 5.3: tile sizes 128/128/512, block
-factors 2x2 and 16x2x8, loop orders), written for this test.  Measured on trn1, bf16
-lhsT[8192, 4096] @ rhs[8192, 8192]: 51.80, 42.96, 22.07 and 6.97 ms (``[[anchors]]`` of
+The four kernels follow the structure of the tutorial's ``nki_matmul_tiled_`` (the project's one
+copy, :func:`kernels.tutorial.tiled_matmul`), ``nki_matmul_hoist_load_``,
+``nki_matmul_block_free_dimension_`` and ``nki_matmul_fully_optimized_`` (the last three below;
+reference/nki_api.md section 5.3: tile sizes 128/128/512, block factors 2x2 and 16x2x8, loop orders).
+Measured on trn1, bf16 lhsT[8192, 4096] @ rhs[8192, 8192]: 51.80, 42.96, 22.07 and 6.97 ms (``[[anchors]]`` of
 ``devkit/cost/params.toml``).  The full-size check is slow (about two minutes of simulation) and
 runs with ``-m slow``; the quick tests check the same kernels at a small size against the closed
 form and the cost rules.
@@ -22,23 +22,7 @@ import pytest
 import devkit
 from devkit.cost.closed_form import blocked_matmul
 from devkit.cost.params import load_params
-
-
-@nki.jit
-def tutorial_tiled(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-                b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-                acc += nl.matmul(a, b, transpose_x=True)
-            out = nl.copy(acc, dtype=result.dtype)
-            nl.store(result[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], value=out)
-    return result
+from kernels.tutorial import tiled_matmul
 
 
 @nki.jit
@@ -128,7 +112,7 @@ def tutorial_fully_optimized(lhsT, rhs):
 
 
 KERNELS = {
-    "mmt_tiled_trn1": (tutorial_tiled, dict(block_m=128, block_n=512, reuse="none")),
+    "mmt_tiled_trn1": (tiled_matmul, dict(block_m=128, block_n=512, reuse="none")),
     "mmt_hoist_trn1": (tutorial_hoisted, dict(block_m=128, block_n=512, reuse="lhsT")),
     "mmt_block_free_trn1": (tutorial_block_free, dict(block_m=256, block_n=1024, reuse="lhsT")),
     "mmt_fully_optimized_trn1": (

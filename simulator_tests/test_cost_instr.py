@@ -7,8 +7,8 @@ import pytest
 from devkit.cost.dma_cost import DmaCostModel
 from devkit.cost.instr_cost import CostModel, covered_opcodes, instr_duration_ns
 from devkit.cost.params import default_params
-from devkit.cost.target import load_target
 from devkit.cost.trace_builder import TraceBuilder, access
+from devkit.targets import load_target
 from devkit.trace import DMA, GPSIMD, HBM, PSUM, SBUF, SCALAR, TENSOR, VECTOR
 
 TRN1 = CostModel("trn1")

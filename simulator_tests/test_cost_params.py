@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from devkit.cost import _toml
 from devkit.cost.params import (
     PARAMS_PATH,
     Params,
@@ -18,6 +17,7 @@ from devkit.cost.params import (
     parse_params,
     save_params,
 )
+from devkit.targets import toml_io
 
 ANCHOR_IDS = {
     "mmt_tiled_trn1",
@@ -29,7 +29,7 @@ ANCHOR_IDS = {
 
 
 def _raw() -> dict:
-    return _toml.loads(PARAMS_PATH.read_text(encoding="utf-8"))
+    return toml_io.loads(PARAMS_PATH.read_text(encoding="utf-8"))
 
 
 def test_small_named_set() -> None:

@@ -8,7 +8,8 @@ import json
 import pytest
 from rich.console import Console
 
-from devkit.cost.report import CostReport, render_table
+from devkit.cost.render import render_table
+from devkit.cost.report import CostReport
 from devkit.cost.scheduler import Scheduler
 from devkit.cost.trace_builder import TraceBuilder
 from devkit.trace import HBM, SBUF, MemoryStats

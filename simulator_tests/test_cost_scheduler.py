@@ -15,8 +15,8 @@ import pytest
 
 from devkit.cost.params import Params, default_params
 from devkit.cost.scheduler import Scheduler, schedule
-from devkit.cost.target import ClockSpec, Target, load_target
 from devkit.cost.trace_builder import TraceBuilder
+from devkit.targets import ClockSpec, Target, load_target
 from devkit.trace import GPSIMD, HBM, SBUF, SCALAR, VECTOR, MemoryStats
 
 

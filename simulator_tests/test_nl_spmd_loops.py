@@ -204,6 +204,31 @@ def test_tile_size_constants():
         512,
         512,
     )
+    assert (ts.psum_min_align, ts.sbuf_min_align, ts.psum_num_banks) == (4, 1, 8)
+    assert ts.total_available_sbuf_size == 180224  # outside a kernel: the default target, trn1
+
+
+@pytest.mark.parametrize(
+    ("target", "usable", "nc"), [("trn1", 180224, 2), ("trn2", 212984, 3), ("trn3", 245752, 4)]
+)
+def test_tile_size_follows_the_kernel_target(target, usable, nc):
+    """Inside a kernel, nl.tile_size reads the target file of the target being simulated."""
+    import neuronxcc.nki.isa as nisa
+
+    seen = {}
+
+    @nki.jit
+    def k(x):
+        seen["usable"] = nl.tile_size.total_available_sbuf_size
+        seen["pmax"] = nl.tile_size.pmax
+        seen["nc"] = int(nisa.get_nc_version())
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    assert_exact(devkit.simulate(k, x, target=target), x)
+    assert seen == {"usable": usable, "pmax": 128, "nc": nc}
 
 
 def test_dtypes_are_numpy_and_ml_dtypes():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.typing as nt
 import pytest
@@ -13,26 +12,9 @@ from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
 from kernels import registry
+from kernels.tutorial import tiled_matmul
 
 NO_REPLAY = SimOptions(numerics=False, replay_loops=False)
-
-
-@nki.jit
-def tiled(lhsT, rhs):
-    k_dim, m_dim = lhsT.shape
-    _, n_dim = rhs.shape
-    out = nl.ndarray((m_dim, n_dim), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(m_dim // 128):
-        for n in nl.affine_range(n_dim // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(k_dim // 128):
-                a = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-                b = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-                acc += nisa.nc_matmul(a, b)
-            nl.store(
-                out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], value=nl.copy(acc, dtype=out.dtype)
-            )
-    return out
 
 
 @nki.jit
@@ -68,7 +50,7 @@ def _trace(kernel, *args, options=None):
 @pytest.mark.parametrize(
     "kernel,args",
     [
-        (tiled, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
+        (tiled_matmul, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
         (ragged_rows, (nt.tensor[[1000, 256], nl.float32],)),
         (carried, (nt.tensor[[2048, 512], nl.float32],)),
     ],
@@ -96,7 +78,7 @@ def test_replayed_trace_has_the_same_instructions_and_memory(kernel, args):
 @pytest.mark.parametrize(
     "kernel,args",
     [
-        (tiled, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
+        (tiled_matmul, (nt.tensor[[1024, 512], nl.bfloat16], nt.tensor[[1024, 2048], nl.bfloat16])),
         (ragged_rows, (nt.tensor[[1000, 256], nl.float32],)),
     ],
 )

@@ -48,11 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import devkit
-    from devkit.cost.report import render_table
+    from devkit.cost.render import render_table
     from devkit.nki.runner import TensorSpec
 
     try:
-        from devkit.cost.target import TARGETS
+        from devkit.targets import TARGETS
 
         if args.target not in TARGETS:
             raise CostUsageError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")

@@ -47,7 +47,7 @@ def binding() -> dict[str, str]:
 def collect() -> dict[str, Any]:
     """Everything ``devkit info`` reports, as plain data."""
     from devkit import __version__
-    from devkit.cost.target import TARGETS, load_target
+    from devkit.targets import TARGETS, load_target
     from devkit.workflow.hw import host as hw_host
 
     req = hw_host.check_requirements()

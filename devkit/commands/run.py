@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     if not err.is_terminal:
         err = Console(stderr=True, width=max(err.width, 130))
-    from devkit.cost.target import TARGETS
+    from devkit.targets import TARGETS
 
     if args.target not in TARGETS:
         err.print(

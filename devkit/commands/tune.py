@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(130)
-    from devkit.cost.target import TARGETS
+    from devkit.targets import TARGETS
     from kernels import registry
 
     try:

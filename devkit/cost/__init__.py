@@ -1,5 +1,5 @@
-"""The data-movement cost model: targets as data, per-instruction costs, a streaming scheduler,
-the cost report, closed-form bounds and calibration.
+"""The data-movement cost model: per-instruction costs, a streaming scheduler, the cost report,
+closed-form bounds and calibration, over the hardware targets of :mod:`devkit.targets`.
 
 Typical use (the simulator feeds the scheduler as a :class:`devkit.trace.TraceSink`)::
 
@@ -14,9 +14,10 @@ from devkit.cost.calibrate import Measurement, calibrate_file, fit, load_measure
 from devkit.cost.closed_form import Bound, Movement, blocked_matmul, fused_xuv, latency_bound, sequential_xuv
 from devkit.cost.instr_cost import CostModel, covered_opcodes, instr_duration_ns
 from devkit.cost.params import Params, ParamSet, default_params, load_params
-from devkit.cost.report import CostReport, build_report, render_table
+from devkit.cost.render import render_table
+from devkit.cost.report import CostReport, build_report
 from devkit.cost.scheduler import Scheduler, schedule
-from devkit.cost.target import TARGETS, Target, TargetError, load_target
+from devkit.targets import TARGETS, Target, TargetError, load_target
 
 __all__ = [
     "TARGETS",

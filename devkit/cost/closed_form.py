@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Literal
 
-from devkit.cost.dtypes import itemsize
 from devkit.cost.params import Params, default_params
-from devkit.cost.target import Target, resolve_target
+from devkit.dtype_names import itemsize
+from devkit.targets import Target, resolve_target
 
 Reuse = Literal["none", "lhsT", "rhs"]
 

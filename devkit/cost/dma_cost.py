@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devkit.cost.params import Params
-from devkit.cost.target import Target
+from devkit.targets import Target
 from devkit.trace import HBM, Access, Instr
 
 #: DMA opcodes with a specific rule (every DMA opcode goes through the same mechanism).

@@ -30,12 +30,15 @@ from collections import Counter
 from collections.abc import Callable
 
 from devkit.cost.dma_cost import DMA_OPCODES, DmaCostModel
-from devkit.cost.dtypes import HALF_FLOATS, itemsize
 from devkit.cost.params import Params, default_params
-from devkit.cost.target import Target, resolve_target
+from devkit.dtype_names import itemsize
+from devkit.targets import Target, resolve_target
 from devkit.trace import DMA, GPSIMD, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr
 
 COMPUTE_ENGINES = (TENSOR, VECTOR, SCALAR, GPSIMD)
+
+#: Two-byte float dtypes that get the VectorE fast paths (``tensor_reduce``, ``memset``, perf mode).
+HALF_FLOATS = frozenset({"bfloat16", "float16"})
 
 
 class _Consts:

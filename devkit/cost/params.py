@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit import atomic
-from devkit.cost import _toml
-from devkit.cost.target import TARGETS
+from devkit.targets import TARGETS, toml_io
 
 PARAMS_PATH = Path(__file__).with_name("params.toml")
 
@@ -183,14 +182,14 @@ class ParamSet:
                 )
             }
             table["fitted_from"], table["bounds"] = list(spec.fitted_from), list(spec.bounds)
-            parts.append(_toml.dump_table(f"params.{name}", table))
+            parts.append(toml_io.dump_table(f"params.{name}", table))
         for target, ovs in self.overrides.items():
             for name, ov in ovs.items():
                 table = dataclasses.asdict(ov)
                 table["fitted_from"] = list(ov.fitted_from)
-                parts.append(_toml.dump_table(f"targets.{target}.{name}", table))
+                parts.append(toml_io.dump_table(f"targets.{target}.{name}", table))
         for anchor in self.anchors:
-            parts.append(_toml.dump_table("anchors", dataclasses.asdict(anchor), array=True))
+            parts.append(toml_io.dump_table("anchors", dataclasses.asdict(anchor), array=True))
         return "\n".join(parts)
 
 
@@ -257,11 +256,7 @@ def parse_params(data: Mapping[str, Any], origin: str = "<params>") -> ParamSet:
 def load_params_file(path: str | Path) -> ParamSet:
     """Load and validate a params file."""
     path = Path(path)
-    try:
-        data = _toml.loads(path.read_text(encoding="utf-8"))
-    except _toml.TOMLDecodeError as exc:
-        raise ParamsError(f"{path}: invalid TOML: {exc}") from exc
-    return parse_params(data, origin=str(path))
+    return parse_params(toml_io.load_file(path, ParamsError), origin=str(path))
 
 
 @functools.lru_cache(maxsize=1)
@@ -282,5 +277,5 @@ def save_params(param_set: ParamSet, path: str | Path) -> None:
     leaves the previous parameters, never half a file.
     """
     text = param_set.to_toml()
-    parse_params(_toml.loads(text), origin=str(path))
+    parse_params(toml_io.loads(text), origin=str(path))
     atomic.write_text(path, text)

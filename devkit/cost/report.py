@@ -1,4 +1,5 @@
-"""The cost report of one kernel run: :class:`CostReport`, its JSON form and a rich table.
+"""The cost report of one kernel run: :class:`CostReport` and its JSON form (the rich table is
+:mod:`devkit.cost.render`).
 
 ``CostReport.to_dict()`` carries the contract keys of DESIGN.md section 3 (``target``,
 ``latency_us``, ``hbm_read_bytes``, ``hbm_write_bytes``, ``instructions``, ``engine_busy_us`` with
@@ -29,9 +30,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.cost.params import Params
-from devkit.cost.scheduler import ScheduleTotals
-from devkit.cost.target import Target
 from devkit.cost.timeline import Timeline
+from devkit.cost.totals import ScheduleTotals
+from devkit.targets import Target
 from devkit.trace import DMA, ENGINES, MemoryStats
 
 BUSY_KEYS = ENGINES  # ("tensor", "vector", "scalar", "gpsimd", "dma")
@@ -194,10 +195,3 @@ def build_report(
         params=params.as_dict(),
         timeline=timeline,
     )
-
-
-def render_table(report: CostReport, hotspots: int = 10) -> Any:
-    """A rich renderable of ``report`` (see :func:`devkit.cost.render.render_table`)."""
-    from devkit.cost.render import render_table as _render
-
-    return _render(report, hotspots)

@@ -49,57 +49,21 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from devkit.cost.dma_pool import DmaPool
 from devkit.cost.hbm import HbmLedger
 from devkit.cost.instr_cost import _RULES, CostModel
 from devkit.cost.params import Params
-from devkit.cost.target import Target
+from devkit.cost.report import CostReport, build_report
 from devkit.cost.timeline import Timeline
+from devkit.cost.totals import ScheduleTotals
+from devkit.targets import Target
 from devkit.trace import DMA, ENGINES, PSUM, SBUF, TENSOR, Instr, MemoryStats
-
-if TYPE_CHECKING:
-    from devkit.cost.report import CostReport
 
 _CODE = {name: i for i, name in enumerate(ENGINES)}
 _T, _DMA = _CODE[TENSOR], _CODE[DMA]
 _N = len(ENGINES)
 _PRUNE_EVERY = 4096
-
-
-@dataclass
-class ScheduleTotals:
-    """Raw totals of one scheduled trace (ns, bytes), the input of :func:`devkit.cost.report.build_report`.
-
-    ``flops`` are TensorE FLOPs (``Instr.flops`` of tensor instructions); ``other_flops`` the
-    element operations the other engines report.  ``hotspots`` maps ``(filename, lineno)`` to a
-    list of per-engine instruction counts followed by per-engine busy ns, both in
-    :data:`devkit.trace.ENGINES` order (DMA busy = engine-ns summed over the engines each transfer
-    used).
-    """
-
-    makespan_ns: float = 0.0
-    instructions: int = 0
-    busy_ns: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-    flops: int = 0
-    other_flops: int = 0
-    tensor_time_at_peak_ns: float = 0.0
-    hbm_read_bytes: int = 0
-    hbm_write_bytes: int = 0
-    sbuf_to_psum_bytes: int = 0
-    psum_to_sbuf_bytes: int = 0
-    sbuf_to_sbuf_bytes: int = 0
-    spill_bytes: int = 0
-    spill_tail_ns: float = 0.0
-    dma_transfers: int = 0
-    dma_descriptors: int = 0
-    dma_engine_ns: float = 0.0
-    queue_busy_ns: float = 0.0
-    hotspots: dict[tuple[str, int], list] = field(default_factory=dict)
-    unknown_opcodes: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 class Scheduler:
@@ -425,8 +389,6 @@ class Scheduler:
 
     def report(self, kernel_name: str | None = None, hotspot_limit: int = 20) -> CostReport:
         """The :class:`devkit.cost.report.CostReport` of everything emitted so far."""
-        from devkit.cost.report import build_report
-
         return build_report(
             self.totals(),
             self.target,

@@ -16,13 +16,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from devkit.cost.dtypes import itemsize
+from devkit.dtype_names import itemsize
 from devkit.trace import DMA, GPSIMD, HBM, PSUM, SBUF, SCALAR, TENSOR, VECTOR, Access, Instr, MemoryStats
 
 if TYPE_CHECKING:
     from devkit.cost.params import Params
     from devkit.cost.report import CostReport
-    from devkit.cost.target import Target
+    from devkit.targets import Target
 
 
 def access(buffer: str, dtype: str, partitions: int, elems: int, run_bytes: int | None = None) -> Access:

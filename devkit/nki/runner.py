@@ -23,16 +23,13 @@ from devkit.errors import DtypeError, KernelArgumentError
 from devkit.sim.machine import Machine
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.tensor import Tensor
+from devkit.targets import TARGETS, load_target
 from devkit.trace import MemoryStats, NullSink, TraceSink
-
-_NC_VERSION = {"trn1": 2, "inf2": 2, "trn2": 3, "trn3": 4}
 
 
 @functools.cache
 def geometry(target: str) -> Geometry:
-    """On-chip geometry of a target, read from the cost model's target description."""
-    from devkit.cost.target import load_target
-
+    """On-chip geometry of a target, read from its target file (:mod:`devkit.targets`)."""
     t = load_target(target)
     return Geometry(
         name=t.name,
@@ -41,15 +38,13 @@ def geometry(target: str) -> Geometry:
         sbuf_usable_bytes_per_partition=t.sbuf.usable_bytes_per_partition,
         psum_banks=t.psum.banks,
         psum_bank_bytes=t.psum.bank_bytes_per_partition,
-        nc_version=getattr(t, "nc_version", None) or _NC_VERSION[t.name],
+        nc_version=t.core.nc_version,
     )
 
 
 @functools.cache
 def largest_sbuf_bytes_per_partition() -> int:
     """The largest physical SBUF partition of any known target (bytes)."""
-    from devkit.cost.target import TARGETS
-
     return max(geometry(t).sbuf_bytes_per_partition for t in TARGETS)
 
 

@@ -88,7 +88,7 @@ class RooflineTarget:
 
 def _roofline_target(name: str) -> RooflineTarget:
     """Peak rates of a target, read from the cost model's target description (one source of truth)."""
-    from devkit.cost.target import load_target
+    from devkit.targets import load_target
 
     t = load_target(name)
     lanes = t.sbuf.partitions
@@ -100,19 +100,19 @@ def _roofline_target(name: str) -> RooflineTarget:
         vector_elems_per_s=t.clock.vector_ghz * 1e9 * lanes * t.vector.perf_mode_factor_contiguous,
         min_moving=t.tensor.moving_min_cycles,
         sources=(
-            f"devkit/cost/targets/{name}.toml: tensor.peak_tflops_bf16/fp32, hbm.bw_bytes_per_ns, "
+            f"devkit/targets/{name}.toml: tensor.peak_tflops_bf16/fp32, hbm.bw_bytes_per_ns, "
             "clock.vector_ghz x partitions (x vector.perf_mode_factor_contiguous), tensor.moving_min_cycles"
         ),
     )
 
 
 def _target_names() -> tuple[str, ...]:
-    from devkit.cost.target import TARGETS as names
+    from devkit.targets import TARGETS as names
 
     return tuple(names)
 
 
-#: Target names the estimator knows (those of devkit/cost/targets/).
+#: Target names the estimator knows (those of devkit/targets/).
 TARGETS: tuple[str, ...] = _target_names()
 
 

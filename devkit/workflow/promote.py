@@ -93,7 +93,7 @@ def build_cases(
     for d in dtypes:
         if d not in spec.dtypes:
             raise PromoteError(f"{kernel} supports dtypes {', '.join(spec.dtypes)}, not {d!r}")
-    from devkit.cost.target import TARGETS
+    from devkit.targets import TARGETS
 
     for t in targets:
         if t not in TARGETS:

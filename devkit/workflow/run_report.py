@@ -21,7 +21,7 @@ def report_context(
 ) -> dict[str, Any]:
     """The template context of the main report (see templates/report.html.j2)."""
     from devkit import __version__
-    from devkit.cost.target import load_target
+    from devkit.targets import load_target
     from devkit.workflow.hw.host import git_commit
     from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline
 

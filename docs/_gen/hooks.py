@@ -10,7 +10,7 @@ documentation cannot drift from them:
 
 ========================  ========================================================================
 ``gen:cli``               the command-line reference, from ``devkit.cli.build_parser()``
-``gen:target-summary``    the machine model: every entry of ``devkit/cost/targets/*.toml``, per target
+``gen:target-summary``    the machine model: every entry of ``devkit/targets/*.toml``, per target
 ``gen:target-sources``    the same entries with their sources, one tab per target
 ``gen:params``            the calibrated parameters of ``devkit/cost/params.toml``
 ``gen:anchors``           the published measurements (``[[anchors]]`` of ``params.toml``)
@@ -217,13 +217,13 @@ def gen_cli(_: str | None = None) -> str:
 
 
 def _load_toml(path: Path) -> dict[str, Any]:
-    from devkit.cost import _toml
+    from devkit.targets import toml_io
 
-    return _toml.loads(path.read_text())
+    return toml_io.loads(path.read_text())
 
 
 def _targets() -> dict[str, dict[str, Any]]:
-    from devkit.cost.target import TARGET_DIR, TARGETS
+    from devkit.targets import TARGET_DIR, TARGETS
 
     return {name: _load_toml(Path(TARGET_DIR) / f"{name}.toml") for name in TARGETS}
 
@@ -285,7 +285,7 @@ def gen_target_sources(_: str | None = None) -> str:
         data = targets[n]
         out.append(f'=== "{n}"')
         out.append("")
-        out.append(f"    {data.get('description', n)} (`devkit/cost/targets/{n}.toml`)")
+        out.append(f"    {data.get('description', n)} (`devkit/targets/{n}.toml`)")
         out.append("")
         out.append("    | entry | value | kind | source |")
         out.append("    |---|---:|---|---|")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -18,7 +19,7 @@ else:  # pragma: no cover - exercised only on Python 3.10
         import tomli as _toml_reader
     except ImportError as exc:
         raise ImportError(
-            "devkit.cost needs the 'tomli' package on Python 3.10 (tomllib is stdlib from 3.11): "
+            "devkit.targets needs the 'tomli' package on Python 3.10 (tomllib is stdlib from 3.11): "
             "pip install 'tomli>=2'"
         ) from exc
 
@@ -28,6 +29,14 @@ TOMLDecodeError = _toml_reader.TOMLDecodeError
 def loads(text: str) -> dict[str, Any]:
     """Parse TOML text into plain dicts."""
     return _toml_reader.loads(text)
+
+
+def load_file(path: Path, error: type[Exception]) -> dict[str, Any]:
+    """Parse the TOML file at ``path``; invalid TOML raises ``error`` naming the file."""
+    try:
+        return loads(path.read_text(encoding="utf-8"))
+    except TOMLDecodeError as exc:
+        raise error(f"{path}: invalid TOML: {exc}") from exc
 
 
 def _scalar(value: Any) -> str:

@@ -1,6 +1,7 @@
-"""Hardware targets as data: ``targets/<name>.toml`` loaded into a frozen :class:`Target`.
+"""Hardware targets as data: ``devkit/targets/<name>.toml`` loaded into a frozen :class:`Target`.
 
-Every number the cost model uses about a NeuronCore lives in those files, one table per entry::
+Every number the simulator, the cost model and the kernels use about a NeuronCore lives in those
+files, one table per entry::
 
     [dma]
     engine_bw_bytes_per_ns = { value = 17.0, unit = "B/ns", kind = "documented", source = "DMABW ..." }
@@ -25,10 +26,32 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from devkit.cost import _toml
-from devkit.cost.dtypes import rate_class
+from devkit.targets import toml_io
 
-TARGET_DIR = Path(__file__).with_name("targets")
+#: The directory holding the bundled ``<name>.toml`` target files.
+TARGET_DIR = Path(__file__).parent
+
+#: TensorE rate classes with a peak entry in the target files (``tensor.peak_tflops_<class>``).
+RATE_CLASSES = ("bf16", "fp16", "tf32", "fp8", "fp32")
+
+_RATE_CLASS = {
+    "bfloat16": "bf16",
+    "float16": "fp16",
+    "tfloat32": "tf32",
+    "float32r": "tf32",
+    "float32": "fp32",
+    "float8_e4m3": "fp8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+    "float8_e4m3fn_x4": "fp8",
+    "float8_e5m2_x4": "fp8",
+}
+
+
+def rate_class(dtype: str) -> str:
+    """TensorE rate class of a dtype name; integer and unknown names count as ``bf16``."""
+    return _RATE_CLASS.get(dtype, "bf16")
+
 
 #: Source keys of reference/nki_api.md section 0 that a ``documented`` entry may cite.
 SOURCE_KEYS = (
@@ -72,6 +95,26 @@ class TargetError(ValueError):
 
 def _u(unit: str) -> Any:
     return field(metadata={"unit": unit})
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """Which NeuronCore generation this is (``nki.isa.nc_version``: 2 = NC-v2 ... 4 = NC-v4)."""
+
+    nc_version: int = _u("generation")
+
+
+@dataclass(frozen=True)
+class TileSpec:
+    """The ``nl.tile_size`` limits: free sizes in elements, alignments in bytes."""
+
+    pmax: int = _u("partitions")
+    psum_fmax: int = _u("elements")
+    gemm_stationary_fmax: int = _u("elements")
+    gemm_moving_fmax: int = _u("elements")
+    bn_stats_fmax: int = _u("elements")
+    psum_min_align: int = _u("bytes")
+    sbuf_min_align: int = _u("bytes")
 
 
 @dataclass(frozen=True)
@@ -170,6 +213,8 @@ class Entry:
 
 
 _SECTIONS: dict[str, type] = {
+    "core": CoreSpec,
+    "tile": TileSpec,
     "sbuf": SbufSpec,
     "psum": PsumSpec,
     "clock": ClockSpec,
@@ -189,6 +234,8 @@ class Target:
 
     name: str
     description: str
+    core: CoreSpec
+    tile: TileSpec
     sbuf: SbufSpec
     psum: PsumSpec
     clock: ClockSpec
@@ -340,11 +387,7 @@ def parse_target(data: Mapping[str, Any], origin: str = "<target>") -> Target:
 def load_target_file(path: str | Path) -> Target:
     """Load and validate one target file."""
     path = Path(path)
-    try:
-        data = _toml.loads(path.read_text(encoding="utf-8"))
-    except _toml.TOMLDecodeError as exc:
-        raise TargetError(f"{path}: invalid TOML: {exc}") from exc
-    target = parse_target(data, origin=str(path))
+    target = parse_target(toml_io.load_file(path, TargetError), origin=str(path))
     if target.name != path.stem:
         raise TargetError(f"{path}: name {target.name!r} does not match the file name")
     return target
