@@ -215,6 +215,8 @@ def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     if d == float32:
         return a.astype(np.float32, copy=False)
     if d.kind == "f" or d in (bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn):
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)  # ints (and wider floats) go through fp32 first
         with np.errstate(over="ignore", invalid="ignore"):
             out = a.astype(d).astype(np.float32)
         fmt = _NAN_FORMATS.get(d)

@@ -67,3 +67,86 @@ def test_same_dtype_copies_keep_nan_payloads(dtype, path):
         out = apply(fn, x)
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(x))
+
+
+# ---- 5: int32 -> narrow float goes int -> fp32 -> target on every path -----------------------------------
+
+#: int32 values whose direct rounding to bf16 differs from rounding through fp32 (double-rounding ties).
+INT_TIES = np.array(
+    [[2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**25 + 2**17 + 3, 2**30 + 2**22 + 65, 7]], np.int32
+)
+
+
+def _via_fp32(a: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return a.astype(np.float32).astype(dtype)
+
+
+@nki.jit
+def _store_narrow_kernel(x, dtype):
+    t = nl.load(x)
+    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+@nki.jit
+def _dma_narrow_kernel(x, dtype):
+    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16), FP8, FP8_E5], ids=str)
+@pytest.mark.parametrize(
+    "path",
+    [
+        "nl_store",
+        "dma_copy",
+        "nl_copy",
+        "tensor_copy_vector",
+        "tensor_copy_gpsimd",
+        "tensor_copy_scalar",
+        "nl_load",
+        "activation_copy",
+        "tensor_scalar_add0",
+    ],
+)
+def test_int32_narrowing_goes_through_fp32(dtype, path):
+    """A conversion from int32 to a narrow float is int -> fp32 -> target: engines "compute in fp32 and
+    cast the output" [B1-SH, B1-ISA activation/tensor_scalar], DMA casting "goes src -> fp32 -> dst"
+    [DMAOV, B1-ISA dma_copy], and tensor_copy with a dtype change converts "via fp32" [B1-ISA].  Every
+    path therefore rounds twice: 2**24 + 2**16 + 1 becomes 16777216 in bf16, not 16908288."""
+    x = INT_TIES
+    if path == "nl_store":
+        out = _store_narrow_kernel(x, dtype)
+    elif path == "dma_copy":
+        out = _dma_narrow_kernel(x, dtype)
+    else:
+        fn = {
+            "nl_copy": lambda t: nl.copy(t, dtype=dtype),
+            "tensor_copy_vector": lambda t: nisa.tensor_copy(t, dtype=dtype, engine=nisa.vector_engine),
+            "tensor_copy_gpsimd": lambda t: nisa.tensor_copy(t, dtype=dtype, engine=nisa.gpsimd_engine),
+            "tensor_copy_scalar": lambda t: nisa.tensor_copy(t, dtype=dtype, engine=nisa.scalar_engine),
+            "nl_load": None,  # nl.load(dtype=) is a kernel of its own (below)
+            "activation_copy": lambda t: nisa.activation(nl.copy, t, dtype=dtype),
+            "tensor_scalar_add0": lambda t: nisa.tensor_scalar(t, np.add, 0, dtype=dtype),
+        }[path]
+        out = _load_dtype_kernel(x, dtype) if fn is None else apply(fn, x)
+    want = _via_fp32(x, dtype)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(_bits(out), _bits(want))
+
+
+@nki.jit
+def _load_dtype_kernel(x, dtype):
+    t = nl.load(x, dtype=dtype)
+    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+def test_int32_to_bf16_tie_value():
+    """The issue's number, stated outright: 2**24 + 2**16 + 1 -> fp32 16842752 -> bf16 16777216."""
+    out = _dma_narrow_kernel(np.array([[2**24 + 2**16 + 1]], np.int32), BF16)
+    assert float(out[0, 0]) == 16777216.0
