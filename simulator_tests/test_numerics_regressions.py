@@ -150,3 +150,26 @@ def test_int32_to_bf16_tie_value():
     """The issue's number, stated outright: 2**24 + 2**16 + 1 -> fp32 16842752 -> bf16 16777216."""
     out = _dma_narrow_kernel(np.array([[2**24 + 2**16 + 1]], np.int32), BF16)
     assert float(out[0, 0]) == 16777216.0
+
+
+# ---- 4: nl.gather_flattened moves values exactly ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [np.dtype(np.int32), np.dtype(np.uint32), np.dtype(np.int16), BF16], ids=str
+)
+def test_gather_flattened_is_take_along_axis(dtype):
+    """nl.gather_flattened is documented as equivalent to ``np.take_along_axis`` on the flattened free
+    dims [B1-NL gather_flattened]: it moves values, so int32/uint32 values beyond 2**24 come back
+    exactly (the issue's case: [[16777217, 123456789]] at [[1, 0]] -> [[123456789, 16777217]])."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        vals = [16777217, 123456789, int(info.max), int(info.min), 2**24 + 3]
+        data = np.array([[v for v in vals if info.min <= v <= info.max] * 2], dtype=dtype)
+    else:
+        data = np.array([[1.5, -0.0, np.inf, 3.0, -7.25, 0.1]], np.float32).astype(dtype)
+    idx = np.array([[1, 0, data.shape[1] - 1, 2]], np.int32)
+    out = apply(lambda d, i: nl.gather_flattened(d, i), data, idx)
+    want = np.take_along_axis(data, idx.astype(np.int64), axis=1)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(_bits(out), _bits(want))

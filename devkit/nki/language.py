@@ -904,7 +904,7 @@ def gather_flattened(
     p = m.emit(GPSIMD, "gather_flattened", [d, ix], [out], 0, None, loc)
     vals = None
     if m.numerics:
-        dv = d.read().reshape(d.shape[0], -1).astype(np.float32)
+        dv = d.read().reshape(d.shape[0], -1)  # moved, not computed: ints stay exact (take_along_axis)
         iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)
         iv = np.clip(iv, 0, dv.shape[1] - 1)
         vals = np.take_along_axis(dv, iv, axis=1).reshape(ix.shape)
