@@ -173,3 +173,31 @@ def test_gather_flattened_is_take_along_axis(dtype):
     want = np.take_along_axis(data, idx.astype(np.int64), axis=1)
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(want))
+
+
+# ---- 6: nl.full keeps the sign of zero -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), BF16, np.dtype(np.float16), FP8], ids=str)
+@pytest.mark.parametrize("api", ["nl.full", "nisa.memset", "assign"])
+def test_fill_with_negative_zero_keeps_the_sign(dtype, api):
+    """``nl.full(shape, fill_value, dtype)`` fills with ``fill_value`` written in ``dtype`` [B1-NL]; -0.0
+    is representable in every float format, so the tile holds -0.0 (sign bit set), as ``numpy.full``
+    and ``nisa.memset`` [B1-ISA] do."""
+
+    @nki.jit
+    def k(x):
+        if api == "nl.full":
+            t = nl.full((2, 3), -0.0, dtype=dtype)
+        elif api == "nisa.memset":
+            t = nisa.memset((2, 3), -0.0, dtype)
+        else:
+            t = nl.ndarray((2, 3), dtype=dtype, buffer=nl.sbuf)
+            t[...] = -0.0
+        out = nl.ndarray((2, 3), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=t)
+        return out
+
+    out = k(np.zeros((1, 1), np.float32))
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(_bits(out), _bits(np.full((2, 3), -0.0, np.float32).astype(dtype)))
