@@ -201,3 +201,34 @@ def test_fill_with_negative_zero_keeps_the_sign(dtype, api):
     out = k(np.zeros((1, 1), np.float32))
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(np.full((2, 3), -0.0, np.float32).astype(dtype)))
+
+
+# ---- 3: activation functions at +-inf give their limits ---------------------------------------------------
+
+#: (at -inf, at +inf) of each activation, from its definition.
+LIMITS = {
+    "silu": (0.0, np.inf),  # x * sigmoid(x)
+    "silu_dx": (0.0, 1.0),  # sigmoid(x) * (1 + x * (1 - sigmoid(x)))
+    "gelu": (0.0, np.inf),  # x * Phi(x)
+    "gelu_dx": (0.0, 1.0),  # Phi(x) + x * phi(x)
+    "gelu_apprx_tanh": (0.0, np.inf),
+    "gelu_apprx_sigmoid": (0.0, np.inf),  # x * sigmoid(1.702 x)
+    "mish": (0.0, np.inf),  # x * tanh(softplus(x))
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIMITS))
+@pytest.mark.parametrize("api", ["nl", "nisa.activation"])
+def test_activation_limits_at_infinity(name, api):
+    """The activation table gives [-inf, inf] as the valid input range of silu, silu_dx, gelu, gelu_dx,
+    gelu_apprx_tanh, gelu_apprx_sigmoid and mish [B1-SH]; inside the valid range the output is the
+    function's value, which at +-inf is its limit (0, inf or 1), never NaN (zeros compare equal
+    whatever their sign: the table approximates these functions, so the sign of a zero limit is not
+    a documented bit).  Finite inputs next to them stay finite."""
+    x = np.array([[-np.inf, np.inf, -3.0, 3.0]], np.float32)
+    fn = getattr(nl, name)
+    op = (lambda t: fn(t)) if api == "nl" else (lambda t: nisa.activation(fn, t))
+    out = apply(op, x)
+    lo, hi = LIMITS[name]
+    assert out[0, 0] == lo and out[0, 1] == hi, f"{name}(-inf, inf) = {out[0, :2]}"
+    assert np.isfinite(out[0, 2:]).all()

@@ -254,3 +254,34 @@ ACTIVATIONS: dict[str, Any] = {
     "sign": np.sign,
     "abs": np.abs,
 }
+
+#: Limits at -inf and +inf of the activations whose formulas evaluate inf * 0 there.  The activation
+#: table gives [-inf, inf] as their valid input range [B1-SH], so the result at +-inf is the limit of
+#: the function, not NaN.  The zeros carry the sign of the function next to the limit (x * sigmoid(x) is
+#: negative for every finite negative x), which is also what the fp32 formula gives at -1e30.
+ACTIVATION_LIMITS: dict[str, tuple[float, float]] = {
+    "silu": (-0.0, np.inf),
+    "silu_dx": (-0.0, 1.0),
+    "gelu": (-0.0, np.inf),
+    "gelu_dx": (0.0, 1.0),
+    "gelu_apprx_tanh": (-0.0, np.inf),
+    "gelu_apprx_sigmoid": (-0.0, np.inf),
+    "mish": (-0.0, np.inf),
+}
+
+
+def _with_limits(fn: Any, lo: float, hi: float) -> Any:
+    def at_limits(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x)
+        r = np.asarray(fn(x), dtype=np.float32)
+        inf = np.isinf(x)
+        if inf.any():
+            r = np.where(inf, np.where(x > 0, np.float32(hi), np.float32(lo)), r).astype(np.float32)
+        return r
+
+    at_limits.__name__ = getattr(fn, "__name__", "activation")
+    return at_limits
+
+
+for _name, (_lo, _hi) in ACTIVATION_LIMITS.items():
+    ACTIVATIONS[_name] = _with_limits(ACTIVATIONS[_name], _lo, _hi)
