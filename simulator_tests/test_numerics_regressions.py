@@ -232,3 +232,101 @@ def test_activation_limits_at_infinity(name, api):
     lo, hi = LIMITS[name]
     assert out[0, 0] == lo and out[0, 1] == hi, f"{name}(-inf, inf) = {out[0, :2]}"
     assert np.isfinite(out[0, 2:]).all()
+
+
+# ---- 1: int32/uint32 add, subtract, multiply are exact (GpSimd native integer arithmetic) ----------------
+
+I32 = np.dtype(np.int32)
+U32 = np.dtype(np.uint32)
+
+
+def _int_ref(op: str, a: np.ndarray, b: np.ndarray, out: np.dtype) -> np.ndarray:
+    f = {
+        "add": np.add,
+        "subtract": np.subtract,
+        "multiply": np.multiply,
+        "max": np.maximum,
+        "min": np.minimum,
+    }[op]
+    return f(a.astype(np.int64), b.astype(np.int64)).astype(out)  # exact, low 32 bits kept
+
+
+def _int_cases(dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    info = np.iinfo(dtype)
+    a = [
+        16777217,
+        2**30 + 1,
+        int(info.max),
+        int(info.min),
+        123456789,
+        2**31 - 1 if dtype == I32 else 2**32 - 1,
+    ]
+    b = [0, 3, 1, int(info.min) if dtype == I32 else 1, 987654321, 2]
+    return np.array([a], dtype), np.array([b], dtype)
+
+
+@pytest.mark.parametrize("dtype", [I32, U32], ids=str)
+@pytest.mark.parametrize("op", ["add", "subtract", "multiply", "max", "min"])
+@pytest.mark.parametrize("api", ["nisa.tensor_tensor", "nisa.tensor_tensor(gpsimd)", "nl"])
+def test_int32_tensor_tensor_is_native_integer_arithmetic(dtype, op, api):
+    """ "When all input/output tiles are int32 or uint32, the operation defaults to GpSimd Engine, which
+    uses native integer arithmetic.  This ensures exact results for all 32-bit integer values"
+    [N2-ISA tensor_tensor]; Beta 1: 32-bit integer add/multiply run on GpSimd [B1-SH].  The same ALU
+    path serves nl.add/subtract/multiply/maximum/minimum on two int32 tiles.  Overflow is not
+    documented for tiles; the kit's reading is two's-complement wrap-around (modulo 2**32), the
+    documented behaviour of NKI's 32-bit scalars [N2-ISA NkiScalar].  The issue's cases:
+    16777217 + 0 = 16777217 and (2**30 + 1) + 3 = 1073741828."""
+    a, b = _int_cases(dtype)
+    npop = {"max": np.maximum, "min": np.minimum}.get(op, getattr(np, op))
+    if api == "nl":
+        fn = getattr(nl, {"max": "maximum", "min": "minimum"}.get(op, op))
+        out = apply(lambda x, y: fn(x, y), a, b)
+    elif api == "nisa.tensor_tensor":
+        out = apply(lambda x, y: nisa.tensor_tensor(x, y, npop), a, b)
+    else:
+        out = apply(lambda x, y: nisa.tensor_tensor(x, y, npop, engine=nisa.gpsimd_engine), a, b)
+    assert out.dtype == dtype
+    np.testing.assert_array_equal(out, _int_ref(op, a, b, dtype))
+
+
+def test_int32_tensor_tensor_on_vector_engine_is_fp32():
+    """``engine=nki.isa.engine.vector`` overrides the GpSimd default [N2-ISA tensor_tensor]: VectorE
+    arithmetic operators "convert input elements into float32" [B1-SH], so 16777217 + 0 rounds to
+    16777216 there.  (The integer path is the default, not the only path.)"""
+    a = np.array([[16777217, 2**30 + 1]], I32)
+    b = np.array([[0, 3]], I32)
+    out = apply(lambda x, y: nisa.tensor_tensor(x, y, np.add, engine=nisa.vector_engine), a, b)
+    np.testing.assert_array_equal(out, np.array([[16777216, 2**30]], I32))
+
+
+def test_int32_augmented_add_is_exact():
+    """``acc += x`` on int32 tiles is the same tensor_tensor add [B1-NL add]: exact, wrapping."""
+
+    @nki.jit
+    def k(a, b):
+        acc = nl.load(a)
+        acc += nl.load(b)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=acc)
+        return out
+
+    a, b = _int_cases(I32)
+    np.testing.assert_array_equal(k(a, b), _int_ref("add", a, b, I32))
+
+
+def test_tables_live_below_nl_and_nisa():
+    """The ALU and activation tables have one home, devkit.nki._alu, which imports neither nl nor nisa
+    (issue 15: no isa <-> language cycle for the shared tables); both modules expose the same objects."""
+    import ast
+    import inspect
+
+    from devkit.nki import _alu, isa, language
+
+    tree = ast.parse(inspect.getsource(_alu))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    assert not {"devkit.nki.isa", "devkit.nki.language", "devkit.nki"} & imported
+    assert isa.ALU is _alu.ALU and isa.ACTIVATIONS is _alu.ACTIVATIONS is language.ACTIVATIONS
+    top = [n for n in ast.parse(inspect.getsource(language)).body if isinstance(n, ast.ImportFrom)]
+    assert all(n.module != "devkit.nki.isa" for n in top)

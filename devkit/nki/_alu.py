@@ -90,6 +90,39 @@ _REDUCE_FN = {
 _IDENT = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "max": -np.inf, "min": np.inf}
 
 
+#: Arithmetic operators that GpSimd computes in native 32-bit integer arithmetic.  "When all input/output
+#: tiles are int32 or uint32, the operation defaults to GpSimd Engine, which uses native integer
+#: arithmetic.  This ensures exact results for all 32-bit integer values" [N2-ISA tensor_tensor]; Beta 1:
+#: "32-bit integer add and multiply only on GpSimd" [B1-SH].  Overflow is not documented for tiles; the
+#: kit reads "native" as two's-complement wrap-around modulo 2**32, the documented behaviour of NKI's
+#: 32-bit scalars [N2-ISA NkiScalar].  Division, power, mod and the comparisons stay fp32 operators.
+INT32_NATIVE: dict[str, Any] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
+_INT32_NAMES = ("int32", "uint32")
+
+
+def int32_native(name: str, in_dtypes: tuple[Any, ...], out_dtype: Any) -> bool:
+    """Whether ALU operator ``name`` on these dtypes takes GpSimd's native 32-bit integer path."""
+    return name in INT32_NATIVE and all(_dt.name_of(d) in _INT32_NAMES for d in (*in_dtypes, out_dtype))
+
+
+def int32_op(name: str, out_dtype: Any) -> Any:
+    """``name`` on integer arrays, exact, wrapped modulo 2**32 into ``out_dtype`` (int32 or uint32)."""
+    f = INT32_NATIVE[name]
+    od = np.dtype(out_dtype)
+
+    def op(a: Any, b: Any) -> np.ndarray:
+        r = f(np.asarray(a).astype(np.int64), np.asarray(b).astype(np.int64))  # int64 wraps mod 2**64
+        return np.asarray(r).astype(od)  # and the cast keeps the low 32 bits
+
+    return op
+
+
 # ---- operator names -------------------------------------------------------------------------------------
 
 _ALU_ALIASES = {

@@ -33,6 +33,8 @@ from devkit.nki._alu import (
     REDUCE_OK,
     _alu_name,
     _require_int,
+    int32_native,
+    int32_op,
 )
 from devkit.nki.language import fp32
 from devkit.sim import instr as _x
@@ -560,21 +562,26 @@ def tensor_tensor(
     _same_partitions(api, a, b)
     if a.st.buffer == "psum" and b.st.buffer == "psum":
         raise MemoryPlacementError(f"{api}: data1 and data2 cannot both be in PSUM", rule="both-psum")
-    eng = _engine(engine, GPSIMD if name == "power" else VECTOR, (VECTOR, GPSIMD, SCALAR), api)
-    if eng == GPSIMD and "psum" in (a.st.buffer, b.st.buffer):
+    in_psum = "psum" in (a.st.buffer, b.st.buffer)
+    odt = _x.out_dtype(dtype, _dt.promote(a.dtype, b.dtype), api)
+    native = int32_native(name, (a.dtype, b.dtype), odt)  # GpSimd integer arithmetic, unless in PSUM
+    default = GPSIMD if name == "power" or (native and not in_psum) else VECTOR
+    eng = _engine(engine, default, (VECTOR, GPSIMD, SCALAR), api)
+    if eng == GPSIMD and in_psum:
         raise MemoryPlacementError(f"{api}: the GpSimd engine cannot access PSUM", rule="gpsimd-psum")
     bit = name in BITVEC
     if bit:
         _require_int(api, a, b)
+    native = native and eng == GPSIMD  # engine=vector explicitly: fp32 arithmetic, as documented
     return _x.elementwise(
         api,
         eng,
         "tensor_tensor",
-        lambda x, y: ALU[name](x, y),
+        int32_op(name, odt) if native else (lambda x, y: ALU[name](x, y)),
         [a, b],
-        dtype=dtype,
+        dtype=odt,
         mask=mask,
-        bitwise=bit,
+        bitwise=bit or native,
         attrs={"op": name},
     )
 

@@ -26,7 +26,14 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import _buffers
-from devkit.nki._alu import _ALU_ALIASES, ACTIVATIONS, _alu_name, _require_int  # noqa: F401
+from devkit.nki._alu import (
+    _ALU_ALIASES,
+    ACTIVATIONS,
+    _alu_name,
+    _require_int,
+    int32_native,
+    int32_op,
+)
 from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
 from devkit.sim import instr as _x
@@ -590,10 +597,27 @@ def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False,
         if bitwise:
             _require_int(f"nl.{name}", x, y)
         default = _dt.bool_ if compare else None
+        kind = _binary_engine(x, y)
+        alu = _ALU_ALIASES.get(name, "")
+        if kind == "tensor_tensor" and isinstance(x, Tensor) and isinstance(y, Tensor):
+            odt = _x.out_dtype(dtype, _dt.promote(x.dtype, y.dtype), f"nl.{name}")
+            if int32_native(alu, (x.dtype, y.dtype), odt) and "psum" not in (x.st.buffer, y.st.buffer):
+                # lowers to nisa.tensor_tensor on int32/uint32 tiles: GpSimd native integer arithmetic
+                return _x.elementwise(
+                    f"nl.{name}",
+                    GPSIMD,
+                    kind,
+                    int32_op(alu, odt),
+                    [x, y],
+                    dtype=odt,
+                    mask=mask,
+                    bitwise=True,
+                    attrs={"op": name},
+                )
         return _x.elementwise(
             f"nl.{name}",
             engine,
-            _binary_engine(x, y),
+            kind,
             fn,
             [x, y],
             dtype=dtype,
