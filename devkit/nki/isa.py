@@ -23,6 +23,7 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
+from devkit.nki import _alu as _alu_tables
 from devkit.nki import language as _nl
 from devkit.nki._alu import (
     _IDENT,
@@ -33,8 +34,6 @@ from devkit.nki._alu import (
     REDUCE_OK,
     _alu_name,
     _require_int,
-    int32_native,
-    int32_op,
 )
 from devkit.nki.language import fp32
 from devkit.sim import instr as _x
@@ -564,7 +563,9 @@ def tensor_tensor(
         raise MemoryPlacementError(f"{api}: data1 and data2 cannot both be in PSUM", rule="both-psum")
     in_psum = "psum" in (a.st.buffer, b.st.buffer)
     odt = _x.out_dtype(dtype, _dt.promote(a.dtype, b.dtype), api)
-    native = int32_native(name, (a.dtype, b.dtype), odt)  # GpSimd integer arithmetic, unless in PSUM
+    native = _alu_tables.int32_native(
+        name, (a.dtype, b.dtype), odt
+    )  # GpSimd integer arithmetic, unless in PSUM
     default = GPSIMD if name == "power" or (native and not in_psum) else VECTOR
     eng = _engine(engine, default, (VECTOR, GPSIMD, SCALAR), api)
     if eng == GPSIMD and in_psum:
@@ -577,7 +578,7 @@ def tensor_tensor(
         api,
         eng,
         "tensor_tensor",
-        int32_op(name, odt) if native else (lambda x, y: ALU[name](x, y)),
+        _alu_tables.int32_op(name, odt) if native else (lambda x, y: ALU[name](x, y)),
         [a, b],
         dtype=odt,
         mask=mask,

@@ -25,14 +25,12 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.nki import _buffers
+from devkit.nki import _alu, _buffers
 from devkit.nki._alu import (
     _ALU_ALIASES,
     ACTIVATIONS,
     _alu_name,
     _require_int,
-    int32_native,
-    int32_op,
 )
 from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
@@ -601,13 +599,13 @@ def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False,
         alu = _ALU_ALIASES.get(name, "")
         if kind == "tensor_tensor" and isinstance(x, Tensor) and isinstance(y, Tensor):
             odt = _x.out_dtype(dtype, _dt.promote(x.dtype, y.dtype), f"nl.{name}")
-            if int32_native(alu, (x.dtype, y.dtype), odt) and "psum" not in (x.st.buffer, y.st.buffer):
+            if _alu.int32_native(alu, (x.dtype, y.dtype), odt) and "psum" not in (x.st.buffer, y.st.buffer):
                 # lowers to nisa.tensor_tensor on int32/uint32 tiles: GpSimd native integer arithmetic
                 return _x.elementwise(
                     f"nl.{name}",
                     GPSIMD,
                     kind,
-                    int32_op(alu, odt),
+                    _alu.int32_op(alu, odt),
                     [x, y],
                     dtype=odt,
                     mask=mask,
