@@ -191,7 +191,7 @@ def _keep_nan_payload(out: np.ndarray, src: np.ndarray, mant: int) -> np.ndarray
     nan = np.isnan(src)
     if not nan.any():
         return out
-    u = np.ascontiguousarray(src, dtype=np.float32).view(np.uint32)[nan]
+    u = np.array(src, dtype=np.float32).view(np.uint32)[nan]  # (keeps 0-d arrays 0-d)
     keep = np.uint32(((1 << mant) - 1) << (23 - mant))
     payload = u & keep
     payload = np.where(payload == 0, np.uint32(1 << 22), payload)
@@ -246,7 +246,7 @@ def _narrow_bits(data: np.ndarray, d: np.dtype) -> np.ndarray:
     if nan.any():
         bits, mant = fmt
         ui = np.dtype(f"u{bits // 8}")
-        u = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)[nan]
+        u = np.array(data, dtype=np.float32).view(np.uint32)[nan]
         payload = (u >> np.uint32(23 - mant)) & np.uint32((1 << mant) - 1)
         payload = np.where(payload == 0, np.uint32(1 << (mant - 1)), payload)
         exp = np.uint32(((1 << (bits - 1 - mant)) - 1) << mant)
@@ -264,7 +264,7 @@ def _widen_bits(arr: np.ndarray, d: np.dtype) -> np.ndarray:
     nan = np.isnan(out)
     if nan.any():
         bits, mant = fmt
-        u = np.ascontiguousarray(arr).view(np.dtype(f"u{bits // 8}"))[nan].astype(np.uint32)
+        u = np.array(arr).view(np.dtype(f"u{bits // 8}"))[nan].astype(np.uint32)
         sign = (u >> np.uint32(bits - 1)) << np.uint32(31)
         payload = (u & np.uint32((1 << mant) - 1)) << np.uint32(23 - mant)
         out.view(np.uint32)[nan] = sign | np.uint32(0x7F800000) | payload
@@ -330,9 +330,10 @@ def _promote_pair(a: object, b: object) -> object:
     # integers (bool behaves as uint8)
     da = uint8 if na == "bool" else np.dtype(a)  # type: ignore[arg-type]
     db = uint8 if nb == "bool" else np.dtype(b)  # type: ignore[arg-type]
-    if {da, db} == {int32, uint32}:
+    r = np.promote_types(da, db)
+    if r.itemsize > 4:  # (int32, uint32) -> float32 [B1-SH]; likewise uint32 with int8/int16 (no NKI int64)
         return float32
-    return np.promote_types(da, db)
+    return r
 
 
 def promote(*dts: object) -> object:

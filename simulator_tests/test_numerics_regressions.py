@@ -330,3 +330,36 @@ def test_tables_live_below_nl_and_nisa():
     assert isa.ALU is _alu.ALU and isa.ACTIVATIONS is _alu.ACTIVATIONS is language.ACTIVATIONS
     top = [n for n in ast.parse(inspect.getsource(language)).body if isinstance(n, ast.ImportFrom)]
     assert all(n.module != "devkit.nki.isa" for n in top)
+
+
+# ---- found by the differential suite ---------------------------------------------------------------------
+
+
+def test_where_moves_values_exactly():
+    """nl.where(c, x, y) selects: it moves values like a copy, so int32 beyond 2**24 and NaN payloads
+    survive (reading, see docs/simulator.md: a select is not an fp32 arithmetic operator)."""
+    x = np.array([[16777217, -(2**31), 123456789]], I32)
+    y = np.array([[5, 6, 7]], I32)
+    c = np.array([[1, 1, 0]], np.uint8)
+    np.testing.assert_array_equal(
+        apply(lambda a, b, cc: nl.where(cc, a, b), x, y, c), [[16777217, -(2**31), 7]]
+    )
+
+
+def test_left_shift_shifts_the_data_operands_own_bits():
+    """Bitvec operators treat inputs "as bit patterns without any data type casting" [B1-ISA
+    tensor_tensor]: like right_shift, left_shift shifts the data operand's own bits (int8 0x40 << 1 is
+    int8 -128), whatever the shift operand's dtype."""
+    x = np.array([[0x40, 1]], np.int8)
+    s = np.array([[1, 7]], np.int16)
+    np.testing.assert_array_equal(apply(lambda a, b: nl.left_shift(a, b), x, s), [[-128, -128]])
+
+
+def test_uint32_with_small_signed_int_promotes_to_float32():
+    """(int32, uint32) -> float32 [B1-SH]; uint32 with int8/int16 has no common NKI integer type either
+    (NKI has no int64), so it promotes the same way instead of failing on an int64 result."""
+    a = np.array([[3, -2]], np.int8)
+    b = np.array([[4000000000, 1]], U32)
+    out = apply(lambda x, y: nl.add(x, y), a, b)
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.array([[4000000003, -1]], np.float32))

@@ -517,10 +517,10 @@ def _activation(
     vals = None
     if m.numerics:
         x = _x.value_of(t, shape, marr)
-        z = x * _val(scale, shape)
-        if bias is not None:
-            z = z + _val(bias, shape)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # inf/NaN inputs give IEEE results, not NumPy warnings
+            z = x * _val(scale, shape)
+            if bias is not None:
+                z = z + _val(bias, shape)
             vals = np.asarray(fn(z.astype(np.float32)), dtype=np.float32)
         acc = m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
         if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):
@@ -1492,9 +1492,10 @@ def tensor_scalar_cumulative(
     x = _x.value_of(s, shape, None).reshape(p, -1)
     a0 = np.broadcast_to(_val(i0, (p, 1)), (p, 1)).reshape(p)
     out = np.empty_like(x)
-    for i in range(x.shape[1]):
-        acc[:p] = ALU[n1](ALU[n0](x[:, i], a0), acc[:p])
-        out[:, i] = acc[:p]
+    with np.errstate(all="ignore"):
+        for i in range(x.shape[1]):
+            acc[:p] = ALU[n1](ALU[n0](x[:, i], a0), acc[:p])
+            out[:, i] = acc[:p]
     d.write(_dt.round_to(out.reshape(d.shape), d.dtype))
 
 

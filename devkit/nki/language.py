@@ -644,6 +644,12 @@ def _logical(f: Any):  # type: ignore[no-untyped-def]
     return lambda a, b: f(a != 0, b != 0).astype(np.float32)
 
 
+def _shift_left(a: np.ndarray, b: Any) -> np.ndarray:
+    """Shift the data operand's own bits, like right_shift ("bit patterns without casting" [B1-ISA])."""
+    a = np.asarray(a)
+    return np.left_shift(a, np.asarray(b).astype(a.dtype))
+
+
 def _shift_right(a: np.ndarray, b: Any) -> np.ndarray:
     ua = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
     return (ua >> np.asarray(b).astype(ua.dtype)).view(a.dtype) if a.dtype.kind == "i" else ua >> b
@@ -670,7 +676,7 @@ logical_xor = _binary("logical_xor", _logical(np.logical_xor), compare=True)
 bitwise_and = _binary("bitwise_and", np.bitwise_and, bitwise=True)
 bitwise_or = _binary("bitwise_or", np.bitwise_or, bitwise=True)
 bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, bitwise=True)
-left_shift = _binary("left_shift", np.left_shift, bitwise=True)
+left_shift = _binary("left_shift", _shift_left, bitwise=True)
 right_shift = _binary("right_shift", _shift_right, bitwise=True)
 
 
@@ -686,6 +692,7 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
         dtype=dtype,
         default_dtype=_dt.promote(*dts),
         mask=mask,
+        bitwise=True,  # a select moves values: operands are read as stored, not through fp32
     )
 
 
