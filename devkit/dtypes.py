@@ -167,10 +167,43 @@ def _round_tf32(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), a, out).astype(np.float32, copy=False)
 
 
+#: Narrow IEEE-style float formats: (bits, mantissa bits).  Their NaN payloads are kept through the
+#: fp32 storage: widening puts the payload in the top mantissa bits of an fp32 NaN (as the hardware's
+#: and NumPy's fp16/bf16 widening do), narrowing keeps those top bits.  ``float8_e4m3fn`` has one NaN
+#: per sign and needs nothing.
+_NAN_FORMATS: dict[np.dtype, tuple[int, int]] = {
+    bfloat16: (16, 7),
+    float16: (16, 10),
+    float8_e4m3: (8, 3),
+    float8_e5m2: (8, 2),
+}
+
+
+def _keep_nan_payload(out: np.ndarray, src: np.ndarray, mant: int) -> np.ndarray:
+    """In fp32 ``out``, give each NaN of fp32 ``src`` the NaN a ``mant``-bit format holds for it.
+
+    That NaN keeps the sign and the top ``mant`` mantissa bits of the fp32 NaN; if those are all
+    zero (the NaN would become inf), the top mantissa bit is set (a quiet NaN).  Narrowing a value
+    that came from the format therefore gives back the same bits.
+    """
+    nan = np.isnan(src)
+    if not nan.any():
+        return out
+    u = np.array(src, dtype=np.float32).view(np.uint32)[nan]  # (keeps 0-d arrays 0-d)
+    keep = np.uint32(((1 << mant) - 1) << (23 - mant))
+    payload = u & keep
+    payload = np.where(payload == 0, np.uint32(1 << 22), payload)
+    out = np.array(out, dtype=np.float32, copy=True)
+    out.view(np.uint32)[nan] = (u & np.uint32(0x80000000)) | np.uint32(0x7F800000) | payload
+    return out
+
+
 def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     """Convert engine results (fp32 or ints) to the storage representation of ``dt``.
 
-    Floats round to nearest-even into the declared format and come back as float32.  Integers
+    Floats round to nearest-even into the declared format and come back as float32; integers are
+    first converted to fp32 (int -> fp32 -> format, the documented path), and a NaN keeps its sign
+    and the payload bits the format can hold (so a same-dtype copy moves bits unchanged).  Integers
     round to nearest-even and saturate (NaN becomes 0).  Booleans are 0/1 in uint8.
     """
     a = np.asarray(values)
@@ -180,8 +213,12 @@ def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     if d == float32:
         return a.astype(np.float32, copy=False)
     if d.kind == "f" or d in (bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn):
+        if a.dtype != np.float32:
+            a = a.astype(np.float32)  # ints (and wider floats) go through fp32 first
         with np.errstate(over="ignore", invalid="ignore"):
-            return a.astype(d).astype(np.float32)
+            out = a.astype(d).astype(np.float32)
+        fmt = _NAN_FORMATS.get(d)
+        return out if fmt is None else _keep_nan_payload(out, a, fmt[1])
     if d == bool_:
         return (a != 0).astype(np.uint8)
     if a.dtype.kind in "iub":
@@ -196,9 +233,48 @@ def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     return np.clip(r, info.min, info.max).astype(d)
 
 
+def _narrow_bits(data: np.ndarray, d: np.dtype) -> np.ndarray:
+    """fp32 storage values -> the narrow float format ``d``, NaN payloads kept (see ``round_to``)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = data.astype(d)
+    fmt = _NAN_FORMATS.get(d)
+    if fmt is None:
+        return out
+    nan = np.isnan(data)
+    if nan.any():
+        bits, mant = fmt
+        ui = np.dtype(f"u{bits // 8}")
+        u = np.array(data, dtype=np.float32).view(np.uint32)[nan]
+        payload = (u >> np.uint32(23 - mant)) & np.uint32((1 << mant) - 1)
+        payload = np.where(payload == 0, np.uint32(1 << (mant - 1)), payload)
+        exp = np.uint32(((1 << (bits - 1 - mant)) - 1) << mant)
+        sign = (u >> np.uint32(31)) << np.uint32(bits - 1)
+        out.view(ui)[nan] = (sign | exp | payload).astype(ui)
+    return out
+
+
+def _widen_bits(arr: np.ndarray, d: np.dtype) -> np.ndarray:
+    """Narrow float format ``d`` -> fp32 storage values, NaN payloads kept in the top mantissa bits."""
+    out = np.array(arr, dtype=np.float32, copy=True)
+    fmt = _NAN_FORMATS.get(d)
+    if fmt is None:
+        return out
+    nan = np.isnan(out)
+    if nan.any():
+        bits, mant = fmt
+        u = np.array(arr).view(np.dtype(f"u{bits // 8}"))[nan].astype(np.uint32)
+        sign = (u >> np.uint32(bits - 1)) << np.uint32(31)
+        payload = (u & np.uint32((1 << mant) - 1)) << np.uint32(23 - mant)
+        out.view(np.uint32)[nan] = sign | np.uint32(0x7F800000) | payload
+    return out
+
+
 def to_storage(arr: np.ndarray, dt: object) -> np.ndarray:
     """Host array of declared type ``dt`` -> simulator storage array (a copy)."""
     if is_float(dt):
+        a = np.asarray(arr)
+        if a.dtype in _NAN_FORMATS and a.dtype == np.dtype(dt):  # type: ignore[arg-type]
+            return _widen_bits(a, a.dtype)
         return np.array(arr, dtype=np.float32, copy=True)
     if name_of(dt) == "bool":
         return np.array(arr, dtype=np.uint8, copy=True)
@@ -212,6 +288,8 @@ def to_external(data: np.ndarray, dt: object) -> np.ndarray:
     d = np.dtype(dt)  # type: ignore[arg-type]
     if d == bool_:
         return data.astype(np.bool_)
+    if d in _NAN_FORMATS and data.dtype == np.float32:
+        return _narrow_bits(data, d)
     with np.errstate(over="ignore", invalid="ignore"):
         return data.astype(d)
 
@@ -250,9 +328,10 @@ def _promote_pair(a: object, b: object) -> object:
     # integers (bool behaves as uint8)
     da = uint8 if na == "bool" else np.dtype(a)  # type: ignore[arg-type]
     db = uint8 if nb == "bool" else np.dtype(b)  # type: ignore[arg-type]
-    if {da, db} == {int32, uint32}:
+    r = np.promote_types(da, db)
+    if r.itemsize > 4:  # (int32, uint32) -> float32 [B1-SH]; likewise uint32 with int8/int16 (no NKI int64)
         return float32
-    return np.promote_types(da, db)
+    return r
 
 
 def promote(*dts: object) -> object:

@@ -23,8 +23,19 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
+from devkit.nki import _alu as _alu_tables
 from devkit.nki import language as _nl
-from devkit.nki.language import _alu_name, fp32
+from devkit.nki._alu import (
+    _IDENT,
+    _REDUCE_FN,
+    ACTIVATIONS,
+    ALU,
+    BITVEC,
+    REDUCE_OK,
+    _alu_name,
+    _require_int,
+)
+from devkit.nki.language import fp32
 from devkit.sim import instr as _x
 from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
@@ -106,73 +117,6 @@ def _engine(e: Any, default: str, allowed: tuple[str, ...], api: str) -> str:
 
 
 # ---- ALU operators ---------------------------------------------------------------------------------------
-
-
-def _shr(a: np.ndarray, b: Any) -> np.ndarray:
-    a = np.asarray(a)
-    if a.dtype.kind == "i":
-        u = a.view(np.dtype(f"u{a.dtype.itemsize}"))
-        return (u >> np.asarray(b).astype(u.dtype)).view(a.dtype)
-    return a >> np.asarray(b).astype(a.dtype)
-
-
-ALU: dict[str, Any] = {
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": np.multiply,
-    "divide": np.divide,
-    "max": np.maximum,
-    "min": np.minimum,
-    "power": np.power,
-    "mod": np.mod,
-    "fmod": np.fmod,
-    "equal": lambda a, b: (a == b).astype(np.float32),
-    "not_equal": lambda a, b: (a != b).astype(np.float32),
-    "greater": lambda a, b: (a > b).astype(np.float32),
-    "greater_equal": lambda a, b: (a >= b).astype(np.float32),
-    "less": lambda a, b: (a < b).astype(np.float32),
-    "less_equal": lambda a, b: (a <= b).astype(np.float32),
-    "logical_and": lambda a, b: ((a != 0) & (b != 0)).astype(np.float32),
-    "logical_or": lambda a, b: ((a != 0) | (b != 0)).astype(np.float32),
-    "logical_xor": lambda a, b: ((a != 0) ^ (b != 0)).astype(np.float32),
-    "logical_not": lambda a, b: (a == 0).astype(np.float32),
-    "bitwise_and": np.bitwise_and,
-    "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
-    "invert": lambda a, b: np.invert(a),
-    "left_shift": lambda a, b: np.left_shift(a, np.asarray(b).astype(a.dtype)),
-    "right_shift": _shr,
-    "rsqrt": lambda a, b: 1.0 / np.sqrt(a),
-    "reciprocal": lambda a, b: 1.0 / a,
-    "abs": lambda a, b: np.abs(a),
-    "bypass": lambda a, b: a,
-}
-BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"}
-REDUCE_OK = {
-    "add",
-    "subtract",
-    "multiply",
-    "max",
-    "min",
-    "bitwise_and",
-    "bitwise_or",
-    "bitwise_xor",
-    "logical_and",
-    "logical_or",
-}
-_REDUCE_FN = {
-    "add": np.sum,
-    "multiply": np.prod,
-    "max": np.max,
-    "min": np.min,
-    "subtract": np.sum,
-    "bitwise_and": np.bitwise_and.reduce,
-    "bitwise_or": np.bitwise_or.reduce,
-    "bitwise_xor": np.bitwise_xor.reduce,
-    "logical_and": lambda v, axis, keepdims=False: np.all(v != 0, axis=axis, keepdims=keepdims),
-    "logical_or": lambda v, axis, keepdims=False: np.any(v != 0, axis=axis, keepdims=keepdims),
-}
-_IDENT = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "max": -np.inf, "min": np.inf}
 
 
 def _alu(op: Any, api: str) -> str:
@@ -443,13 +387,13 @@ def _activation_fn(op: Any, api: str) -> tuple[str, Any]:
     if name is None:
         name = getattr(op, "__name__", None) if not isinstance(op, str) else op
         name = {"expit": "sigmoid", "absolute": "abs", "copy": "copy", "identity": "copy"}.get(name, name)
-    if name not in _nl.ACTIVATIONS:
+    if name not in ACTIVATIONS:
         raise KernelArgumentError(
             f"{api}: {op!r} is not a ScalarE activation function "
-            f"(supported: {', '.join(sorted(_nl.ACTIVATIONS))})",
+            f"(supported: {', '.join(sorted(ACTIVATIONS))})",
             rule="bad-activation",
         )
-    return name, _nl.ACTIVATIONS[name]
+    return name, ACTIVATIONS[name]
 
 
 def activation(
@@ -573,10 +517,10 @@ def _activation(
     vals = None
     if m.numerics:
         x = _x.value_of(t, shape, marr)
-        z = x * _val(scale, shape)
-        if bias is not None:
-            z = z + _val(bias, shape)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # inf/NaN inputs give IEEE results, not NumPy warnings
+            z = x * _val(scale, shape)
+            if bias is not None:
+                z = z + _val(bias, shape)
             vals = np.asarray(fn(z.astype(np.float32)), dtype=np.float32)
         acc = m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
         if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):
@@ -617,21 +561,28 @@ def tensor_tensor(
     _same_partitions(api, a, b)
     if a.st.buffer == "psum" and b.st.buffer == "psum":
         raise MemoryPlacementError(f"{api}: data1 and data2 cannot both be in PSUM", rule="both-psum")
-    eng = _engine(engine, GPSIMD if name == "power" else VECTOR, (VECTOR, GPSIMD, SCALAR), api)
-    if eng == GPSIMD and "psum" in (a.st.buffer, b.st.buffer):
+    in_psum = "psum" in (a.st.buffer, b.st.buffer)
+    odt = _x.out_dtype(dtype, _dt.promote(a.dtype, b.dtype), api)
+    native = _alu_tables.int32_native(
+        name, (a.dtype, b.dtype), odt
+    )  # GpSimd integer arithmetic, unless in PSUM
+    default = GPSIMD if name == "power" or (native and not in_psum) else VECTOR
+    eng = _engine(engine, default, (VECTOR, GPSIMD, SCALAR), api)
+    if eng == GPSIMD and in_psum:
         raise MemoryPlacementError(f"{api}: the GpSimd engine cannot access PSUM", rule="gpsimd-psum")
     bit = name in BITVEC
     if bit:
-        _nl._require_int(api, a, b)
+        _require_int(api, a, b)
+    native = native and eng == GPSIMD  # engine=vector explicitly: fp32 arithmetic, as documented
     return _x.elementwise(
         api,
         eng,
         "tensor_tensor",
-        lambda x, y: ALU[name](x, y),
+        _alu_tables.int32_op(name, odt) if native else (lambda x, y: ALU[name](x, y)),
         [a, b],
-        dtype=dtype,
+        dtype=odt,
         mask=mask,
-        bitwise=bit,
+        bitwise=bit or native,
         attrs={"op": name},
     )
 
@@ -667,7 +618,7 @@ def tensor_scalar(
     eng = _engine(engine, VECTOR, (VECTOR, SCALAR, GPSIMD), api)
     bit = n0 in BITVEC
     if bit:
-        _nl._require_int(api, t)
+        _require_int(api, t)
 
     def f(x: np.ndarray, *ops: Any) -> np.ndarray:
         a0 = ops[0]
@@ -1153,7 +1104,7 @@ def tensor_reduce(
         raise KernelArgumentError(f"{api}: negate is only supported for arithmetic operators")
     t = _x.tile(data, api, "data")
     if name in BITVEC:
-        _nl._require_int(api, t)
+        _require_int(api, t)
 
     def fn(v: np.ndarray, axis: Any, keepdims: bool) -> np.ndarray:
         r = _reduce_values(name, v, axis, keepdims)
@@ -1541,9 +1492,10 @@ def tensor_scalar_cumulative(
     x = _x.value_of(s, shape, None).reshape(p, -1)
     a0 = np.broadcast_to(_val(i0, (p, 1)), (p, 1)).reshape(p)
     out = np.empty_like(x)
-    for i in range(x.shape[1]):
-        acc[:p] = ALU[n1](ALU[n0](x[:, i], a0), acc[:p])
-        out[:, i] = acc[:p]
+    with np.errstate(all="ignore"):
+        for i in range(x.shape[1]):
+            acc[:p] = ALU[n1](ALU[n0](x[:, i], a0), acc[:p])
+            out[:, i] = acc[:p]
     d.write(_dt.round_to(out.reshape(d.shape), d.dtype))
 
 

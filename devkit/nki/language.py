@@ -9,7 +9,6 @@ activation functions run on ScalarE (``activation``), binary arithmetic on Vecto
 from __future__ import annotations
 
 import builtins
-import math
 import sys
 from typing import Any
 
@@ -26,7 +25,13 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.nki import _buffers
+from devkit.nki import _alu, _buffers
+from devkit.nki._alu import (
+    _ALU_ALIASES,
+    ACTIVATIONS,
+    _alu_name,
+    _require_int,
+)
 from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
 from devkit.sim import instr as _x
@@ -485,95 +490,6 @@ def atomic_rmw(dst: Tensor, value: Any, op: Any, *, mask: Any = None, **kwargs: 
 # ---- element-wise ----------------------------------------------------------------------------------------
 
 
-def _erf(x: np.ndarray) -> np.ndarray:
-    return np.vectorize(math.erf, otypes=[np.float32])(x) if x.size < 64 else _erf_fast(x)
-
-
-def _erf_fast(x: np.ndarray) -> np.ndarray:
-    # Abramowitz-Stegun 7.1.26 is too coarse; use float64 with math.erf via frompyfunc for exactness.
-    f = np.frompyfunc(math.erf, 1, 1)
-    return f(x.astype(np.float64)).astype(np.float32)
-
-
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return (1.0 / (1.0 + np.exp(-x.astype(np.float64)))).astype(np.float32)
-
-
-def _gelu(x: np.ndarray) -> np.ndarray:
-    return (0.5 * x * (1.0 + _erf(x / np.float32(math.sqrt(2.0))))).astype(np.float32)
-
-
-def _gelu_dx(x: np.ndarray) -> np.ndarray:
-    cdf = 0.5 * (1.0 + _erf(x / np.float32(math.sqrt(2.0))))
-    pdf = np.exp(-0.5 * x * x) / np.float32(math.sqrt(2.0 * math.pi))
-    return (cdf + x * pdf).astype(np.float32)
-
-
-def _gelu_tanh(x: np.ndarray) -> np.ndarray:
-    c = np.float32(math.sqrt(2.0 / math.pi))
-    return (0.5 * x * (1.0 + np.tanh(c * (x + np.float32(0.044715) * x * x * x)))).astype(np.float32)
-
-
-def _gelu_sigmoid(x: np.ndarray) -> np.ndarray:
-    return (x * _sigmoid(np.float32(1.702) * x)).astype(np.float32)
-
-
-def _silu(x: np.ndarray) -> np.ndarray:
-    return (x * _sigmoid(x)).astype(np.float32)
-
-
-def _silu_dx(x: np.ndarray) -> np.ndarray:
-    s = _sigmoid(x)
-    return (s * (1.0 + x * (1.0 - s))).astype(np.float32)
-
-
-def _softplus(x: np.ndarray) -> np.ndarray:
-    return np.logaddexp(np.float32(0), x).astype(np.float32)
-
-
-def _mish(x: np.ndarray) -> np.ndarray:
-    return (x * np.tanh(_softplus(x))).astype(np.float32)
-
-
-def _erf_dx(x: np.ndarray) -> np.ndarray:
-    return (np.float32(2.0 / math.sqrt(math.pi)) * np.exp(-x * x)).astype(np.float32)
-
-
-def _rsqrt(x: np.ndarray) -> np.ndarray:
-    return (1.0 / np.sqrt(x)).astype(np.float32)
-
-
-#: Activation functions (ScalarE): name -> NumPy implementation in fp32.
-ACTIVATIONS: dict[str, Any] = {
-    "copy": lambda x: x,
-    "identity": lambda x: x,
-    "square": np.square,
-    "sigmoid": _sigmoid,
-    "relu": lambda x: np.maximum(x, np.float32(0)),
-    "gelu": _gelu,
-    "gelu_dx": _gelu_dx,
-    "gelu_apprx_tanh": _gelu_tanh,
-    "gelu_apprx_sigmoid": _gelu_sigmoid,
-    "silu": _silu,
-    "silu_dx": _silu_dx,
-    "softplus": _softplus,
-    "mish": _mish,
-    "erf": _erf,
-    "erf_dx": _erf_dx,
-    "tanh": np.tanh,
-    "exp": np.exp,
-    "log": np.log,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "arctan": np.arctan,
-    "sqrt": np.sqrt,
-    "rsqrt": _rsqrt,
-    "reciprocal": lambda x: np.float32(1) / x,
-    "sign": np.sign,
-    "abs": np.abs,
-}
-
 _VECTOR_UNARY: dict[str, Any] = {
     "negative": np.negative,
     "trunc": np.trunc,
@@ -606,7 +522,7 @@ def _unary(name: str, fn: Any, engine: str, opcode: str):  # type: ignore[no-unt
 exp = _unary("exp", np.exp, SCALAR, "activation")
 log = _unary("log", np.log, SCALAR, "activation")
 sqrt = _unary("sqrt", np.sqrt, SCALAR, "activation")
-rsqrt = _unary("rsqrt", _rsqrt, SCALAR, "activation")
+rsqrt = _unary("rsqrt", ACTIVATIONS["rsqrt"], SCALAR, "activation")
 reciprocal = _unary("reciprocal", ACTIVATIONS["reciprocal"], SCALAR, "activation")
 square = _unary("square", np.square, SCALAR, "activation")
 sin = _unary("sin", np.sin, SCALAR, "activation")
@@ -614,18 +530,18 @@ cos = _unary("cos", np.cos, SCALAR, "activation")
 tan = _unary("tan", np.tan, SCALAR, "activation")
 tanh = _unary("tanh", np.tanh, SCALAR, "activation")
 arctan = _unary("arctan", np.arctan, SCALAR, "activation")
-sigmoid = _unary("sigmoid", _sigmoid, SCALAR, "activation")
+sigmoid = _unary("sigmoid", ACTIVATIONS["sigmoid"], SCALAR, "activation")
 relu = _unary("relu", ACTIVATIONS["relu"], SCALAR, "activation")
-gelu = _unary("gelu", _gelu, SCALAR, "activation")
-gelu_dx = _unary("gelu_dx", _gelu_dx, SCALAR, "activation")
-gelu_apprx_tanh = _unary("gelu_apprx_tanh", _gelu_tanh, SCALAR, "activation")
-gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", _gelu_sigmoid, SCALAR, "activation")
-silu = _unary("silu", _silu, SCALAR, "activation")
-silu_dx = _unary("silu_dx", _silu_dx, SCALAR, "activation")
-erf = _unary("erf", _erf, SCALAR, "activation")
-erf_dx = _unary("erf_dx", _erf_dx, SCALAR, "activation")
-softplus = _unary("softplus", _softplus, SCALAR, "activation")
-mish = _unary("mish", _mish, SCALAR, "activation")
+gelu = _unary("gelu", ACTIVATIONS["gelu"], SCALAR, "activation")
+gelu_dx = _unary("gelu_dx", ACTIVATIONS["gelu_dx"], SCALAR, "activation")
+gelu_apprx_tanh = _unary("gelu_apprx_tanh", ACTIVATIONS["gelu_apprx_tanh"], SCALAR, "activation")
+gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", ACTIVATIONS["gelu_apprx_sigmoid"], SCALAR, "activation")
+silu = _unary("silu", ACTIVATIONS["silu"], SCALAR, "activation")
+silu_dx = _unary("silu_dx", ACTIVATIONS["silu_dx"], SCALAR, "activation")
+erf = _unary("erf", ACTIVATIONS["erf"], SCALAR, "activation")
+erf_dx = _unary("erf_dx", ACTIVATIONS["erf_dx"], SCALAR, "activation")
+softplus = _unary("softplus", ACTIVATIONS["softplus"], SCALAR, "activation")
+mish = _unary("mish", ACTIVATIONS["mish"], SCALAR, "activation")
 abs = _unary("abs", np.abs, SCALAR, "activation")
 sign = _unary("sign", np.sign, SCALAR, "activation")
 negative = _unary("negative", np.negative, VECTOR, "tensor_scalar")
@@ -663,19 +579,6 @@ def logical_not(x: Tensor, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs
     )
 
 
-def _require_int(api: str, *xs: Any) -> None:
-    for x in xs:
-        if isinstance(x, Tensor) and _dt.is_float(x.dtype):
-            raise DtypeError(
-                f"{api} is a bitwise operation and needs integer tiles, got {_dt.name_of(x.dtype)}",
-                rule="bitwise-float",
-            )
-        if isinstance(x, (float, np.floating)):
-            raise DtypeError(
-                f"{api} is a bitwise operation and needs integer operands, got {x!r}", rule="bitwise-float"
-            )
-
-
 def _binary_engine(x: Any, y: Any) -> str:
     tiles = [t for t in (x, y) if isinstance(t, Tensor)]
     if len(tiles) == 2 and builtins.all(
@@ -692,10 +595,27 @@ def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False,
         if bitwise:
             _require_int(f"nl.{name}", x, y)
         default = _dt.bool_ if compare else None
+        kind = _binary_engine(x, y)
+        alu = _ALU_ALIASES.get(name, "")
+        if kind == "tensor_tensor" and isinstance(x, Tensor) and isinstance(y, Tensor):
+            odt = _x.out_dtype(dtype, _dt.promote(x.dtype, y.dtype), f"nl.{name}")
+            if _alu.int32_native(alu, (x.dtype, y.dtype), odt) and "psum" not in (x.st.buffer, y.st.buffer):
+                # lowers to nisa.tensor_tensor on int32/uint32 tiles: GpSimd native integer arithmetic
+                return _x.elementwise(
+                    f"nl.{name}",
+                    GPSIMD,
+                    kind,
+                    _alu.int32_op(alu, odt),
+                    [x, y],
+                    dtype=odt,
+                    mask=mask,
+                    bitwise=True,
+                    attrs={"op": name},
+                )
         return _x.elementwise(
             f"nl.{name}",
             engine,
-            _binary_engine(x, y),
+            kind,
             fn,
             [x, y],
             dtype=dtype,
@@ -724,6 +644,12 @@ def _logical(f: Any):  # type: ignore[no-untyped-def]
     return lambda a, b: f(a != 0, b != 0).astype(np.float32)
 
 
+def _shift_left(a: np.ndarray, b: Any) -> np.ndarray:
+    """Shift the data operand's own bits, like right_shift ("bit patterns without casting" [B1-ISA])."""
+    a = np.asarray(a)
+    return np.left_shift(a, np.asarray(b).astype(a.dtype))
+
+
 def _shift_right(a: np.ndarray, b: Any) -> np.ndarray:
     ua = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
     return (ua >> np.asarray(b).astype(ua.dtype)).view(a.dtype) if a.dtype.kind == "i" else ua >> b
@@ -750,7 +676,7 @@ logical_xor = _binary("logical_xor", _logical(np.logical_xor), compare=True)
 bitwise_and = _binary("bitwise_and", np.bitwise_and, bitwise=True)
 bitwise_or = _binary("bitwise_or", np.bitwise_or, bitwise=True)
 bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, bitwise=True)
-left_shift = _binary("left_shift", np.left_shift, bitwise=True)
+left_shift = _binary("left_shift", _shift_left, bitwise=True)
 right_shift = _binary("right_shift", _shift_right, bitwise=True)
 
 
@@ -766,6 +692,7 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
         dtype=dtype,
         default_dtype=_dt.promote(*dts),
         mask=mask,
+        bitwise=True,  # a select moves values: operands are read as stored, not through fp32
     )
 
 
@@ -1006,7 +933,7 @@ def gather_flattened(
     p = m.emit(GPSIMD, "gather_flattened", [d, ix], [out], 0, None, loc)
     vals = None
     if m.numerics:
-        dv = d.read().reshape(d.shape[0], -1).astype(np.float32)
+        dv = d.read().reshape(d.shape[0], -1)  # moved, not computed: ints stay exact (take_along_axis)
         iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)
         iv = np.clip(iv, 0, dv.shape[1] - 1)
         vals = np.take_along_axis(dv, iv, axis=1).reshape(ix.shape)
@@ -1050,63 +977,3 @@ def gemm_grid(*args: Any, **kwargs: Any) -> Any:
 
 def gemm_stationary_grid(*args: Any, **kwargs: Any) -> Any:
     raise UnsupportedError("nl.gemm_stationary_grid is undocumented and not supported by the simulator")
-
-
-# ---- op-name normalisation shared with nki.isa ---------------------------------------------------------
-
-_ALU_ALIASES = {
-    "add": "add",
-    "sum": "add",
-    "subtract": "subtract",
-    "multiply": "multiply",
-    "prod": "multiply",
-    "divide": "divide",
-    "true_divide": "divide",
-    "maximum": "max",
-    "max": "max",
-    "amax": "max",
-    "minimum": "min",
-    "min": "min",
-    "amin": "min",
-    "power": "power",
-    "equal": "equal",
-    "not_equal": "not_equal",
-    "greater": "greater",
-    "greater_equal": "greater_equal",
-    "less": "less",
-    "less_equal": "less_equal",
-    "logical_and": "logical_and",
-    "logical_or": "logical_or",
-    "logical_xor": "logical_xor",
-    "logical_not": "logical_not",
-    "bitwise_and": "bitwise_and",
-    "bitwise_or": "bitwise_or",
-    "bitwise_xor": "bitwise_xor",
-    "invert": "invert",
-    "bitwise_not": "invert",
-    "left_shift": "left_shift",
-    "right_shift": "right_shift",
-    "rsqrt": "rsqrt",
-    "reciprocal": "reciprocal",
-    "abs": "abs",
-    "absolute": "abs",
-    "mod": "mod",
-    "remainder": "mod",
-    "fmod": "fmod",
-    "bypass": "bypass",
-}
-
-
-def _alu_name(op: Any) -> str:
-    """Normalise an ALU operator given as nl.x, np.x (ufunc or function) or a string."""
-    if isinstance(op, str):
-        name = op
-    else:
-        name = getattr(op, "_nki_alu", None) or getattr(op, "__name__", None) or ""
-        act = getattr(op, "_nki_activation", None)
-        if act and not name:
-            name = act
-    name = name.rsplit(".", 1)[-1]
-    if name in _ALU_ALIASES:
-        return _ALU_ALIASES[name]
-    raise KernelArgumentError(f"unknown ALU operator {op!r}", rule="bad-alu-op")

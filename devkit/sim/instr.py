@@ -506,16 +506,27 @@ def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
             dst._fresh = ASSIGNED
             return dst
     fn = _INPLACE[op]
+    engine = VECTOR
+    ints = (dst.dtype, value.dtype) if isinstance(value, Tensor) else ()
+    native = (
+        op in _INPLACE_INT32
+        and all(dt.name_of(d) in ("int32", "uint32") for d in ints)
+        and bool(ints)
+        and "psum" not in (dst.st.buffer, value.st.buffer)
+    )
+    if native:  # int32/uint32 tiles: GpSimd native integer arithmetic (devkit.nki._alu.INT32_NATIVE)
+        engine, fn = GPSIMD, _int32_inplace(_INPLACE_INT32[op], dst.dtype)
     prev = m.reducing  # the read and write of dst form one commutative update (race checker)
     m.reducing = (dst.st, dst.box(), _REDUCE_CLASS.get(op, False))
     try:
         res = elementwise(
             f"'{_SYM[op]}='",
-            VECTOR,
+            engine,
             "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar",
             fn,
             [dst, value],
             dtype=dst.dtype,
+            bitwise=native,
         )
         retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
     finally:
@@ -533,6 +544,15 @@ _INPLACE = {
     "or": np.bitwise_or,
     "xor": np.bitwise_xor,
 }
+_INPLACE_INT32 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _int32_inplace(f: Callable, out: Any) -> Callable:
+    """``f`` exact on 32-bit integer tiles, wrapped modulo 2**32 into ``out`` (int32 or uint32)."""
+    od = np.dtype(out)
+    return lambda a, b: np.asarray(f(a.astype(np.int64), b.astype(np.int64))).astype(od)
+
+
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
 
 

@@ -246,7 +246,7 @@ class Machine:
                     sdata = np.empty(shape, dtype=sd)
                 elif isinstance(fill, str):
                     sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
-                elif isinstance(fill, (int, float)) and fill == 0:
+                elif isinstance(fill, (int, float)) and fill == 0 and not np.signbit(fill):  # not -0.0
                     sdata = np.zeros(shape, dtype=sd)
                 else:
                     sdata = np.full(shape, fill, dtype=sd)

@@ -1,0 +1,1487 @@
+"""Differential property tests: every public ``nl`` / ``nisa`` operation of Beta 1 against a reference
+written from AWS's documentation (``_numerics_ref``), one op per kernel, on drawn shapes, dtypes (fp8
+e4m3/e5m2, bf16, fp16, fp32, int8/16/32, uint8/16/32), special values (signed zeros, infinities, NaN
+payloads, subnormals, rounding ties, integers beyond 2**24) and flags.
+
+Tolerances, per kind of operation:
+
+- **bit-exact** where the documents define one fp32 computation and one cast ("calculation done in
+  FP32, output cast" [B1-SH]): copies and data movement (same bits, NaN payloads included), add,
+  subtract, multiply, divide, max/min, comparisons, fmod/mod, abs/negative/floor/..., int32 native
+  arithmetic, bitvec operators, conversions.  Any NaN matches any NaN for computed results (the
+  documents say nothing about the payload an arithmetic NaN gets); copies compare bits.
+- **a few ulps** where the hardware approximates ("approximated with piece-wise polynomials" [B1-SH]
+  for activations, GpSimd ``power``): ``_numerics_ref.close_values`` (2 units in the last place of
+  the output dtype, plus 64 fp32 epsilons of the size of the terms the definition combines; see
+  ``_act_tolerance``).
+- **summation-order bounds** where the order of fp32 additions is not documented (reductions, matmul,
+  bn_stats, softmax, rms_norm): ``|error| <= n * eps32 * sum|terms|`` (the classical bound for any
+  order of n-term fp32 summation) plus one ulp of the output dtype.
+
+Where the documents read two ways the test names the reading it checks ("reading:"); the list is in
+docs/simulator.md, section Numerics.  Budget: ``DEVKIT_NUMERICS_EXAMPLES`` examples per test (default
+8; the ``slow`` test at the end reruns the module with 150).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import subprocess
+import sys
+
+import _numerics_ref as ref
+import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+import numpy as np
+import pytest
+from _nki_support import apply, apply_kernel
+from _numerics_ref import (
+    ALL,
+    BF16,
+    BOOL,
+    F16,
+    F32,
+    FLOATS,
+    FP8,
+    FP8_E5,
+    I32,
+    INTS,
+    U8,
+    U32,
+    activation,
+    bits,
+    bitvec,
+    cast,
+    close_values,
+    convert,
+    nan_bits,
+    promote,
+    same_values,
+    scalar_dtype,
+    special_floats,
+    special_ints,
+    to_f32,
+    ulp,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import devkit
+from devkit.errors import UnsupportedError
+
+# inputs deliberately include inf, NaN and extremes: the reference's NumPy warnings are expected
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+ACT, ALU32, VUNARY = ref.ACTIVATION_DEFS, ref.FP32_ALU, ref.VECTOR_UNARY
+INT32_OPS, PRED_OPS, int32_ref = ref.INT32_NATIVE, ref.PREDICATES, ref.int32_native
+EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
+EX = settings(max_examples=EXAMPLES)
+EPS32 = float(np.finfo(np.float32).eps)
+APPLY_TRN2 = nki.jit(platform_target="trn2")(apply_kernel.func)
+
+# ---- strategies -----------------------------------------------------------------------------------------
+
+dtypes_any = st.sampled_from(ALL)
+dtypes_float = st.sampled_from(FLOATS)
+dtypes_int = st.sampled_from(INTS)
+parts = st.one_of(st.integers(1, 6), st.just(128))
+frees = st.integers(1, 12)
+
+
+def _special_bits(d: np.dtype) -> list[int]:
+    vals = np.array(special_floats(d), dtype=np.float64).astype(np.float32)
+    with np.errstate(over="ignore"):
+        b = bits(vals.astype(d)).tolist()
+    return sorted(set(b) | set(nan_bits(d)))
+
+
+@st.composite
+def arrays(draw, dtype, shape, *, finite: bool = False, lo: float | None = None, hi: float | None = None):
+    """Values of ``dtype``: special values, raw bit patterns (floats) or the full range (ints), and
+    ordinary moderate values.  Up to 16 elements are drawn by hypothesis (so failures shrink to
+    them); larger tiles are filled from a drawn seed with the same mixture.  ``finite`` leaves out
+    inf/NaN; ``lo``/``hi`` bound the magnitudes of finite values for ops whose result would
+    otherwise depend on an undocumented order (whether a partial sum or product overflows)."""
+    d = np.dtype(dtype)
+    n = int(np.prod(shape))
+    k = min(n, 16)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if d in FLOATS:
+        u = np.dtype(f"u{d.itemsize}")
+        specials = _special_bits(d)
+        moderate = st.floats(-8, 8, width=32).map(lambda v: int(bits(np.array([v], np.float32).astype(d))[0]))
+        elem = st.one_of(st.sampled_from(specials), st.integers(0, 2 ** (8 * d.itemsize) - 1), moderate)
+        head = draw(st.lists(elem, min_size=k, max_size=k))
+        pick = rng.integers(0, 3, size=n - k)
+        raw = rng.integers(0, 2 ** (8 * d.itemsize), size=n - k, dtype=np.uint64)
+        spec = np.asarray(specials, np.uint64)[rng.integers(0, len(specials), size=n - k)]
+        mod = bits(rng.uniform(-8, 8, size=n - k).astype(np.float32).astype(d)).astype(np.uint64)
+        tail = np.where(pick == 0, spec, np.where(pick == 1, raw, mod))
+        a = np.concatenate([np.asarray(head, np.uint64), tail]).astype(u)
+        a = rng.permutation(a).view(d).reshape(shape)
+        if finite or lo is not None:
+            x = a.astype(np.float32)
+            bad = ~np.isfinite(x)
+            if lo is not None:  # finite values outside [lo, hi] (inf and NaN stay unless ``finite``)
+                with np.errstate(invalid="ignore"):
+                    out = np.isfinite(x) & ((np.abs(x) > hi) | ((np.abs(x) < lo) & (x != 0)))
+                bad = (bad & finite) | out
+            a = np.where(bad, np.float32(1.5), x).astype(d)
+        return a
+    info = np.iinfo(d)
+    top, bot = int(info.max), int(info.min)
+    if hi is not None:
+        top, bot = min(top, int(hi)), max(bot, -int(hi))
+    specials = [v for v in special_ints(d) if bot <= v <= top] or [0]
+    head = draw(st.lists(st.one_of(st.sampled_from(specials), st.integers(bot, top)), min_size=k, max_size=k))
+    pick = rng.integers(0, 2, size=n - k)
+    tail = np.where(
+        pick == 0,
+        np.asarray(specials, np.int64)[rng.integers(0, len(specials), size=n - k)],
+        rng.integers(bot, top, size=n - k, endpoint=True, dtype=np.int64),
+    )
+    a = np.concatenate([np.asarray(head, np.int64), tail])
+    return rng.permutation(a).astype(d).reshape(shape)
+
+
+# ---- comparisons ----------------------------------------------------------------------------------------
+
+
+def assert_same(got, want, what: str = "") -> None:
+    """Bit-exact (any NaN matches any NaN); dtype and shape too."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    ok = same_values(got, want)
+    if not ok.all():
+        i = tuple(int(v[0]) for v in np.nonzero(~ok))
+        raise AssertionError(
+            f"{what}: {int((~ok).sum())} of {ok.size} differ, first at {i}: {got[i]!r} vs {want[i]!r}"
+        )
+
+
+def assert_bits(got, want, what: str = "") -> None:
+    """Same bits, NaN payloads included (copies and data movement)."""
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (
+        f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
+    )
+    np.testing.assert_array_equal(bits(got), bits(want), err_msg=what)
+
+
+def assert_close(got, want64, dtype, n_ulp: float = 2.0, slack=None, what: str = "") -> None:
+    got = np.asarray(got)
+    assert got.dtype == np.dtype(dtype), f"{what}: dtype {got.dtype} != {np.dtype(dtype)}"
+    w = np.broadcast_to(np.asarray(want64, np.float64), got.shape)
+    ok = close_values(got, w, dtype, n_ulp)
+    if slack is not None:
+        with np.errstate(invalid="ignore"):
+            ok |= (
+                np.isfinite(w)
+                & np.isfinite(got.astype(np.float64))
+                & (np.abs(got.astype(np.float64) - w) <= slack)
+            )
+    if not ok.all():
+        i = tuple(int(v[0]) for v in np.nonzero(~ok))
+        raise AssertionError(
+            f"{what}: {int((~ok).sum())} of {ok.size} outside tolerance, first at {i}: {got[i]!r} vs {w[i]!r}"
+        )
+
+
+def _act_tolerance(name: str, x32: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Absolute slack for an approximated activation: 64 fp32 epsilons of the size of the terms its
+    definition combines (x for x*g(x) forms, 1 for bounded ones, the result itself otherwise).  The
+    definitions cancel (gelu(-5) = -5 * Phi(-5) ~ -1.4e-6 comes from 1 + erf(-3.5)), so a relative
+    bound alone would demand more than any fp32 evaluation, the hardware's included, can give."""
+    x = np.abs(np.asarray(x32, np.float64))
+    scale = {
+        "gelu": x,
+        "gelu_apprx_tanh": x,
+        "gelu_apprx_sigmoid": x,
+        "silu": x,
+        "mish": x,
+        "gelu_dx": 1 + x,
+        "silu_dx": 1 + x,
+        "sigmoid": 1.0,
+        "tanh": 1.0,
+        "erf": 1.0,
+        "erf_dx": 1.0,
+        "softplus": 1.0 + x,
+        "sin": 1.0,
+        "cos": 1.0,
+        "arctan": 1.0,
+    }.get(name, 0.0)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return 64 * EPS32 * (np.abs(w) + scale)
+
+
+def run2(fn, *arrays):
+    """``apply`` on trn2 (NeuronCore-v3 APIs)."""
+    return APPLY_TRN2(list(arrays), fn)
+
+
+def _np_dtype(d):
+    return None if d is None else np.dtype(d)
+
+
+# ---- element-wise unary ---------------------------------------------------------------------------------
+
+NL_ACTIVATIONS = sorted(n for n in ACT if n not in ("copy",))
+NL_UNARY = NL_ACTIVATIONS + sorted(VUNARY)
+
+
+@pytest.mark.parametrize("name", NL_UNARY)
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, out=st.one_of(st.none(), dtypes_any))
+def test_nl_unary(name, data, p, f, dtype, out):
+    """nl.<unary>(x, dtype=): the input read as fp32, the function, one rounding into ``dtype``
+    (default: the input dtype) [B1-NL, B1-SH].  Exact for abs/sign/relu/square/negative/trunc/floor/
+    ceil (one correctly rounded fp32 operation or none); activations within ``_act_tolerance``.
+    Reading: out-of-range inputs (log of a negative, sin beyond pi ...) give the function's IEEE value
+    (NaN, inf), not the "invalid output" the hardware may produce [B1-SH]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    fn = getattr(nl, name)
+    got = apply(lambda t: fn(t, dtype=out), x)
+    od = np.dtype(out or dtype)
+    x32 = to_f32(x)
+    if name in VUNARY:
+        assert_same(got, cast(VUNARY[name](x32), od), name)
+    elif name in ("abs", "sign", "relu", "square"):
+        assert_same(got, cast(activation(name, x32).astype(np.float32), od), name)
+    else:
+        w = activation(name, x32)
+        assert_close(got, w, od, slack=_act_tolerance(name, x32, w), what=name)
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+def test_nl_logical_not(data, p, f, dtype):
+    """nl.logical_not: nonzero is true (NaN is nonzero), result bool [B1-NL]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    assert_same(apply(nl.logical_not, x), to_f32(x) == 0, "logical_not")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_int)
+def test_nl_invert(data, p, f, dtype):
+    """nl.invert: bitwise NOT of the integer bit pattern [B1-SH bitvec]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    assert_same(apply(nl.invert, x), np.invert(x), "invert")
+
+
+@pytest.mark.parametrize("name", sorted(ACT))
+@EX
+@given(
+    data=st.data(),
+    p=parts,
+    f=frees,
+    dtype=dtypes_float,
+    out=st.one_of(st.none(), dtypes_float),
+    scale=st.sampled_from([1.0, -0.5, 3.0, 0.0]),
+    with_bias=st.booleans(),
+)
+def test_nisa_activation(name, data, p, f, dtype, out, scale, with_bias):
+    """nisa.activation: op(data * scale + bias) "all math in fp32, output cast to dtype" [B1-ISA].
+    Reading: data*scale and +bias are two fp32 roundings (no fused multiply-add; undocumented)."""
+    x = data.draw(arrays(dtype, (p, f)))
+    with_bias = with_bias and name != "reciprocal"  # "no bias with reciprocal on NeuronCore-v2" [B1-SH]
+    b = data.draw(arrays(F32, (p, 1), finite=True)) if with_bias else None
+    fn = getattr(nl, name) if name != "copy" else nl.copy
+    if with_bias:
+        got = apply(lambda t, bt: nisa.activation(fn, t, bias=bt, scale=scale, dtype=out), x, b)
+    else:
+        got = apply(lambda t: nisa.activation(fn, t, scale=scale, dtype=out), x)
+    with np.errstate(all="ignore"):
+        z = to_f32(x) * np.float32(scale)
+        if with_bias:
+            z = z + b
+    od = np.dtype(out or dtype)
+    if name in ("copy", "abs", "sign", "relu", "square"):
+        assert_same(got, cast(activation(name, z).astype(np.float32), od), name)
+    else:
+        w = activation(name, z)
+        assert_close(got, w, od, slack=_act_tolerance(name, z, w), what=name)
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nisa_activation_reduce(data, p, f, dtype):
+    """nisa.activation_reduce: also writes the free-axis add-reduction of the activation result
+    (before the output cast) into reduce_res [B1-ISA]; summation order undocumented: n-term bound."""
+    x = data.draw(arrays(dtype, (p, f), lo=2.0**-20, hi=2.0**20))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        red = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        rr = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r = nisa.activation_reduce(nl.exp, nl.load(a), reduce_op=np.add, reduce_res=rr)
+        nl.store(out, value=r)
+        nl.store(red, value=rr)
+        return out, red
+
+    o, red = k(x)
+    e = activation("exp", to_f32(x))
+    assert_close(o, e, dtype, what="activation_reduce out")
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = e.sum(axis=1, keepdims=True)
+    assert_close(red, s, F32, n_ulp=2 * f + 4, what="activation_reduce sum")
+
+
+# ---- element-wise binary ----------------------------------------------------------------------------------
+
+NL_BINARY = [*sorted(ALU32), "power"]
+NL_BITVEC = ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
+
+
+def _binary_ref(op: str, x, y, od: np.dtype, two_tiles: bool):
+    """The documented result of nl.<op>(x, y) with output dtype ``od`` (float64 for approximated)."""
+    xd, yd = np.asarray(x).dtype, np.asarray(y).dtype
+    if two_tiles and op in INT32_OPS and {xd, yd, od} <= {I32, U32}:
+        return "exact", int32_ref(op, np.asarray(x), np.asarray(y), od)
+    x32, y32 = to_f32(np.asarray(x)), to_f32(np.asarray(y))
+    with np.errstate(all="ignore"):
+        if op == "power":
+            return "approx", np.power(x32.astype(np.float64), y32.astype(np.float64))
+        return "exact", cast(ALU32[op](x32, y32), od)
+
+
+@pytest.mark.parametrize("op", NL_BINARY)
+@EX
+@given(
+    data=st.data(),
+    p=parts,
+    f=frees,
+    d1=dtypes_any,
+    d2=dtypes_any,
+    form=st.sampled_from(["tile", "vector", "int", "float"]),
+    out=st.one_of(st.none(), dtypes_any),
+)
+def test_nl_binary(op, data, p, f, d1, d2, form, out):
+    """nl.<op>(x, y, dtype=): both read as fp32, one fp32 operation, one rounding into ``dtype``
+    (default: the promoted type [B1-SH], bool for comparisons/logical [B1-NL]).  Two int32/uint32
+    tiles with an int32/uint32 result add/subtract/multiply/max/min natively (exact, wrapping)
+    [N2-ISA tensor_tensor].  Reading: a (P, 1) or scalar operand makes the op a tensor_scalar, which
+    computes in fp32 even on int32 (only tensor_tensor is documented as integer)."""
+    x = data.draw(arrays(d1, (p, f)))
+    if form == "tile":
+        y = data.draw(arrays(d2, (p, f)))
+    elif form == "vector":
+        y = data.draw(arrays(d2, (p, 1)))
+    elif form == "int":
+        y = data.draw(st.sampled_from([0, 1, -3, 2**24 + 1, 7]))
+    else:
+        y = data.draw(st.sampled_from([0.0, -0.0, 0.5, -2.25, math.inf, 1e30]))
+    fn = getattr(nl, op)
+    if isinstance(y, np.ndarray):
+        got = apply(lambda a, b: fn(a, b, dtype=out), x, y)
+        yd = y.dtype
+    else:
+        got = apply(lambda a: fn(a, y, dtype=out), x)
+        yd = scalar_dtype(y)
+    default = BOOL if op in PRED_OPS else promote(x.dtype, yd)
+    od = np.dtype(out or default)
+    yv = y if isinstance(y, np.ndarray) else np.array(y, dtype=yd if yd != I32 else np.int64)
+    two_tiles = form == "tile" or (form == "vector" and f == 1)
+    kind, want = _binary_ref(op, x, yv, od, two_tiles)
+    if kind == "exact":
+        assert_same(got, np.broadcast_to(want, got.shape).astype(od), op)
+    else:
+        assert_close(got, want, od, n_ulp=4, what=op)
+
+
+@pytest.mark.parametrize("op", NL_BITVEC)
+@EX
+@given(data=st.data(), p=parts, f=frees, d1=dtypes_int, d2=dtypes_int)
+def test_nl_bitvec(op, data, p, f, d1, d2):
+    """Bitvec operators act on bit patterns [B1-SH]: and/or/xor on the operands widened by value to
+    the promoted integer type; shifts are logical and, "without any data type casting" [B1-ISA
+    tensor_tensor], shift the data operand's own bits, the result then taking the output dtype.
+    Reading: shift amounts in [0, bits of the data type) (larger amounts are undocumented); pairs
+    without a common integer type (int8 with uint32) are not bitvec cases."""
+    od = promote(d1, d2)
+    if od in FLOATS:
+        d2 = od = d1
+    x = data.draw(arrays(d1, (p, f)))
+    if "shift" in op:
+        nb = 8 * np.dtype(d1).itemsize
+        y = np.asarray(data.draw(st.lists(st.integers(0, nb - 1), min_size=p * f, max_size=p * f)))
+        y = y.astype(d2).reshape(p, f)
+    else:
+        y = data.draw(arrays(d2, (p, f)))
+    got = apply(getattr(nl, op), x, y)
+    assert_same(got, bitvec(op, x, y, od), op)
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, d1=dtypes_any, d2=dtypes_any, cd=st.sampled_from([U8, I32, F32]))
+def test_nl_where(data, p, f, d1, d2, cd):
+    """nl.where(c, x, y): element-wise select; result dtype promoted from x and y [B1-NL].  Reading:
+    select moves values like a copy (no fp32 round trip), so it is exact whenever the promoted type
+    holds both operands."""
+    c = data.draw(arrays(cd, (p, f)))
+    x = data.draw(arrays(d1, (p, f)))
+    y = data.draw(arrays(d2, (p, f)))
+    got = apply(lambda a, b, cc: nl.where(cc, a, b), x, y, c)
+    od = promote(d1, d2)
+    want = np.where(to_f32(c) != 0, convert(x, od), convert(y, od))
+    assert_same(got, want, "where")
+
+
+# ---- nisa element-wise -------------------------------------------------------------------------------------
+
+ISA_ARITH = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "less", "logical_or"]
+
+
+@pytest.mark.parametrize("op", ISA_ARITH)
+@EX
+@given(
+    data=st.data(),
+    p=parts,
+    f=frees,
+    d1=dtypes_any,
+    d2=dtypes_any,
+    engine=st.sampled_from(["default", "vector", "gpsimd"]),
+    out=st.one_of(st.none(), dtypes_any),
+)
+def test_nisa_tensor_tensor(op, data, p, f, d1, d2, engine, out):
+    """nisa.tensor_tensor: fp32 arithmetic, output cast; dtype default = the wider input [B1-ISA];
+    int32/uint32 in and out: GpSimd native integer arithmetic unless ``engine=vector`` [N2-ISA]."""
+    x = data.draw(arrays(d1, (p, f)))
+    y = data.draw(arrays(d2, (p, f)))
+    eng = {"default": nisa.unknown_engine, "vector": nisa.vector_engine, "gpsimd": nisa.gpsimd_engine}[engine]
+    got = apply(lambda a, b: nisa.tensor_tensor(a, b, getattr(np, op), dtype=out, engine=eng), x, y)
+    od = np.dtype(out or promote(d1, d2))
+    _, want = _binary_ref(op, x, y, od, engine != "vector")
+    assert_same(got, want, op)
+
+
+@EX
+@given(
+    data=st.data(),
+    p=parts,
+    f=frees,
+    dtype=dtypes_any,
+    op0=st.sampled_from(["add", "multiply", "subtract", "maximum", "divide"]),
+    op1=st.sampled_from([None, "add", "multiply", "minimum"]),
+    rev=st.tuples(st.booleans(), st.booleans()),
+    vec=st.booleans(),
+    out=st.one_of(st.none(), dtypes_float),
+)
+def test_nisa_tensor_scalar(data, p, f, dtype, op0, op1, rev, vec, out):
+    """nisa.tensor_scalar: (data op0 operand0) op1 operand1 in fp32, one cast at the end; reverseN
+    swaps the operands of opN [B1-ISA].  Reading: the intermediate stays fp32 (not rounded to the
+    output dtype between the two operators)."""
+    x = data.draw(arrays(dtype, (p, f)))
+    o0 = (
+        data.draw(arrays(F32, (p, 1)))
+        if vec
+        else np.float32(data.draw(st.sampled_from([2.0, -0.0, 0.1, 3e38])))
+    )
+    o1 = np.float32(data.draw(st.sampled_from([1.0, -7.5, 0.0])))
+    kw = dict(reverse0=rev[0], dtype=out)
+    if op1 is not None:
+        kw.update(op1=getattr(np, op1), operand1=float(o1), reverse1=rev[1])
+    if vec:
+        got = apply(lambda a, v: nisa.tensor_scalar(a, getattr(np, op0), v, **kw), x, o0)
+    else:
+        got = apply(lambda a: nisa.tensor_scalar(a, getattr(np, op0), float(o0), **kw), x)
+    x32 = to_f32(x)
+    with np.errstate(all="ignore"):
+        r = ALU32[op0](o0, x32) if rev[0] else ALU32[op0](x32, o0)
+        if op1 is not None:
+            r = ALU32[op1](o1, r) if rev[1] else ALU32[op1](r, o1)
+    assert_same(got, cast(np.asarray(r, np.float32), np.dtype(out or dtype)), "tensor_scalar")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, rev=st.tuples(st.booleans(), st.booleans()))
+def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
+    """nisa.scalar_tensor_tensor: (data op0 operand0) op1 operand1, fp32, one cast [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    y = data.draw(arrays(dtype, (p, f)))
+    got = apply(
+        lambda a, b: nisa.scalar_tensor_tensor(
+            data=a,
+            op0=np.subtract,
+            operand0=1.5,
+            op1=np.multiply,
+            operand1=b,
+            reverse0=rev[0],
+            reverse1=rev[1],
+        ),
+        x,
+        y,
+    )
+    x32, y32 = to_f32(x), to_f32(y)
+    with np.errstate(all="ignore"):
+        r = (np.float32(1.5) - x32) if rev[0] else (x32 - np.float32(1.5))
+        r = y32 * r if rev[1] else r * y32
+    assert_same(got, cast(r, dtype), "scalar_tensor_tensor")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nisa_tensor_tensor_scan(data, p, f, dtype):
+    """nisa.tensor_tensor_scan: r[i] = op1(op0(d0[i], r[i-1]), d1[i]), r[-1] = initial, in fp32 [B1-ISA].
+    Reading: the running value stays fp32 between steps; each output element is cast once."""
+    x = data.draw(arrays(dtype, (p, f)))
+    y = data.draw(arrays(dtype, (p, f)))
+    got = apply(lambda a, b: nisa.tensor_tensor_scan(a, b, 0.5, np.multiply, np.add), x, y)
+    x32, y32 = to_f32(x), to_f32(y)
+    r = np.empty_like(x32)
+    prev = np.full(p, 0.5, np.float32)
+    with np.errstate(all="ignore"):
+        for i in range(f):
+            prev = x32[:, i] * prev + y32[:, i]
+            r[:, i] = prev
+    assert_same(got, cast(r, dtype), "tensor_tensor_scan")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nisa_tensor_scalar_cumulative(data, p, f, dtype):
+    """nisa.tensor_scalar_cumulative: reg = op1(op0(src[i], imm0), reg); dst[i] = reg, with
+    reset_reduce starting from the identity of op1 [B1-ISA]; fp32 running value, one cast each."""
+    x = data.draw(arrays(dtype, (p, f)))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        d = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar_cumulative(
+            src=nl.load(a),
+            dst=d,
+            op0=np.multiply,
+            op1=np.add,
+            imm0=2.0,
+            reduce_cmd=nisa.reduce_cmd.reset_reduce,
+        )
+        nl.store(out, value=d)
+        return out
+
+    got = k(x)
+    x32 = to_f32(x)
+    r = np.empty_like(x32)
+    acc = np.zeros(p, np.float32)
+    with np.errstate(all="ignore"):
+        for i in range(f):
+            acc = (x32[:, i] * np.float32(2)) + acc
+            r[:, i] = acc
+    assert_same(got, cast(r, dtype), "tensor_scalar_cumulative")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nisa_reciprocal(data, p, f, dtype):
+    """nisa.reciprocal: 1/x on VectorE "at a higher precision" than ScalarE [B1-SH]; the reference
+    is the correctly rounded fp32 quotient (reading: VectorE's reciprocal is the IEEE division)."""
+    x = data.draw(arrays(dtype, (p, f)))
+    with np.errstate(all="ignore"):
+        want = cast(np.float32(1) / to_f32(x), dtype)
+    assert_same(apply(lambda t: nisa.reciprocal(t), x), want, "reciprocal")
+
+
+# ---- reductions ------------------------------------------------------------------------------------------
+
+
+def _sum_bound(x32: np.ndarray, axis) -> np.ndarray:
+    n = np.prod([x32.shape[a] for a in axis])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return n * EPS32 * np.abs(x32.astype(np.float64)).sum(axis=axis, keepdims=True)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "all"])
+@EX
+@given(data=st.data(), p=parts, f=frees, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
+def test_nl_reductions(name, data, p, f, g, dtype, keep):
+    """nl.<reduction>(x, axis): fp32 arithmetic over free axes [B1-NL, B1-ISA tensor_reduce]; the
+    order of the fp32 additions is not documented, so sums, means and variances are checked against
+    the n-term summation bound; max/min/all exactly.  Reading: NaN propagates through max/min; prod
+    is drawn from magnitudes in [2**-8, 2**8], sums and means up to 2**100, variances up to 2**20
+    (whether a partial sum or product overflows depends on the order); inf and NaN stay in."""
+    shape = (p, f, g)
+    if name in ("sum", "mean"):
+        x = data.draw(arrays(dtype, shape, lo=0.0, hi=2.0**100))
+    elif name == "prod":
+        x = data.draw(arrays(dtype, shape, lo=2.0**-8, hi=2.0**8))
+    elif name == "var":
+        x = data.draw(arrays(dtype, shape, lo=0.0, hi=2.0**20))
+    else:
+        x = data.draw(arrays(dtype, shape))
+    fn = getattr(nl, name)
+    axis = (1, 2)
+    kw = {} if name in ("var", "all") else {"keepdims": keep}
+    keep = keep and name not in ("var", "all")
+    got = apply(lambda t: fn(t, axis=list(axis), **kw), x)
+    x32 = to_f32(x).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if name == "all":
+            want = np.all(to_f32(x) != 0, axis=axis, keepdims=True)
+        elif name in ("max", "min"):
+            want = getattr(np, name)(to_f32(x), axis=axis, keepdims=True)
+        elif name == "sum":
+            want = x32.sum(axis=axis, keepdims=True)
+        elif name == "prod":
+            want = x32.prod(axis=axis, keepdims=True)
+        elif name == "mean":
+            want = x32.mean(axis=axis, keepdims=True)
+        else:
+            want = x32.var(axis=axis, keepdims=True)
+    want = want if keep else want.reshape(p, 1)
+    od = BOOL if name == "all" else (F32 if name in ("mean", "var") and dtype in INTS else dtype)
+    if name in ("all", "max", "min"):
+        assert_same(got, cast(want, od) if od != BOOL else want, name)
+        return
+    if name == "prod":
+        slack = 2 * f * g * EPS32 * np.abs(want)
+    elif name == "var":
+        with np.errstate(over="ignore"):
+            slack = 4 * f * g * EPS32 * (x32**2).mean(axis=axis, keepdims=True)
+    else:
+        slack = _sum_bound(to_f32(x), axis) / (f * g if name == "mean" else 1)
+    slack = slack if keep else slack.reshape(p, 1)
+    assert_close(got, want, od, slack=slack, what=name)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "multiply", "bitwise_or"])
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
+def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
+    """nisa.tensor_reduce(op, data, axis, negate=, keepdims=): fp32 reduction, negated if asked,
+    one cast [B1-ISA]; bitvec ops reduce the integer bit patterns (and take no negate)."""
+    if op == "bitwise_or":
+        dtype, negate = (dtype if dtype in INTS else I32), False
+    x = data.draw(arrays(dtype, (p, f), lo=2.0**-8, hi=2.0**8) if op == "multiply" else arrays(dtype, (p, f)))
+    got = apply(lambda t: nisa.tensor_reduce(getattr(np, op), t, axis=1, negate=negate, keepdims=keep), x)
+    if op == "bitwise_or":
+        want = np.bitwise_or.reduce(x, axis=1, keepdims=True)
+        assert_same(got, want if keep else want.reshape(p, 1), op)
+        return
+    x32 = to_f32(x)
+    with np.errstate(all="ignore"):
+        if op == "max":
+            w = np.max(x32, axis=1, keepdims=True).astype(np.float64)
+        elif op == "add":
+            w = x32.astype(np.float64).sum(axis=1, keepdims=True)
+        else:
+            w = x32.astype(np.float64).prod(axis=1, keepdims=True)
+        w = -w if negate else w
+    slack = 2 * f * EPS32 * np.abs(w) if op == "multiply" else _sum_bound(x32, (1,))
+    if op == "max":
+        assert_same(got, cast(w.astype(np.float32), dtype).reshape(got.shape), op)
+    else:
+        assert_close(got, w.reshape(got.shape), dtype, slack=slack.reshape(got.shape), what=op)
+
+
+@pytest.mark.parametrize("op", ["add", "max", "bitwise_and"])
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
+    """nisa.tensor_partition_reduce: reduce across partitions to (1, F) on GpSimd [B1-ISA]."""
+    if op == "bitwise_and" and dtype not in INTS:
+        dtype = U32
+    x = data.draw(arrays(dtype, (p, f)))
+    got = apply(lambda t: nisa.tensor_partition_reduce(getattr(np, op), t), x)
+    if op == "bitwise_and":
+        assert_same(got, np.bitwise_and.reduce(x, axis=0, keepdims=True), op)
+    elif op == "max":
+        assert_same(got, cast(np.max(to_f32(x), axis=0, keepdims=True), dtype), op)
+    else:
+        with np.errstate(all="ignore"):
+            w = to_f32(x).astype(np.float64).sum(axis=0, keepdims=True)
+        assert_close(got, w, dtype, slack=_sum_bound(to_f32(x), (0,)), what=op)
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, red=st.sampled_from(["add", "max", "min"]))
+def test_nisa_tensor_scalar_reduce(data, p, f, dtype, red):
+    """nisa.tensor_scalar_reduce: out = data op0 operand0 (fp32, cast) and reduce_res = reduce_op of
+    the fp32 results over the free axis [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        rr_h = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        rr = nl.ndarray((p, 1), dtype=nl.float32, buffer=nl.sbuf)
+        r = nisa.tensor_scalar_reduce(
+            data=nl.load(a), op0=np.multiply, operand0=-2.0, reduce_op=getattr(np, red), reduce_res=rr
+        )
+        nl.store(out, value=r)
+        nl.store(rr_h, value=rr)
+        return out, rr_h
+
+    o, rr = k(x)
+    with np.errstate(all="ignore"):
+        v = to_f32(x) * np.float32(-2)
+    assert_same(o, cast(v, dtype), "tensor_scalar_reduce out")
+    if red == "add":
+        with np.errstate(all="ignore"):
+            assert_close(
+                rr, v.astype(np.float64).sum(1, keepdims=True), F32, slack=_sum_bound(v, (1,)), what="sum"
+            )
+    else:
+        assert_same(rr, getattr(np, red)(v, axis=1, keepdims=True), red)
+
+
+@EX
+@given(data=st.data(), p=parts, f=st.integers(1, 24), dtype=dtypes_float)
+def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
+    """nisa.bn_stats: per partition (count, mean, count*variance) of the even and of the odd free
+    elements; nisa.bn_aggr: (mean, variance) of all [B1-ISA].  Finite moderate inputs (the statistics
+    of inf/NaN are undocumented); summation-order bounds."""
+    x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**10))
+
+    @nki.jit
+    def k(a):
+        s_h = nl.ndarray((p, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+        m_h = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nisa.bn_stats(nl.load(a), dtype=nl.float32)
+        nl.store(s_h, value=s)
+        nl.store(m_h, value=nisa.bn_aggr(s))
+        return s_h, m_h
+
+    s, mv = k(x)
+    x64 = to_f32(x).astype(np.float64)
+    cols = []
+    for par in (0, 1):
+        xs = x64[:, par::2]
+        n = xs.shape[1]
+        mean = xs.mean(axis=1) if n else np.zeros(p)
+        cols += [
+            np.full(p, n, np.float64),
+            mean,
+            ((xs - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(p),
+        ]
+    want = np.stack(cols, axis=1)
+    scale = 8 * f * EPS32 * (1 + (x64**2).sum(axis=1, keepdims=True))
+    assert_close(s, want, F32, slack=scale, what="bn_stats")
+    wmv = np.stack([x64.mean(axis=1), x64.var(axis=1)], axis=1)
+    assert_close(mv, wmv, F32, slack=scale, what="bn_aggr")
+
+
+@EX
+@given(data=st.data(), p=parts, f=st.integers(8, 24), dtype=dtypes_float)
+def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
+    """max8: the 8 largest values per partition, descending; nc_find_index8: index of the first
+    occurrence of each; nc_match_replace8: replace those occurrences with imm [B1-ISA].  Reading:
+    NaN inputs are left out (their order among the 8 is undocumented)."""
+    x = data.draw(arrays(dtype, (p, f), finite=True))
+
+    @nki.jit
+    def k(a):
+        m_h = nl.ndarray((p, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        i_h = nl.ndarray((p, 8), dtype=nl.uint32, buffer=nl.shared_hbm)
+        r_h = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        m8 = nisa.max8(src=t)
+        nl.store(m_h, value=m8)
+        nl.store(i_h, value=nisa.nc_find_index8(data=t, vals=m8))
+        nl.store(r_h, value=nisa.nc_match_replace8(data=t, vals=m8, imm=-1e30))
+        return m_h, i_h, r_h
+
+    m8, idx, rep = k(x)
+    x32 = to_f32(x)
+    want = -np.sort(-x32, axis=1)[:, :8]
+    assert_same(m8, cast(want, dtype), "max8")
+    first = np.array([[int(np.nonzero(x32[q] == v)[0][0]) for v in want[q]] for q in range(p)], np.uint32)
+    assert_same(idx, first, "nc_find_index8")
+    wr = x32.copy()
+    for q in range(p):
+        for v in want[q]:
+            hit = np.nonzero(wr[q] == v)[0]
+            if hit.size:
+                wr[q, hit[0]] = np.float32(-1e30)
+    assert_same(rep, cast(wr, dtype), "nc_match_replace8")
+
+
+# ---- selection ----------------------------------------------------------------------------------------------
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, fv=st.sampled_from([-9984.0, 0.0, -math.inf]))
+def test_nisa_affine_select(data, p, f, dtype, fv):
+    """nisa.affine_select(pred, on_true_tile, on_false_value): on_true where the affine predicate
+    holds, else the fp32 on_false_value cast to the output dtype [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        ix, iy = nl.mgrid[0:p, 0:f]
+        t = nl.load(a)
+        nl.store(out, value=nisa.affine_select(pred=(iy <= ix), on_true_tile=t[ix, iy], on_false_value=fv))
+        return out
+
+    ip, jf = np.arange(p)[:, None], np.arange(f)[None, :]
+    assert_same(k(x), np.where(jf <= ip, x, cast(np.float32(fv), dtype)), "affine_select")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, start=st.integers(0, 20))
+def test_nisa_range_select(data, p, f, dtype, start):
+    """nisa.range_select (trn2): keep elements whose index (range_start + free index) satisfies
+    comp_op0 bound0 and comp_op1 bound1, else on_false_value; max-reduce of the results [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    b0 = np.full((p, 1), start + 1, np.float32)
+    b1 = np.full((p, 1), start + f - 1, np.float32)
+
+    @nki.jit(platform_target="trn2")
+    def k(a, lo, hi):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        r = nisa.range_select(
+            on_true_tile=nl.load(a),
+            comp_op0=np.greater_equal,
+            comp_op1=np.less,
+            bound0=nl.load(lo),
+            bound1=nl.load(hi),
+            range_start=start,
+            on_false_value=-5.0,
+        )
+        nl.store(out, value=r)
+        return out
+
+    idx = start + np.arange(f)[None, :]
+    keep = (idx >= b0) & (idx < b1)
+    assert_same(k(x, b0, b1), np.where(keep, x, cast(np.float32(-5.0), dtype)), "range_select")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, reverse=st.booleans())
+def test_nisa_select_reduce(data, p, f, dtype, reverse):
+    """nisa.select_reduce: dst = predicate ? on_true : on_false (reverse_pred inverts) [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    pr = data.draw(arrays(U8, (p, f)))
+
+    @nki.jit
+    def k(a, prd):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        dst = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.select_reduce(
+            dst=dst, predicate=nl.load(prd), on_true=nl.load(a), on_false=-3.0, reverse_pred=reverse
+        )
+        nl.store(out, value=dst)
+        return out
+
+    sel = (pr != 0) != reverse
+    assert_same(k(x, pr), np.where(sel, x, cast(np.float32(-3.0), dtype)), "select_reduce")
+
+
+@EX
+@given(data=st.data(), n=st.integers(1, 24), dtype=st.sampled_from([I32, F32, BF16]))
+def test_nisa_sequence_bounds(data, n, dtype):
+    """nisa.sequence_bounds: per element, the start and end (exclusive) index of its segment of equal
+    ids; id 0 is padding with bounds (n, -1) [B1-ISA, its documented example]."""
+    ids = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
+    s = ids.astype(dtype).reshape(1, n)
+    start, end = np.empty(n), np.empty(n)
+    for i in range(n):
+        if ids[i] == 0:
+            start[i], end[i] = n, -1
+            continue
+        j = i
+        while j > 0 and ids[j - 1] == ids[i]:
+            j -= 1
+        k = i
+        while k < n - 1 and ids[k + 1] == ids[i]:
+            k += 1
+        start[i], end[i] = j, k + 1
+    want = convert(np.stack([start, end])[None].astype(np.float32), dtype)
+    assert_same(apply(lambda t: nisa.sequence_bounds(segment_ids=t), s), want, "sequence_bounds")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, rev=st.booleans())
+def test_nisa_tensor_copy_predicated(data, p, f, dtype, rev):
+    """nisa.tensor_copy_predicated: dst = src where predicate is nonzero (reverse_pred inverts), other
+    elements of dst unchanged; a copy, so same-dtype values move bit for bit [B1-ISA]."""
+    src = data.draw(arrays(dtype, (p, f)))
+    old = data.draw(arrays(dtype, (p, f)))
+    pr = data.draw(arrays(U8, (p, f)))
+
+    @nki.jit
+    def k(s, o, prd):
+        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
+        d = nl.load(o)
+        nisa.tensor_copy_predicated(src=nl.load(s), dst=d, predicate=nl.load(prd), reverse_pred=rev)
+        nl.store(out, value=d)
+        return out
+
+    assert_bits(k(src, old, pr), np.where((pr != 0) != rev, src, old), "tensor_copy_predicated")
+
+
+# ---- data movement and conversion ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "load",
+        "load_transpose2d",
+        "copy",
+        "tensor_copy",
+        "dma_copy",
+        "dma_transpose",
+        "nc_transpose",
+        "transpose",
+    ],
+)
+@EX
+@given(
+    data=st.data(),
+    p=st.integers(1, 16),
+    f=st.integers(1, 16),
+    dtype=dtypes_any,
+    out=st.one_of(st.none(), dtypes_any),
+)
+def test_data_movement(path, data, p, f, dtype, out):
+    """Copies and transposes move values: bit for bit without a dtype change (NaN payloads
+    included), src -> fp32 -> dst with one (DMAOV) [B1-ISA tensor_copy, dma_copy; B1-NL load/copy].
+    Transposes permute the same values [B1-ISA nc_transpose, dma_transpose; B1-NL transpose].
+    Reading: the NeuronCore-v2 TensorE transpose is documented as not bit-exact for NaN/inf [ARCH3];
+    the simulator keeps it exact, and this test checks that."""
+    x = data.draw(arrays(dtype, (p, f)))
+    if path in ("nc_transpose", "transpose", "dma_transpose") and dtype in INTS and path != "dma_transpose":
+        dtype = F32
+        x = data.draw(arrays(dtype, (p, f)))
+    want = x
+    if path == "load":
+        got = _load_kernel(x, out)
+    elif path == "load_transpose2d":
+        got = _load_t_kernel(x, out)
+        want = x.T
+    elif path == "copy":
+        got = apply(lambda t: nl.copy(t, dtype=out), x)
+    elif path == "tensor_copy":
+        got = apply(lambda t: nisa.tensor_copy(t, dtype=out), x)
+    elif path == "dma_copy":
+        got = _dma_kernel(x, out)
+    elif path == "dma_transpose":
+        got = apply(lambda t: nisa.dma_transpose(t, dtype=out), x)
+        want = x.T
+    elif path == "nc_transpose":
+        got = apply(lambda t: nisa.nc_transpose(t, engine=nisa.vector_engine, dtype=out), x[:8, :8])
+        want = x[:8, :8].T
+    else:
+        got = apply(lambda t: nl.transpose(t, dtype=out), x)
+        want = x.T
+    od = np.dtype(out or dtype)
+    check = assert_bits if od == dtype else assert_same  # a converted NaN's payload is undocumented
+    check(got, convert(np.ascontiguousarray(want), od), path)
+
+
+@nki.jit
+def _load_kernel(x, dtype):
+    t = nl.load(x, dtype=dtype)
+    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+@nki.jit
+def _load_t_kernel(x, dtype):
+    t = nl.load_transpose2d(x, dtype=dtype)
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+@nki.jit
+def _dma_kernel(x, dtype):
+    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@EX
+@given(data=st.data(), p=st.integers(1, 16), f=frees, d1=dtypes_any, d2=dtypes_any)
+def test_nl_store_converts_through_fp32(data, p, f, d1, d2):
+    """nl.store into a tensor of another dtype converts src -> fp32 -> dst [DMAOV]; of the same dtype
+    it moves bits [B1-NL store]."""
+    x = data.draw(arrays(d1, (p, f)))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=d2, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        return out
+
+    check = assert_bits if d1 == d2 else assert_same  # a converted NaN's payload is undocumented
+    check(k(x), convert(x, d2), "store")
+
+
+@EX
+@given(data=st.data(), p=st.integers(1, 16), f=frees, dtype=dtypes_any)
+def test_nl_broadcast_to_and_expand_dims(data, p, f, dtype):
+    """nl.broadcast_to(src, shape=) repeats the (P, 1) column along the free dim; nl.expand_dims adds
+    a size-1 axis; both move values unchanged [B1-NL]."""
+    x = data.draw(arrays(dtype, (p, 1)))
+    assert_bits(
+        apply(lambda t: nl.broadcast_to(t, shape=(p, f)), x),
+        np.broadcast_to(x, (p, f)).copy(),
+        "broadcast_to",
+    )
+    y = data.draw(arrays(dtype, (p, f)))
+    assert_bits(apply(lambda t: nl.copy(nl.expand_dims(t, 2)), y), y[:, :, None], "expand_dims")
+
+
+@EX
+@given(data=st.data(), p=st.integers(1, 16), f=st.integers(2, 16), m=st.integers(1, 12), dtype=dtypes_any)
+def test_nl_gather_flattened(data, p, f, m, dtype):
+    """nl.gather_flattened(data, indices) is np.take_along_axis on the flattened free dims [B1-NL]:
+    moved values, bit for bit."""
+    x = data.draw(arrays(dtype, (p, f)))
+    idx = np.asarray(data.draw(st.lists(st.integers(0, f - 1), min_size=p * m, max_size=p * m)), np.uint32)
+    idx = idx.reshape(p, m)
+    got = apply(lambda d, i: nl.gather_flattened(d, i), x, idx)
+    assert_bits(got, np.take_along_axis(x, idx.astype(np.int64), axis=1), "gather_flattened")
+
+
+@EX
+@given(data=st.data(), cores=st.integers(1, 2), f=st.integers(4, 12), dtype=dtypes_any)
+def test_nisa_local_gather(data, cores, f, dtype):
+    """nisa.local_gather: each 16-partition GpSimd core gathers src elements at its indices, taken in
+    column-major order of its 16 index rows [B1-ISA]; moved values, bit for bit."""
+    p = 16 * cores
+    x = data.draw(arrays(dtype, (p, f)))
+    index = np.asarray(data.draw(st.lists(st.integers(0, f - 1), min_size=p, max_size=p)), np.uint16).reshape(
+        p, 1
+    )
+    got = apply(lambda s, i: nisa.local_gather(s, i), x, index)
+    want = np.empty((p, 16), dtype)
+    for c in range(cores):
+        ids = index[16 * c : 16 * c + 16].flatten(order="F").astype(np.int64)
+        want[16 * c : 16 * c + 16] = x[16 * c : 16 * c + 16][:, ids]
+    assert_bits(got, want, "local_gather")
+
+
+@EX
+@given(data=st.data(), f=frees, dtype=dtypes_any)
+def test_nisa_nc_stream_shuffle(data, f, dtype):
+    """nisa.nc_stream_shuffle: dst[q*32+i] = src[q*32+mask[i]], mask 255 keeps dst [B1-ISA]; moved
+    values, bit for bit."""
+    p = 32
+    src = data.draw(arrays(dtype, (p, f)))
+    old = data.draw(arrays(dtype, (p, f)))
+    mask = data.draw(st.lists(st.one_of(st.integers(0, 31), st.just(255)), min_size=32, max_size=32))
+
+    @nki.jit
+    def k(s, d):
+        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
+        dst = nl.load(d)
+        nisa.nc_stream_shuffle(src=nl.load(s), dst=dst, shuffle_mask=mask)
+        nl.store(out, value=dst)
+        return out
+
+    want = old.copy()
+    for i, m in enumerate(mask):
+        if m != 255:
+            want[i] = src[m]
+    assert_bits(k(src, old), want, "nc_stream_shuffle")
+
+
+@EX
+@given(data=st.data(), p=parts, f=st.integers(1, 8), dtype=dtypes_any)
+def test_nisa_tensor_copy_dynamic(data, p, f, dtype):
+    """nisa.tensor_copy_dynamic_src/_dst: copies with a runtime offset read from an SBUF tile; values
+    move bit for bit [B1-ISA]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    off = np.array([[data.draw(st.integers(0, f - 1))]], np.int32)
+
+    @nki.jit
+    def k(a, o):
+        out = nl.ndarray((p, 2), dtype=a.dtype, buffer=nl.shared_hbm)
+        src = nl.load(a)
+        offs = nl.load(o)
+        res = nl.ndarray((p, 2), dtype=a.dtype, buffer=nl.sbuf)
+        ix, iy = nl.mgrid[0:p, 0:1]
+        res[ix, iy] = nisa.tensor_copy_dynamic_src(src[ix, offs[0, 0] + iy])
+        nisa.tensor_copy_dynamic_dst(dst=res[ix, 1 + iy], src=src[ix, offs[0, 0] + iy])
+        nl.store(out, value=res)
+        return out
+
+    col = x[:, off[0, 0] : off[0, 0] + 1]
+    assert_bits(k(x, off), np.concatenate([col, col], axis=1), "tensor_copy_dynamic")
+
+
+@EX
+@given(data=st.data(), p=st.integers(1, 8), f=frees, dtype=dtypes_float)
+def test_nl_atomic_rmw(data, p, f, dtype):
+    """nl.atomic_rmw(dst, value, np.add): dst = dst + value in fp32, one cast, on HBM [B1-NL]."""
+    x = data.draw(arrays(dtype, (p, f)))
+    v = data.draw(arrays(dtype, (p, f)))
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(a))
+        nl.atomic_rmw(out, value=nl.load(b), op=np.add)
+        return out
+
+    with np.errstate(all="ignore"):
+        assert_same(k(x, v), cast(to_f32(x) + to_f32(v), dtype), "atomic_rmw")
+
+
+# ---- creation -----------------------------------------------------------------------------------------------
+
+SPECIAL_FILLS = [
+    0.0,
+    -0.0,
+    1.0,
+    -2.5,
+    math.inf,
+    -math.inf,
+    math.nan,
+    1 + 2**-8,
+    2**24 + 1,
+    -(2**31),
+    65504.0,
+    1e-45,
+]
+
+
+@pytest.mark.parametrize("v", SPECIAL_FILLS, ids=repr)
+@pytest.mark.parametrize("api", ["full", "zeros", "ones", "zeros_like", "memset", "assign"])
+@settings(max_examples=max(2, EXAMPLES // 4))
+@given(p=st.integers(1, 8), f=frees, dtype=dtypes_any)
+def test_fills(api, v, p, f, dtype):
+    """nl.full/zeros/ones/zeros_like, nisa.memset and ``t[...] = v`` write the value in the declared
+    dtype: RNE for floats (signs of zero and NaN kept), RNE + saturation for integers [B1-NL, B1-ISA].
+    Reading: an int fill value converts like any int (exact into int dtypes, int -> fp32 -> float)."""
+    if api in ("zeros", "zeros_like"):
+        v = 0.0
+    elif api == "ones":
+        v = 1.0
+    val = v
+
+    @nki.jit
+    def k(a):
+        if api == "full":
+            t = nl.full((p, f), val, dtype=dtype)
+        elif api == "zeros":
+            t = nl.zeros((p, f), dtype=dtype)
+        elif api == "ones":
+            t = nl.ones((p, f), dtype=dtype)
+        elif api == "zeros_like":
+            t = nl.zeros_like(nl.load(a), dtype=dtype)
+        elif api == "memset":
+            t = nisa.memset((p, f), val, dtype)
+        else:
+            t = nl.ndarray((p, f), dtype=dtype, buffer=nl.sbuf)
+            t[...] = val
+        out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=t)
+        return out
+
+    got = k(np.zeros((p, f), np.float32))
+    want = cast(np.full((p, f), np.float32(val)), dtype)
+    if dtype in INTS and float(val).is_integer():
+        info = np.iinfo(dtype)
+        want = np.full((p, f), min(max(int(val), int(info.min)), int(info.max)), dtype)
+    assert_bits(got, want, api) if not np.isnan(val) else assert_same(got, want, api)
+
+
+@EX
+@given(p=st.integers(1, 8), f=frees, start=st.integers(-(2**30), 2**30), dtype=dtypes_any)
+def test_nisa_iota(p, f, start, dtype):
+    """nisa.iota(expr, dtype): the affine expression of nl.arange evaluated in int32, then cast
+    (int -> fp32 -> float types) [B1-ISA]."""
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
+        e = start + 3 * nl.arange(f)[None, :] + nl.arange(p)[:, None]
+        nl.store(out, value=nisa.iota(e, dtype=dtype))
+        return out
+
+    v = (start + 3 * np.arange(f)[None, :] + np.arange(p)[:, None]).astype(np.int32)
+    assert_bits(k(np.zeros((1, 1), np.float32)), convert(v, dtype), "iota")
+
+
+@EX
+@given(data=st.data(), n=st.integers(1, 12), dtype=dtypes_any)
+def test_nl_shared_constant_and_identity(data, n, dtype):
+    """nl.shared_constant(c, dtype): an HBM constant holding c converted to dtype (RNE via fp32);
+    nl.shared_identity_matrix(n, dtype): the identity [B1-NL]."""
+    c = data.draw(arrays(F32, (n, 3)))
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((n, 3), dtype=dtype, buffer=nl.shared_hbm)
+        eye = nl.ndarray((n, n), dtype=dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(nl.shared_constant(c, dtype=dtype)))
+        nl.store(eye, value=nl.load(nl.shared_identity_matrix(n, dtype=dtype)))
+        return out, eye
+
+    o, eye = k(np.zeros((1, 1), np.float32))
+    assert_same(o, cast(c, dtype), "shared_constant")
+    assert_same(eye, np.identity(n).astype(dtype), "shared_identity_matrix")
+
+
+@EX
+@given(data=st.data(), dtype=dtypes_any, n=st.integers(1, 12))
+def test_nl_static_cast(data, dtype, n):
+    """nl.static_cast(array, dtype): host-side cast to an NKI dtype, round to nearest even, via fp32
+    for floats [B1-NL]."""
+    x = data.draw(arrays(F32, (n,)))
+    assert_bits(nl.static_cast(x, dtype), cast(x, dtype), "static_cast")
+
+
+@pytest.mark.parametrize("api", ["nl.rand", "nl.dropout", "nisa.dropout"])
+@EX
+@given(p=st.integers(1, 16), f=frees, rate=st.sampled_from([0.0, 0.3, 1.0]), dtype=dtypes_float)
+def test_random_ops(api, p, f, rate, dtype):
+    """nl.rand: uniform values in [0, 1) in the requested dtype; nl.dropout / nisa.dropout: each
+    element is either kept unchanged (no 1/(1-rate) scaling) or zero; rate 0 keeps all, 1 drops all
+    [B1-NL, B1-ISA].  The generator differs from the hardware's: only these properties are checked."""
+    x = np.linspace(1, 2, p * f, dtype=np.float32).reshape(p, f).astype(dtype)
+    if api == "nl.rand":
+
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
+            nl.store(out, value=nl.rand((p, f), dtype=dtype))
+            return out
+
+        got = k(x)
+        assert got.dtype == dtype and ((got >= 0) & (got <= 1)).all()
+        return
+    fn = nl.dropout if api == "nl.dropout" else nisa.dropout
+    got = apply(lambda t: fn(t, rate), x)
+    assert got.dtype == dtype
+    kept = got != 0
+    np.testing.assert_array_equal(got[kept], x[kept])
+    if rate == 0.0:
+        assert kept.all()
+    if rate == 1.0:
+        assert not kept.any()
+
+
+# ---- TensorE --------------------------------------------------------------------------------------------------
+
+MM_DTYPES = st.sampled_from([FP8, FP8_E5, BF16, F16])
+
+
+@pytest.mark.parametrize("api", ["nc_matmul", "nl.matmul_T", "nl.matmul"])
+@EX
+@given(
+    data=st.data(),
+    k=st.integers(1, 16),
+    m=st.integers(1, 8),
+    n=st.integers(1, 12),
+    d1=MM_DTYPES,
+    d2=MM_DTYPES,
+)
+def test_matmul(api, data, k, m, n, d1, d2):
+    """TensorE: stationary.T @ moving with fp32 products of the stored values and fp32 accumulation
+    into PSUM [B1-ISA nc_matmul]; the accumulation order is not documented: n-term bound.  Finite
+    inputs of magnitude <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on
+    the order)."""
+    a = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
+    b = data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
+    if api == "nc_matmul":
+        got = apply(lambda s, mv: nl.copy(nisa.nc_matmul(s, mv), dtype=nl.float32), a, b)
+    elif api == "nl.matmul_T":
+        got = apply(lambda s, mv: nl.copy(nl.matmul(s, mv, transpose_x=True), dtype=nl.float32), a, b)
+    else:
+        at = np.ascontiguousarray(a.T)
+        got = apply(lambda s, mv: nl.copy(nl.matmul(s, mv), dtype=nl.float32), at, b)
+    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
+    want = a64.T @ b64
+    slack = k * EPS32 * (np.abs(a64).T @ np.abs(b64))
+    assert_close(got, want, F32, slack=slack, what=api)
+
+
+# ---- fused helpers ------------------------------------------------------------------------------------------
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nl_softmax(data, p, f, dtype):
+    """nl.softmax(x, axis): exp(x - max) / sum exp(x - max) in fp32, cast once [B1-NL]; finite
+    inputs; tolerance: the fp32 evaluation of exp and of an f-term sum, relative to the result."""
+    x = data.draw(arrays(dtype, (p, f), finite=True))
+    got = apply(lambda t: nl.softmax(t, axis=1), x)
+    x64 = to_f32(x).astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
+
+
+@EX
+@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+def test_nl_rms_norm(data, p, f, dtype):
+    """nl.rms_norm(x, w, axis, n, epsilon): x * rsqrt(sum(x^2)/n + epsilon) * w [B1-NL]; moderate
+    finite inputs (squares must not overflow fp32)."""
+    x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**30))
+    w = data.draw(arrays(dtype, (1, f), finite=True, lo=0.0, hi=2.0**30))
+    got = apply(lambda t, ww: nl.rms_norm(t, nl.broadcast_to(ww, shape=(p, f)), axis=1, n=f), x, w)
+    x64, w64 = to_f32(x).astype(np.float64), to_f32(w).astype(np.float64)
+    r = 1 / np.sqrt((x64**2).sum(axis=1, keepdims=True) / f + 1e-6)
+    want = x64 * r * w64
+    assert_close(
+        got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(x64 * r * w64) + 1e-30, what="rms_norm"
+    )
+
+
+# ---- ops the simulator does not run ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: nl.all_reduce(t, np.add, program_axes=[0]),
+        lambda t: nl.loop_reduce(t, np.add, loop_indices=[]),
+        lambda t: nl.gemm_grid(t),
+        lambda t: nl.gemm_stationary_grid(t),
+        lambda t: nisa.builtin_custom_op(t),
+    ],
+    ids=["all_reduce", "loop_reduce", "gemm_grid", "gemm_stationary_grid", "builtin_custom_op"],
+)
+def test_unsimulated_ops_refuse_cleanly(call):
+    """Collectives, custom ops and undocumented grids are not simulated: a clear UnsupportedError, not
+    a wrong answer (house rule 2)."""
+    with pytest.raises(UnsupportedError):
+        apply(call, np.ones((2, 2), np.float32))
+
+
+# ---- coverage: every public op has a property test ------------------------------------------------------------
+
+#: Public callables of nl/nisa that are not operations on values, with the reason.
+NON_OPS = {
+    # typing and helpers imported into the modules, not NKI API
+    "ArrayLike": "numpy typing alias",
+    "user_location": "devkit error-location helper",
+    "reduce": "devkit helper behind nl.sum/max/...; covered through them",
+    "matmul_core": "devkit helper behind nc_matmul / nl.matmul; covered through them",
+    # loops, SPMD and index construction: no values
+    "affine_range": "loop iterator",
+    "sequential_range": "loop iterator",
+    "static_range": "loop iterator",
+    "arange": "index expression",
+    "ds": "index slice",
+    "program_id": "SPMD query",
+    "num_programs": "SPMD query",
+    "program_ndim": "SPMD query",
+    "get_nc_version": "target query",
+    # allocation without values, dtype information, debugging, RNG state
+    "ndarray": "uninitialised allocation",
+    "empty_like": "uninitialised allocation",
+    "ndarray_like": "uninitialised allocation",
+    "finfo": "dtype information",
+    "device_print": "debug output",
+    "random_seed": "RNG state (its effect is tested in test_isa_select)",
+}
+
+#: Public ops -> the test that drives them (coverage is checked by name, below).
+COVERED = {
+    **{n: "test_nl_unary" for n in NL_UNARY},
+    "logical_not": "test_nl_logical_not",
+    "invert": "test_nl_invert",
+    **{n: "test_nl_binary" for n in NL_BINARY},
+    **{n: "test_nl_bitvec" for n in NL_BITVEC},
+    "where": "test_nl_where",
+    **{n: "test_nl_reductions" for n in ["sum", "prod", "max", "min", "mean", "var", "all"]},
+    "load": "test_data_movement",
+    "load_transpose2d": "test_data_movement",
+    "copy": "test_data_movement",
+    "transpose": "test_data_movement",
+    "store": "test_nl_store_converts_through_fp32",
+    "broadcast_to": "test_nl_broadcast_to_and_expand_dims",
+    "expand_dims": "test_nl_broadcast_to_and_expand_dims",
+    "gather_flattened": "test_nl_gather_flattened",
+    "atomic_rmw": "test_nl_atomic_rmw",
+    "full": "test_fills",
+    "zeros": "test_fills",
+    "ones": "test_fills",
+    "zeros_like": "test_fills",
+    "memset": "test_fills",
+    "shared_constant": "test_nl_shared_constant_and_identity",
+    "shared_identity_matrix": "test_nl_shared_constant_and_identity",
+    "static_cast": "test_nl_static_cast",
+    "rand": "test_random_ops",
+    "dropout": "test_random_ops",
+    "matmul": "test_matmul",
+    "nc_matmul": "test_matmul",
+    "softmax": "test_nl_softmax",
+    "rms_norm": "test_nl_rms_norm",
+    "all_reduce": "test_unsimulated_ops_refuse_cleanly",
+    "loop_reduce": "test_unsimulated_ops_refuse_cleanly",
+    "gemm_grid": "test_unsimulated_ops_refuse_cleanly",
+    "gemm_stationary_grid": "test_unsimulated_ops_refuse_cleanly",
+    "builtin_custom_op": "test_unsimulated_ops_refuse_cleanly",
+    "activation": "test_nisa_activation",
+    "activation_reduce": "test_nisa_activation_reduce",
+    "tensor_tensor": "test_nisa_tensor_tensor",
+    "tensor_scalar": "test_nisa_tensor_scalar",
+    "scalar_tensor_tensor": "test_nisa_scalar_tensor_tensor",
+    "tensor_tensor_scan": "test_nisa_tensor_tensor_scan",
+    "tensor_scalar_cumulative": "test_nisa_tensor_scalar_cumulative",
+    "reciprocal": "test_nl_unary",
+    "tensor_reduce": "test_nisa_tensor_reduce",
+    "tensor_partition_reduce": "test_nisa_tensor_partition_reduce",
+    "tensor_scalar_reduce": "test_nisa_tensor_scalar_reduce",
+    "bn_stats": "test_nisa_bn_stats_and_bn_aggr",
+    "bn_aggr": "test_nisa_bn_stats_and_bn_aggr",
+    "max8": "test_nisa_max8_find_index8_match_replace8",
+    "nc_find_index8": "test_nisa_max8_find_index8_match_replace8",
+    "nc_match_replace8": "test_nisa_max8_find_index8_match_replace8",
+    "affine_select": "test_nisa_affine_select",
+    "range_select": "test_nisa_range_select",
+    "select_reduce": "test_nisa_select_reduce",
+    "sequence_bounds": "test_nisa_sequence_bounds",
+    "tensor_copy_predicated": "test_nisa_tensor_copy_predicated",
+    "tensor_copy": "test_data_movement",
+    "tensor_copy_dynamic_src": "test_nisa_tensor_copy_dynamic",
+    "tensor_copy_dynamic_dst": "test_nisa_tensor_copy_dynamic",
+    "dma_copy": "test_data_movement",
+    "dma_transpose": "test_data_movement",
+    "nc_transpose": "test_data_movement",
+    "nc_stream_shuffle": "test_nisa_nc_stream_shuffle",
+    "local_gather": "test_nisa_local_gather",
+    "iota": "test_nisa_iota",
+}
+# nisa.reciprocal (VectorE) has its own test as well
+COVERED_ISA_EXTRA = {"reciprocal": "test_nisa_reciprocal"}
+
+
+def _public_callables(module) -> set[str]:
+    """Every public callable of an nl/nisa module except classes (dtypes, enums, buffers, grid helpers)."""
+    out = set()
+    for name, obj in vars(module).items():
+        if name.startswith("_") or inspect.ismodule(obj) or inspect.isclass(obj) or not callable(obj):
+            continue
+        out.add(name)
+    return out
+
+
+@pytest.mark.parametrize("module", [nl, nisa], ids=["nl", "nisa"])
+def test_every_public_op_has_a_property_test(module):
+    """Fails when a public nl/nisa callable has neither a property test here nor a reasoned entry in
+    NON_OPS (a new op needs a test: add it to COVERED with the test that drives it)."""
+    names = _public_callables(module)
+    missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
+    assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
+    tests = {n for n in globals() if n.startswith("test_")}
+    dangling = sorted({t for t in (*COVERED.values(), *COVERED_ISA_EXTRA.values()) if t not in tests})
+    assert not dangling, f"COVERED names tests that do not exist: {dangling}"
+
+
+@pytest.mark.slow
+def test_differential_suite_with_many_examples():
+    """The whole module again with 150 examples per property (``pytest -m slow``)."""
+    env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": "150"}
+    r = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow", __file__],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+
+
+_ = (devkit, ulp, F16)
