@@ -11,12 +11,24 @@ Public API:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from devkit.errors import KernelError, SpillWarning
+from devkit.errors import KernelError, SpillWarning, UnwrittenOutputWarning
 
 __version__ = "0.1.0"
-__all__ = ["KernelError", "SimOptions", "SpillWarning", "__version__", "estimate", "simulate"]
+__all__ = [
+    "KernelError",
+    "SimOptions",
+    "SpillWarning",
+    "UnwrittenOutputWarning",
+    "__version__",
+    "estimate",
+    "simulate",
+]
+
+#: The value-based correctness checks (rule codes) and the option that enables each in a numerics run.
+VALUE_CHECKS = {"uninitialized-read": "check_uninit", "affine-race": "check_races"}
 
 
 def __getattr__(name: str) -> Any:
@@ -45,6 +57,7 @@ def simulate(
     from devkit.nki.runner import run_kernel
 
     func, grid = _unwrap(kernel, grid)
+    _check_call(func, args, kwargs, "devkit.simulate")
     return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
 
 
@@ -71,6 +84,30 @@ def estimate(
     opts = options or SimOptions()
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
+    _check_call(func, args_or_specs, kwargs, "devkit.estimate")
     sink = Scheduler(target)
-    run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
-    return sink.report(kernel_name=getattr(func, "__name__", "kernel"))
+    run = run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
+    report = sink.report(kernel_name=getattr(func, "__name__", "kernel"))
+    return dataclasses.replace(
+        report, checks_skipped=skipped_checks(opts, run.numerics), outputs_unwritten=run.unwritten
+    )
+
+
+def skipped_checks(options: Any, numerics: bool) -> tuple[str, ...]:
+    """Rule codes of the value-based checks a run did not make (all of them when it was cost-only)."""
+    return tuple(code for code, flag in VALUE_CHECKS.items() if not (numerics and getattr(options, flag)))
+
+
+def _check_call(func: Any, args: tuple, kwargs: dict, api: str) -> None:
+    """Reject a call the kernel's signature cannot take, before any simulation, naming the signature."""
+    import inspect
+
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        name = getattr(func, "__name__", "kernel")
+        raise TypeError(f"{api}: kernel {name}{sig} cannot take these arguments: {e}") from None
