@@ -52,6 +52,11 @@ def bad_value(argument: str, value: Any, expected: str) -> UsageError:
     return UsageError(f"{argument} {shown!r}: expected {expected}")
 
 
+def unknown_choice(argument: str, value: str, kind: str, choices: Any) -> UsageError:
+    """``--target 'tpu': unknown target; choose one of inf2, trn1, trn2`` as a :class:`UsageError`."""
+    return UsageError(f"{argument} {value!r}: unknown {kind}; choose one of {', '.join(choices)}")
+
+
 class UserCodeError(Exception):
     """An exception raised by the user's own code (``what`` says when, e.g. ``importing k.py``).
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from devkit.commands._errors import is_kit_file
@@ -78,8 +79,12 @@ class Heartbeat:
     """Context manager: announce large work, then report progress while the body runs (see module doc).
 
     ``work_bytes`` is the size of the problem (e.g. the bytes of the kernel's arguments); above
-    ``announce_bytes`` a line says so before the work starts.  ``only_in_kernel`` reports only while a
-    kernel is being simulated (for ``devkit simulate``, whose script may legitimately run long).
+    ``announce_bytes`` a line says so before the work starts (``announce`` gives that reason directly).
+    ``only_in_kernel`` reports only while a kernel is being simulated (for ``devkit simulate``, whose
+    script may legitimately run long).
+    ``status()`` supplies the progress text instead of the stack sample (e.g. ``3/40 tasks done``);
+    ``terminal=False`` leaves a terminal alone (the caller draws its own progress bar there) and only
+    prints the plain lines when stderr is piped.
     """
 
     def __init__(
@@ -88,17 +93,23 @@ class Heartbeat:
         *,
         work_bytes: int = 0,
         announce_bytes: int = ANNOUNCE_BYTES,
+        announce: str | None = None,
         first_after_s: float = FIRST_AFTER_S,
         every_s: float = EVERY_S,
         only_in_kernel: bool = False,
+        status: Callable[[], str] | None = None,
+        terminal: bool = True,
         stream: TextIO | None = None,
     ) -> None:
         self.prog = prog
         self.work_bytes = work_bytes
         self.announce_bytes = announce_bytes
+        self.announce = announce
         self.first_after_s = first_after_s
         self.every_s = every_s
         self.only_in_kernel = only_in_kernel
+        self.status = status
+        self.terminal = terminal
         self.stream = stream
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -106,10 +117,12 @@ class Heartbeat:
 
     def __enter__(self) -> Heartbeat:
         out = self.stream or sys.stderr
-        if self.work_bytes > self.announce_bytes:
+        why = self.announce
+        if why is None and self.work_bytes > self.announce_bytes:
+            why = f"the arguments hold {human_bytes(self.work_bytes)}"
+        if why:
             out.write(
-                f"{self.prog}: large problem: the arguments hold {human_bytes(self.work_bytes)}; "
-                "this may take minutes (progress follows; Ctrl-C stops it)\n"
+                f"{self.prog}: large problem: {why}; this may take minutes (progress follows; Ctrl-C stops it)\n"
             )
             out.flush()
             self.first_after_s = min(self.first_after_s, 1.0)
@@ -131,12 +144,13 @@ class Heartbeat:
             return
         tty = self.stream is None and out.isatty()
         if tty:
-            self._watch_terminal(thread_id)
+            if self.terminal:
+                self._watch_terminal(thread_id)
             return
         while True:
-            info = sample(thread_id)
-            if not self.only_in_kernel or info["instructions"] is not None:
-                out.write(f"{self.prog}: still running: {describe(time.monotonic() - self._t0, info)}\n")
+            text = self._text(thread_id)
+            if text is not None:
+                out.write(f"{self.prog}: still running: {text}\n")
                 out.flush()
                 self.reports += 1
             if self._stop.wait(self.every_s):
@@ -148,9 +162,16 @@ class Heartbeat:
         console = Console(stderr=True)
         with console.status("", spinner="dots") as status:
             while not self._stop.wait(0.5):
-                info = sample(thread_id)
-                if self.only_in_kernel and info["instructions"] is None:
-                    status.update("")
-                    continue
-                status.update(f"{self.prog}: running: {describe(time.monotonic() - self._t0, info)}")
-                self.reports += 1
+                text = self._text(thread_id)
+                status.update("" if text is None else f"{self.prog}: running: {text}")
+                self.reports += text is not None
+
+    def _text(self, thread_id: int) -> str | None:
+        """The progress text now (None: nothing to say)."""
+        elapsed = time.monotonic() - self._t0
+        if self.status is not None:
+            return f"{elapsed:,.0f} s, {self.status()}"
+        info = sample(thread_id)
+        if self.only_in_kernel and info["instructions"] is None:
+            return None
+        return describe(elapsed, info)

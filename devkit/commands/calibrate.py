@@ -21,6 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import bad_value
+from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
 
@@ -98,7 +100,11 @@ def run(args: argparse.Namespace) -> int:
                 )
             targets = [args.target]
         params_path = Path(args.params_file) if args.params_file else PARAMS_PATH
+        if args.params_file and not params_path.is_file():
+            raise bad_value("--params-file", args.params_file, "an existing parameter file (TOML)")
         before_set = load_params_file(params_path)
+        if args.write:
+            check_file(params_path, "--params-file", what="parameter file")
     except (hw_predict.CalibrationInputError, ParamsError, MeasurementError) as exc:
         err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2

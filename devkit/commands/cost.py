@@ -12,7 +12,7 @@ import math
 import sys
 from typing import Any
 
-from devkit.commands._errors import UsageError, UserCodeError, bad_value
+from devkit.commands._errors import UsageError, UserCodeError, bad_value, unknown_choice
 from devkit.dtype_names import itemsize
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from devkit.cost.target import TARGETS
 
     if args.target not in TARGETS:
-        raise bad_value("--target", args.target, f"one of {', '.join(TARGETS)}")
+        raise unknown_choice("--target", args.target, "target", TARGETS)
     specs = [_tensor_spec(a) for a in args.arg]
     kwargs = dict(parse_kwarg(k) for k in args.kwarg)
     grid = parse_grid(args.grid)

@@ -18,7 +18,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands._errors import bad_value
+from devkit.commands._outputs import check_dir
 from devkit.workflow import pool, promote
+from devkit.workflow.hw import host as hw_host
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -82,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     kernels = registry.names() if args.all else [args.kernel]
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
+    if jobs < 1:
+        raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    check_dir(args.out_dir if args.out_dir is not None else hw_host.project_dir("hw_tests"), "--out-dir")
     targets = args.target or ["trn1"]
     dtypes = args.dtype or ["bfloat16"]
     status = 0

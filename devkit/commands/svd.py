@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._outputs import check_dir, check_file
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
 
@@ -95,6 +96,10 @@ def run_compress(args: argparse.Namespace) -> int:
     try:
         if args.whiten and not args.calib:
             raise SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
+        if str(args.output).endswith(".safetensors"):
+            check_file(args.output, "OUTPUT", what="safetensors file")
+        else:
+            check_dir(args.output, "OUTPUT")
         with Progress(
             TextColumn("[bold]SVD[/]"),
             BarColumn(),
@@ -167,11 +172,10 @@ def summary_table(summary: compress.CompressionSummary) -> Table:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``svd ...`` stand-alone; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="devkit")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["svd", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    """Run ``svd ...`` stand-alone, through the error path of devkit.cli.main; returns the exit code."""
+    from devkit.cli import main as cli_main
+
+    return cli_main(["svd", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover
