@@ -10,6 +10,7 @@ import runpy
 import sys
 
 from devkit.commands._errors import UsageError, UserCodeError, bad_value
+from devkit.commands._progress import Heartbeat
 
 USAGE = "usage: devkit simulate SCRIPT [ARGS...] | devkit simulate -m MODULE [ARGS...]"
 
@@ -35,6 +36,15 @@ def run_simulate(argv: list[str]) -> int:
         print(__doc__)
         return 0 if argv else 2
     compat.install()
+    with Heartbeat("devkit simulate", only_in_kernel=True, first_after_s=KERNEL_QUIET_S):
+        return _run(argv)
+
+
+#: Seconds one kernel simulation may run before ``devkit simulate`` starts reporting its progress.
+KERNEL_QUIET_S = 10.0
+
+
+def _run(argv: list[str]) -> int:
     old_argv = sys.argv
     old_path = list(sys.path)
     try:

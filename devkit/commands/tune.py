@@ -130,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
         f"{best.trace_us:,.1f} us" + (f" ({speed:.3f}x the default)" if speed else ""),
         highlight=False,
     )
+    from devkit import VALUE_CHECKS
+
+    err.print(
+        f"note: cost-only ranking: the {' and '.join(VALUE_CHECKS)} checks were not run "
+        "(devkit run validates the kernels in the simulator)",
+        highlight=False,
+        soft_wrap=True,
+    )
     if args.no_write:
         return 0
     command = (
