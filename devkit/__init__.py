@@ -57,6 +57,8 @@ def simulate(
     from devkit.nki.runner import run_kernel
 
     func, grid = _unwrap(kernel, grid)
+    _check_grid(grid, "devkit.simulate")
+    _check_options(options, "devkit.simulate")
     _check_call(func, args, kwargs, "devkit.simulate")
     return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
 
@@ -81,6 +83,8 @@ def estimate(
     from devkit.sim.options import SimOptions
 
     func, grid = _unwrap(kernel, grid)
+    _check_grid(grid, "devkit.estimate")
+    _check_options(options, "devkit.estimate")
     opts = options or SimOptions()
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
@@ -93,14 +97,56 @@ def estimate(
     )
 
 
+def _param_names(func: Any) -> list[str]:
+    import inspect
+
+    try:
+        return list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
 def skipped_checks(options: Any, numerics: bool) -> tuple[str, ...]:
     """Rule codes of the value-based checks a run did not make (all of them when it was cost-only)."""
     return tuple(code for code, flag in VALUE_CHECKS.items() if not (numerics and getattr(options, flag)))
 
 
+def _check_grid(grid: Any, api: str) -> None:
+    """A launch grid is a positive int or a tuple/list of them (None: one program instance)."""
+    if grid is None:
+        return
+    sizes = grid if isinstance(grid, (tuple, list)) else (grid,)
+    if not sizes or not all(isinstance(g, int) and not isinstance(g, bool) for g in sizes):
+        raise TypeError(f"{api}: grid must be a positive int or a tuple of positive ints, got {grid!r}")
+
+
+def _check_options(options: Any, api: str) -> None:
+    from devkit.sim.options import SimOptions
+
+    if options is not None and not isinstance(options, SimOptions):
+        raise TypeError(f"{api}: options must be a devkit.SimOptions, got {type(options).__name__}")
+
+
 def _check_call(func: Any, args: tuple, kwargs: dict, api: str) -> None:
-    """Reject a call the kernel's signature cannot take, before any simulation, naming the signature."""
+    """Reject a call the kernel's signature cannot take, before any simulation, naming the signature;
+    object arrays (no NKI dtype) are rejected here, naming the argument."""
     import inspect
+
+    import numpy as np
+
+    from devkit.errors import DtypeError
+
+    params = _param_names(func)
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.dtype == object:
+            name = params[i] if i < len(params) else f"#{i}"
+            raise DtypeError(
+                f"{api}: kernel argument '{name}' is a NumPy array of dtype object; NKI kernels take "
+                "numeric arrays (e.g. float32, bfloat16)"
+            )
+    for k, a in kwargs.items():
+        if isinstance(a, np.ndarray) and a.dtype == object:
+            raise DtypeError(f"{api}: kernel argument '{k}' is a NumPy array of dtype object")
 
     try:
         sig = inspect.signature(func)

@@ -62,7 +62,15 @@ def check_file(
     p = Path(path)
     if p.is_dir():
         raise bad_value(argument, str(path), f"a {what} path (it is a directory)")
-    check_dir(p.parent if str(p.parent) else Path("."), argument)
+    parent = p.parent if str(p.parent) else Path(".")
+    if parent.exists() and not parent.is_dir():
+        raise bad_value(argument, str(path), f"a {what} path ({parent} is a file, not a directory)")
+    base = parent if parent.exists() else _nearest_existing(parent)
+    if not base.is_dir():
+        raise bad_value(argument, str(path), f"a {what} path ({base} is a file, not a directory)")
+    reason = _probe(base)
+    if reason:
+        raise bad_value(argument, str(path), f"a {what} in a writable directory ({base}: {reason.lower()})")
     if p.exists():
         if not os.access(p, os.R_OK):
             raise bad_value(argument, str(path), f"a readable {what} (permission denied)")

@@ -21,7 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from devkit.commands import stdout_console
-from devkit.commands._errors import bad_value
+from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
@@ -106,8 +106,7 @@ def run(args: argparse.Namespace) -> int:
         if args.write:
             check_file(params_path, "--params-file", what="parameter file")
     except (hw_predict.CalibrationInputError, ParamsError, MeasurementError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+        raise UsageError(str(exc)) from None
     payload = []
     for target in targets:
         group = [m for m in ms if m.target == target]
@@ -128,8 +127,7 @@ def run(args: argparse.Namespace) -> int:
                 status=err.status,
             )
         except (hw_store.StoreError, MeasurementError, ParamsError, KeyError) as exc:
-            err.print(f"[red]error:[/] {target}: {escape(str(exc))}", highlight=False, soft_wrap=True)
-            return 2
+            raise UsageError(f"{target}: {exc}") from None
         payload.append(entry)
         if not args.json:
             out.print(fit_tables(entry))

@@ -10,14 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir, check_file
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
@@ -96,6 +97,10 @@ def run_compress(args: argparse.Namespace) -> int:
     try:
         if args.whiten and not args.calib:
             raise SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
+        if not Path(args.input).exists():
+            raise bad_value("INPUT", args.input, "an existing .safetensors file, index or directory")
+        if args.calib and not Path(args.calib).is_file():
+            raise bad_value("--calib", args.calib, "an existing .npy or .npz file")
         if str(args.output).endswith(".safetensors"):
             check_file(args.output, "OUTPUT", what="safetensors file")
         else:
@@ -126,12 +131,8 @@ def run_compress(args: argparse.Namespace) -> int:
                 block=args.block,
                 progress=progress,
             )
-    except SvdInputError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
-    except OSError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+    except OSError as exc:  # a checkpoint that cannot be read: the message names the file
+        raise UsageError(str(exc)) from None
     if not args.quiet:
         out.print(summary_table(summary))
     totals = summary.to_dict()["totals"]

@@ -94,6 +94,11 @@ def run(args: argparse.Namespace) -> int:
                 parse=tuner.read_tuning_table,
                 what="tuning table",
             )
+        err.print(
+            f"devkit tune: searching the blocks of {args.kernel} for "
+            f"{','.join(f'{k}={v}' for k, v in shape.items())} {args.dtype} on {args.target} ({jobs} worker(s))",
+            highlight=False,
+        )
         with Progress(
             TextColumn("[bold]tune[/] {task.description}"),
             BarColumn(),
