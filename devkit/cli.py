@@ -72,8 +72,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+#: Commands whose first argument is a subcommand (named in error messages: ``devkit hw report: ...``).
+_NESTED = ("hw", "svd")
+
+
 def _prog(argv: list[str]) -> str:
-    return f"devkit {argv[0]}" if argv and not argv[0].startswith("-") else "devkit"
+    """``devkit CMD [SUBCMD]`` for messages, from the leading words of ``argv``."""
+    words = ["devkit"]
+    if argv and not argv[0].startswith("-"):
+        words.append(argv[0])
+        if argv[0] in _NESTED and len(argv) > 1 and not argv[1].startswith("-"):
+            words.append(argv[1])
+    return " ".join(words)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -76,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
     try:
+        if args.max_evaluations < 1:
+            raise bad_value("--max-evaluations", str(args.max_evaluations), "a positive budget, e.g. 400")
         if bool(args.measurements) == bool(args.store):
             raise hw_predict.CalibrationInputError("give MEASUREMENTS or --from DIR (one of them)")
         names = (

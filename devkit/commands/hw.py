@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from devkit.commands import stdout_console
-from devkit.commands._errors import bad_value
+from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.workflow.hw import compare, host
 
@@ -75,8 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def _tests_dir(arg: str | None) -> Path:
@@ -134,6 +140,8 @@ def run_tests(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(140)
+    if args.slack <= 0:
+        raise bad_value("--slack", str(args.slack), "a positive fraction, e.g. 0.25")
     if args.results:
         check_input_dir(args.results, "--results")
     if args.out:

@@ -31,10 +31,14 @@ def run_simulate(argv: list[str]) -> int:
     """Run ``argv`` like the python command-line would, with the simulator installed."""
     from devkit import compat
 
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:
+        raise UsageError(f"name a SCRIPT or -m MODULE ({USAGE})")
+    if argv[0] in ("-h", "--help"):
+        from devkit.cli import plain_text
+
         print(USAGE)
-        print(__doc__)
-        return 0 if argv else 2
+        print(plain_text(__doc__))
+        return 0
     compat.install()
     with Heartbeat("devkit simulate", only_in_kernel=True, first_after_s=KERNEL_QUIET_S):
         return _run(argv)

@@ -86,8 +86,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def run_compress(args: argparse.Namespace) -> int:
