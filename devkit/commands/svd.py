@@ -104,7 +104,9 @@ def run_compress(args: argparse.Namespace) -> int:
         if args.whiten and not args.calib:
             raise SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
         if not Path(args.input).exists():
-            raise bad_value("INPUT", args.input, "an existing .safetensors file, index or directory")
+            raise SvdInputError(
+                f"checkpoint {args.input} does not exist (give a .safetensors file or directory)"
+            )
         if args.calib and not Path(args.calib).is_file():
             raise bad_value("--calib", args.calib, "an existing .npy or .npz file")
         if str(args.output).endswith(".safetensors"):
