@@ -31,25 +31,15 @@ def plain_text(text: str | None) -> str | None:
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (``devkit cost: error: argument --grid: ...``), exit status 2."""
+    """argparse with a one-line error (``devkit cost: error: argument --grid: ...``, exit status 2) and
+    ``--help`` in plain text (the texts keep their docstring markup for the generated documentation)."""
+
+    def format_help(self) -> str:
+        return plain_text(super().format_help()) or ""
 
     def error(self, message: str) -> NoReturn:
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(_errors.EXIT_USAGE)
-
-
-def _plain_help(parser: argparse.ArgumentParser) -> None:
-    """Strip docstring markup from a parser's texts, recursively through its subcommands."""
-    parser.description = plain_text(parser.description)
-    parser.epilog = plain_text(parser.epilog)
-    for action in parser._actions:
-        if action.help not in (None, argparse.SUPPRESS):
-            action.help = plain_text(action.help)
-        if isinstance(action, argparse._SubParsersAction):
-            for choice in action._choices_actions:
-                choice.help = plain_text(choice.help)
-            for sub in set(action.choices.values()):
-                _plain_help(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,7 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
         reg = getattr(mod, "register", None)
         if reg is not None:
             reg(sub)
-    _plain_help(p)
     return p
 
 

@@ -809,3 +809,33 @@ def test_ctrl_c_in_e2e_is_one_line(ws):
             proc.kill()
     assert proc.returncode == 130
     assert "Traceback" not in err and err.strip().splitlines()[-1] == "devkit e2e: interrupted"
+
+
+def test_run_prints_its_plan_at_once_and_ctrl_c_stops_the_workers(tmp_path):
+    """Piped `devkit run` says what it will do before the first task ends; Ctrl-C: no report, no workers."""
+    out_dir = tmp_path / "report"
+    proc = _devkit(["run", "--quick", "--jobs", "2", "--out", str(out_dir)], tmp_path)
+    seen: list[str] = []
+    try:
+        _wait_for(proc, seen, "validations and")
+        assert seen[0].startswith("devkit run: ") and str(out_dir) in seen[0]
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err.strip().splitlines()[-1]
+    assert not out_dir.exists()
+    # the spawned workers went with the parent: soon nothing of its process group is left (an exited
+    # worker may stay a zombie until init reaps it)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("worker processes of the interrupted run are still alive")

@@ -84,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         f"devkit run: {n_valid} validations and {len(tasks) - n_valid} estimates on {jobs} worker(s); "
         f"report to {escape(str(args.out))}",
         highlight=False,
+        soft_wrap=True,
     )
     try:
         results = _execute_with_progress(tasks, jobs, err)
