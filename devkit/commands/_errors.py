@@ -16,6 +16,7 @@ what the user sees and the exit status:
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import sysconfig
@@ -92,18 +93,19 @@ def input_error_types() -> tuple[type[BaseException], ...]:
         MeasurementError,
         ModelConfigError,
     ]
-    try:  # the kit's kernels reject shapes and blocks they cannot run with BlockError
-        from kernels.plans import BlockError
-
-        types.append(BlockError)
-    except ImportError:  # pragma: no cover - devkit installed without the kernels package
-        pass
-    try:
-        from devkit.cost.target import TargetError
-
-        types.append(TargetError)
-    except ImportError:  # pragma: no cover - the targets module moved
-        pass
+    # the kit's kernels reject shapes and blocks they cannot run with BlockError; the target loader
+    # rejects unknown targets with TargetError (its module may live in either place)
+    for module, name in (
+        ("kernels.plans", "BlockError"),
+        ("devkit.targets", "TargetError"),
+        ("devkit.cost.target", "TargetError"),
+    ):
+        try:
+            cls = getattr(importlib.import_module(module), name)
+        except Exception:  # not installed / moved: those errors then take the generic path
+            continue
+        if cls not in types:
+            types.append(cls)
     return tuple(types)
 
 
