@@ -127,9 +127,8 @@ def readonly_dir(tmp_path, monkeypatch) -> Path:
     d.chmod(0o555)
     if os.geteuid() == 0:
         real = _outputs._probe
-        monkeypatch.setattr(
-            _outputs, "_probe", lambda p: "Read-only file system" if Path(p).absolute() == d else real(p)
-        )
+        read_only = "cannot create files there: read-only file system"
+        monkeypatch.setattr(_outputs, "_probe", lambda p: read_only if Path(p).absolute() == d else real(p))
     yield d
     d.chmod(0o755)
 

@@ -24,7 +24,7 @@ def _probe(directory: Path) -> str | None:
         with tempfile.TemporaryFile(dir=directory, prefix=".devkit-probe-"):
             pass
     except OSError as exc:
-        return exc.strerror or type(exc).__name__
+        return f"cannot create files there: {(exc.strerror or type(exc).__name__).lower()}"
     return None
 
 
@@ -43,14 +43,14 @@ def check_dir(path: str | Path, argument: str) -> Path:
             raise bad_value(argument, str(path), "a directory (it is an existing file)")
         reason = _probe(p)
         if reason:
-            raise bad_value(argument, str(path), f"a writable directory ({reason.lower()})")
+            raise bad_value(argument, str(path), f"a writable directory ({reason})")
         return p
     base = _nearest_existing(p)
     if not base.is_dir():
         raise bad_value(argument, str(path), f"a directory path ({base} is a file, not a directory)")
     reason = _probe(base)
     if reason:
-        raise bad_value(argument, str(path), f"a directory that can be created ({base}: {reason.lower()})")
+        raise bad_value(argument, str(path), f"a directory that can be created ({base}: {reason})")
     return p
 
 
@@ -70,7 +70,7 @@ def check_file(
         raise bad_value(argument, str(path), f"a {what} path ({base} is a file, not a directory)")
     reason = _probe(base)
     if reason:
-        raise bad_value(argument, str(path), f"a {what} in a writable directory ({base}: {reason.lower()})")
+        raise bad_value(argument, str(path), f"a {what} in a writable directory ({base}: {reason})")
     if p.exists():
         if not os.access(p, os.R_OK):
             raise bad_value(argument, str(path), f"a readable {what} (permission denied)")
@@ -78,7 +78,8 @@ def check_file(
             try:
                 parse(p)
             except Exception as exc:  # the parser's own message says what is wrong with the content
-                raise bad_value(argument, str(path), f"a valid {what} ({exc})") from None
+                detail = str(exc).removeprefix(f"{p}: ")
+                raise bad_value(argument, str(path), f"a valid {what} ({detail})") from None
     return p
 
 

@@ -390,7 +390,7 @@ def read_tuning_table(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise TuneError(f"{path}: not a readable tuning table ({exc})") from None
+        raise TuneError(f"{path}: not a readable tuning table: {exc}") from None
     if not isinstance(data, dict) or data.get("schema") != 1:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TuneError(f"{path}: unsupported tuning schema {found!r} (expected 1)")
