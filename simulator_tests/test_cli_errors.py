@@ -838,3 +838,34 @@ def test_run_prints_its_plan_at_once_and_ctrl_c_stops_the_workers(tmp_path):
         time.sleep(0.2)
     else:
         raise AssertionError("worker processes of the interrupted run are still alive")
+
+
+def test_heartbeat_announces_large_work_and_reports_while_it_runs():
+    import io
+
+    from devkit.commands._progress import Heartbeat
+
+    stream = io.StringIO()
+    with Heartbeat(
+        "devkit cost", work_bytes=2 * 2**40, first_after_s=0.01, every_s=0.01, stream=stream
+    ) as hb:
+        deadline = time.monotonic() + 30
+        while hb.reports < 2 and time.monotonic() < deadline:  # work in this thread until it was seen
+            sum(range(1000))
+    lines = stream.getvalue().splitlines()
+    assert lines[0].startswith("devkit cost: large problem: the arguments hold 2.0 TiB")
+    progress = [ln for ln in lines[1:] if ln.startswith("devkit cost: still running: ")]
+    assert len(progress) >= 2 and "test_cli_errors.py:" in progress[0]  # the line this thread is on
+    quiet = io.StringIO()
+    with Heartbeat("devkit cost", work_bytes=1024, first_after_s=30, stream=quiet):
+        pass  # small and quick: nothing to say
+    assert quiet.getvalue() == ""
+
+
+def test_plain_text_strips_docstring_markup():
+    from devkit.cli import plain_text
+
+    assert plain_text("see :mod:`devkit.cost` and ``--json``") == "see devkit.cost and --json"
+    assert plain_text(":func:`~devkit.estimate` or :class:`the report <devkit.cost.report.CostReport>`") == (
+        "devkit.estimate or the report"
+    )
