@@ -869,3 +869,17 @@ def test_plain_text_strips_docstring_markup():
     assert plain_text(":func:`~devkit.estimate` or :class:`the report <devkit.cost.report.CostReport>`") == (
         "devkit.estimate or the report"
     )
+
+
+def test_a_bug_in_the_kit_is_called_one_with_the_full_traceback(monkeypatch, capsys):
+    """An exception with no user frame on its stack is the kit's: said to be a bug, traceback kept."""
+    import functools
+
+    import devkit.commands.info as info_cmd
+
+    monkeypatch.setattr(info_cmd, "collect", functools.partial(int, "not a number"))  # raises in C
+    assert cli.main(["info"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("devkit info: internal error (a bug in devkit")
+    assert "Traceback" in err and "devkit/commands/info.py" in err
+    assert err.strip().splitlines()[-1].startswith("ValueError: invalid literal for int()")

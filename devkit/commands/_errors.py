@@ -154,9 +154,11 @@ def report(exc: BaseException, prog: str, stream: TextIO | None = None) -> int:
         return EXIT_FAULT
     if isinstance(exc, UserCodeError):
         cause = exc.__cause__ or exc
-        out.write(f"{prog}: error {exc.what}: your code raised {type(cause).__name__}\n")
-        print_user_traceback(cause, out)
-        return EXIT_FAULT
+        if user_frames(cause.__traceback__) or isinstance(cause, SyntaxError):
+            out.write(f"{prog}: error {exc.what}: your code raised {type(cause).__name__}\n")
+            print_user_traceback(cause, out)
+            return EXIT_FAULT
+        exc = cause  # nothing of the user's on the stack: the kit failed while running user code
     if isinstance(exc, OSError) and exc.filename is not None:
         # a file the user named (or a location derived from one) cannot be read or written
         reason = exc.strerror or type(exc).__name__
