@@ -8,6 +8,7 @@ command stand-alone (``python -m devkit.commands.svd compress ...``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ from rich.table import Table
 from devkit.commands import stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir, check_file
+from devkit.commands._progress import Heartbeat
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
 
@@ -113,20 +115,27 @@ def run_compress(args: argparse.Namespace) -> int:
             check_file(args.output, "OUTPUT", what="safetensors file")
         else:
             check_dir(args.output, "OUTPUT")
-        with Progress(
-            TextColumn("[bold]SVD[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            disable=args.quiet,
-            transient=False,
-        ) as bar:
+        state = {"text": "reading the checkpoint"}
+        with (
+            contextlib.nullcontext()
+            if args.quiet
+            else Heartbeat("devkit svd compress", status=lambda: state["text"], terminal=False),
+            Progress(
+                TextColumn("[bold]SVD[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=err,
+                disable=args.quiet,
+                transient=False,
+            ) as bar,
+        ):
             task = bar.add_task("", total=None)
 
             def progress(done: int, total: int, name: str) -> None:
                 bar.update(task, completed=done, total=total, description=name)
+                state["text"] = f"{done}/{total} tensors, at {name}"
 
             summary = compress.compress_checkpoint(
                 args.input,
