@@ -883,3 +883,34 @@ def test_a_bug_in_the_kit_is_called_one_with_the_full_traceback(monkeypatch, cap
     assert err.startswith("devkit info: internal error (a bug in devkit")
     assert "Traceback" in err and "devkit/commands/info.py" in err
     assert err.strip().splitlines()[-1].startswith("ValueError: invalid literal for int()")
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_svd_compress_leaves_no_output(tmp_path):
+    """A checkpoint big enough to take a while; SIGINT once progress shows: one line, 130, no output file."""
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(0)
+    hidden, inter = 1024, 4096
+    tensors = {}
+    for i in range(3):
+        p = f"model.layers.{i}.mlp"
+        tensors[f"{p}.gate_proj.weight"] = rng.standard_normal((inter, hidden), dtype=np.float32)
+        tensors[f"{p}.up_proj.weight"] = rng.standard_normal((inter, hidden), dtype=np.float32)
+        tensors[f"{p}.down_proj.weight"] = rng.standard_normal((hidden, inter), dtype=np.float32)
+    save_file(tensors, str(tmp_path / "model.safetensors"))
+    out = tmp_path / "out"
+    proc = _devkit(
+        ["svd", "compress", "model.safetensors", "out/model-svd.safetensors", "--ratio", "0.2"], tmp_path
+    )
+    seen: list[str] = []
+    try:
+        _wait_for(proc, seen, "still running", timeout=120)
+        os.killpg(proc.pid, signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1] == "devkit svd compress: interrupted"
+    assert not out.exists() or not any(out.iterdir())
