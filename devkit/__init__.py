@@ -11,12 +11,24 @@ Public API:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from devkit.errors import KernelError, SpillWarning
+from devkit.errors import KernelError, SpillWarning, UnwrittenOutputWarning
 
 __version__ = "0.1.0"
-__all__ = ["KernelError", "SimOptions", "SpillWarning", "__version__", "estimate", "simulate"]
+__all__ = [
+    "KernelError",
+    "SimOptions",
+    "SpillWarning",
+    "UnwrittenOutputWarning",
+    "__version__",
+    "estimate",
+    "simulate",
+]
+
+#: The value-based correctness checks (rule codes) and the option that enables each in a numerics run.
+VALUE_CHECKS = {"uninitialized-read": "check_uninit", "affine-race": "check_races"}
 
 
 def __getattr__(name: str) -> Any:
@@ -45,6 +57,9 @@ def simulate(
     from devkit.nki.runner import run_kernel
 
     func, grid = _unwrap(kernel, grid)
+    _check_grid(grid, "devkit.simulate")
+    _check_options(options, "devkit.simulate")
+    _check_call(func, args, kwargs, "devkit.simulate")
     return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
 
 
@@ -68,9 +83,77 @@ def estimate(
     from devkit.sim.options import SimOptions
 
     func, grid = _unwrap(kernel, grid)
+    _check_grid(grid, "devkit.estimate")
+    _check_options(options, "devkit.estimate")
     opts = options or SimOptions()
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
+    _check_call(func, args_or_specs, kwargs, "devkit.estimate")
     sink = Scheduler(target)
-    run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
-    return sink.report(kernel_name=getattr(func, "__name__", "kernel"))
+    run = run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
+    report = sink.report(kernel_name=getattr(func, "__name__", "kernel"))
+    return dataclasses.replace(
+        report, checks_skipped=skipped_checks(opts, run.numerics), outputs_unwritten=run.unwritten
+    )
+
+
+def _param_names(func: Any) -> list[str]:
+    import inspect
+
+    try:
+        return list(inspect.signature(func).parameters)
+    except (TypeError, ValueError):
+        return []
+
+
+def skipped_checks(options: Any, numerics: bool) -> tuple[str, ...]:
+    """Rule codes of the value-based checks a run did not make (all of them when it was cost-only)."""
+    return tuple(code for code, flag in VALUE_CHECKS.items() if not (numerics and getattr(options, flag)))
+
+
+def _check_grid(grid: Any, api: str) -> None:
+    """A launch grid is a positive int or a tuple/list of them (None: one program instance)."""
+    if grid is None:
+        return
+    sizes = grid if isinstance(grid, (tuple, list)) else (grid,)
+    if not sizes or not all(isinstance(g, int) and not isinstance(g, bool) for g in sizes):
+        raise TypeError(f"{api}: grid must be a positive int or a tuple of positive ints, got {grid!r}")
+
+
+def _check_options(options: Any, api: str) -> None:
+    from devkit.sim.options import SimOptions
+
+    if options is not None and not isinstance(options, SimOptions):
+        raise TypeError(f"{api}: options must be a devkit.SimOptions, got {type(options).__name__}")
+
+
+def _check_call(func: Any, args: tuple, kwargs: dict, api: str) -> None:
+    """Reject a call the kernel's signature cannot take, before any simulation, naming the signature;
+    object arrays (no NKI dtype) are rejected here, naming the argument."""
+    import inspect
+
+    import numpy as np
+
+    from devkit.errors import DtypeError
+
+    params = _param_names(func)
+    for i, a in enumerate(args):
+        if isinstance(a, np.ndarray) and a.dtype == object:
+            name = params[i] if i < len(params) else f"#{i}"
+            raise DtypeError(
+                f"{api}: kernel argument '{name}' is a NumPy array of dtype object; NKI kernels take "
+                "numeric arrays (e.g. float32, bfloat16)"
+            )
+    for k, a in kwargs.items():
+        if isinstance(a, np.ndarray) and a.dtype == object:
+            raise DtypeError(f"{api}: kernel argument '{k}' is a NumPy array of dtype object")
+
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+        return
+    try:
+        sig.bind(*args, **kwargs)
+    except TypeError as e:
+        name = getattr(func, "__name__", "kernel")
+        raise TypeError(f"{api}: kernel {name}{sig} cannot take these arguments: {e}") from None

@@ -10,6 +10,7 @@ process never leaves half a file or half a line behind a complete one.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -28,19 +29,45 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def current_umask() -> int:
+    """The process umask (read from /proc where possible: setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _file_mode(path: Path) -> int:
+    """The mode a rewritten ``path`` gets: its current mode if it exists, else 0666 minus the umask
+    (what ``open(path, "w")`` would create; a temporary file alone would be 0600)."""
+    try:
+        return stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return 0o666 & ~current_umask()
+
+
 def write_with(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Replace ``path`` atomically with whatever ``write(tmp)`` puts in a temporary file ``tmp``.
 
     For writers that want a file name (e.g. ``safetensors.numpy.save_file``): ``tmp`` sits in the same
     directory as ``path``; after ``write`` returns it is fsynced and renamed over ``path`` and the directory
-    is fsynced.  If ``write`` raises, ``tmp`` is removed and ``path`` is left as it was.
+    is fsynced.  If ``write`` raises, ``tmp`` is removed and ``path`` is left as it was.  The new file
+    keeps the mode of the one it replaces, or gets 0666 minus the umask like any newly created file.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _file_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, mode)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)
@@ -75,7 +102,7 @@ def append_line(path: str | Path, line: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
     try:
         prefix = ""
         size = os.fstat(fd).st_size

@@ -149,6 +149,10 @@ class KernelArgumentError(KernelError):
     rule = "bad-argument"
 
 
+class UnwrittenOutputWarning(UserWarning):
+    """A tensor the kernel returns was never written (it holds NaN; cost estimates count no store for it)."""
+
+
 class SpillWarning(UserWarning):
     """The live set of compiler-managed SBUF tensors exceeds capacity: the compiler would spill."""
 

@@ -70,7 +70,13 @@ def usable_sbuf_bytes() -> int:
 
 
 def check_same_dtype(*tensors: Any) -> Any:
-    """The common dtype of the kernel inputs (mixed dtypes are rejected: TensorE needs matching operands)."""
+    """The common dtype of the kernel inputs (mixed dtypes are rejected: TensorE needs matching operands);
+    every input must be a 2-D matrix."""
+    for i, t in enumerate(tensors):
+        if len(t.shape) != 2:
+            raise BlockError(
+                f"input {i + 1} has shape {list(t.shape)}; these kernels take 2-D matrices, e.g. [rows, cols]"
+            )
     dt = tensors[0].dtype
     for t in tensors[1:]:
         if t.dtype != dt:

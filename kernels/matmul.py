@@ -24,6 +24,9 @@ from kernels import plans, tuning
 
 
 def _dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
+    for name, t in (("lhsT", lhsT), ("rhs", rhs)):
+        if len(t.shape) != 2:
+            raise plans.BlockError(f"{name} has shape {list(t.shape)}; expected a 2-D matrix [K, M] / [K, N]")
     k, m = lhsT.shape
     k2, n = rhs.shape
     if k != k2:

@@ -97,6 +97,7 @@ def tiny(monkeypatch):
 
 def test_run_passes_prints_tables_and_writes_the_report(tiny, tmp_path, capsys):
     out_dir = tmp_path / "report"
+    (tmp_path / "none").mkdir()  # an empty results store: no hardware data
     code = cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")])
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
@@ -123,6 +124,7 @@ def test_run_fails_with_a_summary_when_a_validation_fails(tiny, tmp_path, capsys
         return res
 
     monkeypatch.setattr(registry, "validate", broken)
+    (tmp_path / "none").mkdir()  # an empty results store: no hardware data
     code = cli.main(["run", "--out", str(tmp_path), "--jobs", "1", "--results", str(tmp_path / "none")])
     out = capsys.readouterr().out
     assert code == 1

@@ -21,6 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
 
@@ -74,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         err.print(f"[yellow]warning:[/] {escape(text)}", highlight=False, soft_wrap=True)
 
     try:
+        if args.max_evaluations < 1:
+            raise bad_value("--max-evaluations", str(args.max_evaluations), "a positive budget, e.g. 400")
         if bool(args.measurements) == bool(args.store):
             raise hw_predict.CalibrationInputError("give MEASUREMENTS or --from DIR (one of them)")
         names = (
@@ -98,10 +102,13 @@ def run(args: argparse.Namespace) -> int:
                 )
             targets = [args.target]
         params_path = Path(args.params_file) if args.params_file else PARAMS_PATH
+        if args.params_file and not params_path.is_file():
+            raise bad_value("--params-file", args.params_file, "an existing parameter file (TOML)")
         before_set = load_params_file(params_path)
+        if args.write:
+            check_file(params_path, "--params-file", what="parameter file")
     except (hw_predict.CalibrationInputError, ParamsError, MeasurementError) as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+        raise UsageError(str(exc)) from None
     payload = []
     for target in targets:
         group = [m for m in ms if m.target == target]
@@ -122,8 +129,7 @@ def run(args: argparse.Namespace) -> int:
                 status=err.status,
             )
         except (hw_store.StoreError, MeasurementError, ParamsError, KeyError) as exc:
-            err.print(f"[red]error:[/] {target}: {escape(str(exc))}", highlight=False, soft_wrap=True)
-            return 2
+            raise UsageError(f"{target}: {exc}") from None
         payload.append(entry)
         if not args.json:
             out.print(fit_tables(entry))

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+from typing import Any
 
+from devkit.commands._errors import UsageError, UserCodeError, bad_value, unknown_choice
+from devkit.dtype_names import itemsize
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
-
-
-class CostUsageError(ValueError):
-    """Bad command-line input for ``devkit cost`` (reported without a traceback)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,36 +48,93 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import devkit
+    from devkit.commands import _progress
     from devkit.cost.render import render_table
-    from devkit.nki.runner import TensorSpec
 
-    try:
-        from devkit.targets import TARGETS
+    if args.timeline and not args.json:
+        raise UsageError("--timeline: the timeline is only printed as JSON; add --json")
+    from devkit.targets import TARGETS
 
-        if args.target not in TARGETS:
-            raise CostUsageError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")
-        specs = []
-        for a in args.arg:
-            dtype, dims = parse_arg_spec(a)
-            try:
-                specs.append(TensorSpec(dims, dtype))
-            except devkit.KernelError as e:
-                raise CostUsageError(f"--arg {a!r}: {e.detail}") from None
-        kwargs = dict(parse_kwarg(k) for k in args.kwarg)
-        grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
-        kernel = load_kernel(args.kernel)
-    except (CostUsageError, KernelRefError) as e:
-        print(f"devkit cost: {e}", file=sys.stderr)
-        return 2
-    try:
+    if args.target not in TARGETS:
+        raise unknown_choice("--target", args.target, "target", TARGETS)
+    specs = [_tensor_spec(a) for a in args.arg]
+    kwargs = dict(parse_kwarg(k) for k in args.kwarg)
+    grid = parse_grid(args.grid)
+    kernel = _load(args.kernel)
+    _check_signature(kernel, specs, kwargs)
+    work = sum(itemsize(s.dtype) * math.prod(s.shape) for s in specs)
+    with _progress.Heartbeat("devkit cost", work_bytes=work):
         report = devkit.estimate(kernel, *specs, grid=grid, target=args.target, **kwargs)
-    except devkit.KernelError as e:
-        print(f"devkit cost: kernel fault: {e}", file=sys.stderr)
-        return 1
     if args.json:
         print(json.dumps(report.to_dict(include_timeline=args.timeline), indent=2))
     else:
         from rich.console import Console
 
         Console().print(render_table(report))
+        if report.checks_skipped:
+            print(
+                f"note: cost-only estimate: checks not run: {', '.join(report.checks_skipped)} "
+                "(run the kernel with devkit.simulate on real inputs to make them)",
+                file=sys.stderr,
+            )
+    for what in report.outputs_unwritten:
+        print(f"devkit cost: warning: {what} was never written by the kernel", file=sys.stderr)
     return 0
+
+
+def _tensor_spec(text: str) -> Any:
+    """``--arg DTYPE[D0,...]`` -> a TensorSpec placeholder."""
+    import devkit
+    from devkit.nki.runner import TensorSpec
+
+    dtype, dims = parse_arg_spec(text)
+    try:
+        spec = TensorSpec(dims, dtype)
+    except devkit.KernelError as e:
+        raise bad_value("--arg", text, f"DTYPE[D0,...] with a known dtype ({e.detail})") from None
+    return spec
+
+
+def parse_grid(text: str | None) -> tuple[int, ...] | None:
+    """``--grid 4,2`` -> (4, 2); every size a positive integer."""
+    if text is None:
+        return None
+    parts = [p.strip() for p in text.split(",")]
+    if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise bad_value("--grid", text, "positive integers separated by commas, e.g. 4 or 4,2")
+    return tuple(int(p) for p in parts)
+
+
+def _load(ref: str) -> Any:
+    """The kernel named by FILE.py:KERNEL; an exception from the user's file is the user's."""
+    try:
+        return load_kernel(ref)
+    except KernelRefError:
+        raise
+    except Exception as exc:
+        raise UserCodeError(f"importing {ref.rsplit(':', 1)[0]}") from exc
+
+
+def _check_signature(kernel: Any, specs: list, kwargs: dict) -> None:
+    """The --arg/--kwarg list must fit the kernel's parameters (checked before anything runs)."""
+    import inspect
+
+    func = getattr(kernel, "func", kernel)
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*specs, **kwargs)
+    except TypeError as e:
+        name = getattr(func, "__name__", "kernel")
+        positional = [
+            p.name
+            for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty
+        ]
+        given = f"{len(specs)} --arg" + (f" and --kwarg {', '.join(sorted(kwargs))}" if kwargs else "")
+        raise UsageError(
+            f"kernel {name}{sig} cannot take {given}: {e} "
+            f"(give one --arg per tensor parameter, in order: {', '.join(positional) or 'none'})"
+        ) from None

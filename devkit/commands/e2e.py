@@ -13,15 +13,17 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._progress import Heartbeat
 from devkit.workflow import e2e, llm
 
 #: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
 ALL_RATIOS = (0.1, 0.2)
+#: Sequences x positions above which the estimate is announced as large (its kernel traces grow with it).
+LARGE_TOKENS = 16384
 #: Compression ratio when ``--model`` is given without ``--compression``.
 DEFAULT_RATIO = 0.2
 
@@ -83,40 +85,47 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Handler of ``devkit e2e``; returns the exit code."""
-    err = Console(stderr=True)
     if not args.model and not args.all:
-        err.print("[red]error:[/] pass --model NAME or --all", highlight=False)
-        err.print(f"valid models: {', '.join(llm.MODELS)}", highlight=False)
-        return 2
+        raise UsageError(f"pass --model NAME or --all (models: {', '.join(llm.MODELS)})")
     if args.compression is not None:
         ratios: tuple[float, ...] = (args.compression,)
     else:
         ratios = ALL_RATIOS if args.all else (DEFAULT_RATIO,)
     models = list(llm.MODELS) if args.all else [args.model]
     try:
+        for m in models:
+            config = llm.get_config(m)
+            if args.context + args.generate > config.max_context:
+                raise bad_value(
+                    "--context",
+                    str(args.context),
+                    f"at most {config.max_context - args.generate:,} prompt tokens: {config.name} holds "
+                    f"{config.max_context:,} positions and --generate asks for {args.generate:,} more",
+                )
         provider = e2e.get_provider(args.provider)
         cache = None if args.no_cache else e2e.DiskCache()
-        results = [
-            e2e.estimate(
-                m,
-                r,
-                batch=args.batch,
-                context=args.context,
-                generate=args.generate,
-                target=args.target,
-                dtype=args.dtype,
-                provider=provider,
-                cache=cache,
-            )
-            for m in models
-            for r in ratios
-        ]
+        tokens = args.batch * (args.context + args.generate)
+        big = f"{tokens:,} tokens per model" if tokens > LARGE_TOKENS else None
+        with Heartbeat("devkit e2e", announce=big):
+            results = [
+                e2e.estimate(
+                    m,
+                    r,
+                    batch=args.batch,
+                    context=args.context,
+                    generate=args.generate,
+                    target=args.target,
+                    dtype=args.dtype,
+                    provider=provider,
+                    cache=cache,
+                )
+                for m in models
+                for r in ratios
+            ]
     except KeyError as exc:  # unknown model: the message lists the valid ones
-        err.print(f"[red]error:[/] {escape(str(exc.args[0]))}", highlight=False, soft_wrap=True)
-        return 2
-    except ValueError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+        raise UsageError(str(exc.args[0])) from None
+    except ValueError as exc:  # a bad --dtype, --provider, --target ...: the message names it
+        raise UsageError(str(exc)) from None
     if args.json:
         payload: Any = [r.to_dict() for r in results] if args.all else results[0].to_dict()
         print(json.dumps(payload, indent=2))
@@ -179,11 +188,10 @@ def detail_table(r: e2e.E2EResult) -> Table:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``e2e ...`` stand-alone; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="devkit")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["e2e", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    """Run ``e2e ...`` stand-alone, through the error path of devkit.cli.main; returns the exit code."""
+    from devkit.cli import main as cli_main
+
+    return cli_main(["e2e", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,6 +23,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.workflow.hw import compare, host
 
 _EXAMPLES = """examples:
@@ -73,8 +75,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def _tests_dir(arg: str | None) -> Path:
@@ -93,10 +101,14 @@ def run_tests(args: argparse.Namespace) -> int:
             err.print(f"  - {escape(item)}", highlight=False, soft_wrap=True)
         return 2
     tests = _tests_dir(args.tests)
-    if not tests.is_dir():
-        err.print(f"[red]error:[/] no hardware test directory {escape(str(tests))}", highlight=False)
-        return 2
+    if args.tests:
+        check_input_dir(args.tests, "--tests")
+    elif not tests.is_dir():
+        raise bad_value("--tests", str(tests), "a hardware test directory (default hw_tests/ does not exist)")
+    if args.results_dir:
+        check_dir(args.results_dir, "--results-dir")
     extra = [a for a in args.pytest_args if a != "--"]
+    fake = any(a == "--fake-neuron" or a.startswith("--fake-neuron=") for a in extra)
     if args.require_hardware:
         extra.insert(0, "--require-hardware")
     if args.results_dir:
@@ -110,7 +122,11 @@ def run_tests(args: argparse.Namespace) -> int:
         cmd = ["tox", "-e", "hw", "--", *extra]
     else:
         cmd = [sys.executable, "-m", "pytest", str(tests), "-rs", *extra]
-    if not req.ok:
+    if fake:
+        err.print(
+            "[yellow]note:[/] --fake-neuron: the fake backend stands in for the device", highlight=False
+        )
+    elif not req.ok:
         err.print(
             f"[yellow]note:[/] {escape(req.reason())}; the tests will be skipped",
             highlight=False,
@@ -124,6 +140,12 @@ def run_tests(args: argparse.Namespace) -> int:
 def run_report(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(140)
+    if args.slack <= 0:
+        raise bad_value("--slack", str(args.slack), "a positive fraction, e.g. 0.25")
+    if args.results:
+        check_input_dir(args.results, "--results")
+    if args.out:
+        check_dir(args.out, "--out")
     results = Path(args.results) if args.results else host.project_dir("results")
     rows, damaged = compare.load_rows(results, args.include_fake)
     for d in damaged:

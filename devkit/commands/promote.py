@@ -18,7 +18,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._outputs import check_dir
 from devkit.workflow import pool, promote
+from devkit.workflow.hw import host as hw_host
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -77,11 +80,12 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(130)
     if bool(args.kernel) == bool(args.all):
-        err.print("[red]error:[/] name one KERNEL or pass --all", highlight=False)
-        err.print(f"registered: {', '.join(registry.names())}", highlight=False)
-        return 2
+        raise UsageError(f"name one KERNEL or pass --all (registered: {', '.join(registry.names())})")
     kernels = registry.names() if args.all else [args.kernel]
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
+    if jobs < 1:
+        raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    check_dir(args.out_dir if args.out_dir is not None else hw_host.project_dir("hw_tests"), "--out-dir")
     targets = args.target or ["trn1"]
     dtypes = args.dtype or ["bfloat16"]
     status = 0
@@ -89,13 +93,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             spec = registry.get(kernel)
         except KeyError as exc:
-            err.print(f"[red]error:[/] {escape(str(exc.args[0]))}", highlight=False)
-            return 2
+            raise UsageError(str(exc.args[0])) from None
         try:
             shapes = [parse_shape(s, spec.shape_params) for s in args.shape] or None
         except TuneError as exc:
-            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-            return 2
+            raise UsageError(f"--shape: {exc}") from None
         command = (
             "devkit " + " ".join(shlex.quote(a) for a in sys.argv[1:])
             if sys.argv[1:2] == ["promote"]
@@ -129,8 +131,7 @@ def run(args: argparse.Namespace) -> int:
                     progress=progress,
                 )
         except promote.PromoteError as exc:
-            err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-            return 2
+            raise UsageError(str(exc)) from None
         out.print(cases_table(kernel, result))
         for f in result.failures:
             err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)

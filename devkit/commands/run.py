@@ -25,6 +25,9 @@ from rich.progress import (
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands._errors import bad_value, unknown_choice
+from devkit.commands._outputs import check_dir, check_input_dir
+from devkit.commands._progress import Heartbeat
 from devkit.workflow import pool
 from devkit.workflow import run as main_job
 
@@ -67,21 +70,26 @@ def run(args: argparse.Namespace) -> int:
     from devkit.targets import TARGETS
 
     if args.target not in TARGETS:
-        err.print(
-            f"[red]error:[/] unknown target {escape(args.target)!r}; choose one of {', '.join(TARGETS)}",
-            highlight=False,
-        )
-        return 2
+        raise unknown_choice("--target", args.target, "target", TARGETS)
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     if jobs < 1:
-        err.print("[red]error:[/] --jobs must be >= 1", highlight=False)
-        return 2
+        raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    check_dir(args.out, "--out")
+    if args.results:
+        check_input_dir(args.results, "--results")
     t0 = time.perf_counter()
     tasks = main_job.plan(quick=args.quick, target=args.target)
+    n_valid = sum(t.kind == "validate" for t in tasks)
+    err.print(
+        f"devkit run: {n_valid} validations and {len(tasks) - n_valid} estimates on {jobs} worker(s); "
+        f"report to {escape(str(args.out))}",
+        highlight=False,
+        soft_wrap=True,
+    )
     try:
         results = _execute_with_progress(tasks, jobs, err)
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/]: no report written", highlight=False)
+        err.print("devkit run: interrupted: no report written", highlight=False)
         return 130
     summary = main_job.summarise(results)
     wall = time.perf_counter() - t0
@@ -119,16 +127,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _execute_with_progress(tasks: list[main_job.Task], jobs: int, err: Console) -> list[main_job.TaskResult]:
     running: list[str] = []
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]devkit run[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=err,
-        transient=True,
-    ) as bar:
+    finished = [0]
+
+    def status() -> str:
+        return f"{finished[0]}/{len(tasks)} done; running: {', '.join(running) or '-'}"
+
+    with (
+        Heartbeat("devkit run", status=status, terminal=False),
+        Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]devkit run[/]"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=err,
+            transient=True,
+        ) as bar,
+    ):
         job = bar.add_task("", total=len(tasks))
 
         def on_start(task: main_job.Task) -> None:
@@ -152,6 +168,7 @@ def _execute_with_progress(tasks: list[main_job.Task], jobs: int, err: Console) 
                 bar.console.print(
                     f"[red]✗ {escape(name)}[/]: {escape(res.error or '')}", highlight=False, soft_wrap=True
                 )
+            finished[0] += 1
             bar.advance(job)
             bar.update(job, description=escape(running[-1]) if running else "")
 

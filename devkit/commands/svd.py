@@ -8,16 +8,20 @@ command stand-alone (``python -m devkit.commands.svd compress ...``).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from devkit.commands import stdout_console
+from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._outputs import check_dir, check_file
+from devkit.commands._progress import Heartbeat
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
 
@@ -84,8 +88,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def run_compress(args: argparse.Namespace) -> int:
@@ -95,20 +105,37 @@ def run_compress(args: argparse.Namespace) -> int:
     try:
         if args.whiten and not args.calib:
             raise SvdInputError("--whiten needs --calib ACTS.npy (or .npz)")
-        with Progress(
-            TextColumn("[bold]SVD[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            disable=args.quiet,
-            transient=False,
-        ) as bar:
+        if not Path(args.input).exists():
+            raise SvdInputError(
+                f"checkpoint {args.input} does not exist (give a .safetensors file or directory)"
+            )
+        if args.calib and not Path(args.calib).is_file():
+            raise bad_value("--calib", args.calib, "an existing .npy or .npz file")
+        if str(args.output).endswith(".safetensors"):
+            check_file(args.output, "OUTPUT", what="safetensors file")
+        else:
+            check_dir(args.output, "OUTPUT")
+        state = {"text": "reading the checkpoint"}
+        with (
+            contextlib.nullcontext()
+            if args.quiet
+            else Heartbeat("devkit svd compress", status=lambda: state["text"], terminal=False),
+            Progress(
+                TextColumn("[bold]SVD[/]"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.description}"),
+                console=err,
+                disable=args.quiet,
+                transient=False,
+            ) as bar,
+        ):
             task = bar.add_task("", total=None)
 
             def progress(done: int, total: int, name: str) -> None:
                 bar.update(task, completed=done, total=total, description=name)
+                state["text"] = f"{done}/{total} tensors, at {name}"
 
             summary = compress.compress_checkpoint(
                 args.input,
@@ -121,12 +148,8 @@ def run_compress(args: argparse.Namespace) -> int:
                 block=args.block,
                 progress=progress,
             )
-    except SvdInputError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
-    except OSError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
+    except OSError as exc:  # a checkpoint that cannot be read: the message names the file
+        raise UsageError(str(exc)) from None
     if not args.quiet:
         out.print(summary_table(summary))
     totals = summary.to_dict()["totals"]
@@ -167,11 +190,10 @@ def summary_table(summary: compress.CompressionSummary) -> Table:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``svd ...`` stand-alone; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="devkit")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["svd", *(sys.argv[1:] if argv is None else argv)])
-    return int(args.func(args))
+    """Run ``svd ...`` stand-alone, through the error path of devkit.cli.main; returns the exit code."""
+    from devkit.cli import main as cli_main
+
+    return cli_main(["svd", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,6 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands._outputs import check_file
 from devkit.workflow import pool
 from devkit.workflow import tune as tuner
 
@@ -84,6 +85,20 @@ def run(args: argparse.Namespace) -> int:
         shape = tuner.parse_shape(args.shape, spec.shape_params)
         when = tuner.parse_when(args.when, shape)
         jobs = args.jobs if args.jobs is not None else pool.default_jobs()
+        if jobs < 1:
+            raise tuner.TuneError("--jobs must be >= 1")
+        if not args.no_write:
+            check_file(
+                args.tuning_file or tuner.default_tuning_path(),
+                "--tuning-file",
+                parse=tuner.read_tuning_table,
+                what="tuning table",
+            )
+        err.print(
+            f"devkit tune: searching the blocks of {args.kernel} for "
+            f"{','.join(f'{k}={v}' for k, v in shape.items())} {args.dtype} on {args.target} ({jobs} worker(s))",
+            highlight=False,
+        )
         with Progress(
             TextColumn("[bold]tune[/] {task.description}"),
             BarColumn(),
@@ -109,11 +124,8 @@ def run(args: argparse.Namespace) -> int:
                 progress=progress,
             )
     except KeyboardInterrupt:
-        err.print("[red]interrupted[/]: the tuning table was not changed", highlight=False)
+        err.print("devkit tune: interrupted: the tuning table was not changed", highlight=False)
         return 130
-    except tuner.TuneError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        return 2
     out.print(result_table(result, args.top))
     best = result.best
     speed = result.speedup_over_default
@@ -122,6 +134,14 @@ def run(args: argparse.Namespace) -> int:
         f"default blocks {result.default_blocks}: {default_text}; best {best.blocks}: "
         f"{best.trace_us:,.1f} us" + (f" ({speed:.3f}x the default)" if speed else ""),
         highlight=False,
+    )
+    from devkit import VALUE_CHECKS
+
+    err.print(
+        f"note: cost-only ranking: the {' and '.join(VALUE_CHECKS)} checks were not run "
+        "(devkit run validates the kernels in the simulator)",
+        highlight=False,
+        soft_wrap=True,
     )
     if args.no_write:
         return 0

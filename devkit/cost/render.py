@@ -16,6 +16,28 @@ def _bytes(n: float) -> str:
     return f"{n}"  # pragma: no cover
 
 
+#: Longest ``file:line`` shown in a table; longer paths lose their leading directories, never the line.
+LOCATION_WIDTH = 36
+
+
+def source_location(filename: str, lineno: int, width: int = LOCATION_WIDTH) -> str:
+    """``file:line`` for a terminal table: relative to the working directory when below it, and cut
+    from the left (``…/dir/file.py:12``) when longer than ``width`` characters, so the line number stays."""
+    import os
+
+    path = filename
+    if os.path.isabs(path):
+        rel = os.path.relpath(path)
+        if not rel.startswith(".."):
+            path = rel
+    text = f"{path}:{lineno}"
+    if len(text) > width:
+        tail = text[len(text) - width + 1 :]
+        cut = tail.find(os.sep)
+        text = "…" + (tail[cut:] if 0 <= cut < len(tail) - len(os.path.basename(path)) else tail)
+    return text
+
+
 def render_table(report: CostReport, hotspots: int = 10) -> Group:
     """A rich renderable: summary, engine busy time, bytes by level and the top source lines."""
     title = f"{report.kernel or 'kernel'} on {report.target} (modelled)"
@@ -56,13 +78,14 @@ def render_table(report: CostReport, hotspots: int = 10) -> Group:
         levels.add_row(name, _bytes(value))
 
     hot = Table(title=f"hotspots (top {hotspots} source lines by busy time)")
-    hot.add_column("line")
+    locations = [source_location(h.filename, h.lineno) for h in report.hotspots[:hotspots]]
+    hot.add_column("line", no_wrap=True, min_width=max((len(t) for t in locations), default=4))
     hot.add_column("instructions", justify="right")
     for name in BUSY_KEYS:
         hot.add_column(f"{name} us", justify="right")
-    for h in report.hotspots[:hotspots]:
+    for h, where in zip(report.hotspots[:hotspots], locations):
         hot.add_row(
-            f"{h.filename}:{h.lineno}",
+            where,
             f"{h.instructions:,}",
             *(f"{h.busy_us[name]:,.1f}" for name in BUSY_KEYS),
         )

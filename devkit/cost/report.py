@@ -93,6 +93,10 @@ class CostReport:
     unknown_opcodes: dict[str, int]
     params: dict[str, float]
     timeline: Timeline | None = field(default=None, compare=False, repr=False)
+    #: correctness checks this run did not make (rule codes; cost-only runs skip the value-based ones)
+    checks_skipped: tuple[str, ...] = ()
+    #: returned tensors the kernel never wrote (no store was modelled for them)
+    outputs_unwritten: tuple[str, ...] = ()
 
     def to_dict(self, include_timeline: bool = False) -> dict[str, Any]:
         """JSON-serialisable dict (the timeline only on request: it can be large)."""
@@ -124,6 +128,8 @@ class CostReport:
             "hotspots": [h.to_dict() for h in self.hotspots],
             "unknown_opcodes": dict(self.unknown_opcodes),
             "params": dict(self.params),
+            "checks_skipped": list(self.checks_skipped),
+            "outputs_unwritten": list(self.outputs_unwritten),
         }
         if include_timeline and self.timeline is not None:
             out["timeline"] = self.timeline.to_dict()

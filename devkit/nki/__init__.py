@@ -127,13 +127,23 @@ class Kernel:
             options=SimOptions(numerics=False),
             sink=sink,
         )
+        import dataclasses
+
+        from devkit import VALUE_CHECKS
+
         report = sink.report(kernel_name=getattr(self.func, "__name__", "kernel"))
+        report = dataclasses.replace(
+            report, checks_skipped=tuple(VALUE_CHECKS), outputs_unwritten=res.unwritten
+        )
         self.benchmark_result = BenchmarkResult(report)
         _notice(
             "benchmark",
             f"devkit: nki.benchmark reports latency MODELLED by the devkit cost model for "
-            f"{self.target} (not measured); warmup/iters are ignored",
+            f"{self.target} (not measured); warmup/iters are ignored; cost-only, so the "
+            f"{' and '.join(VALUE_CHECKS)} checks are not run (nki.simulate_kernel runs them)",
         )
+        for what in res.unwritten:
+            print(f"devkit: nki.benchmark: warning: {what} was never written by the kernel", file=sys.stderr)
         return res.outputs
 
     def _profile(self, args: tuple, kwargs: dict) -> Any:

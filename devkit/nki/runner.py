@@ -70,6 +70,34 @@ class RunResult:
     outputs: Any
     stats: MemoryStats
     numerics: bool
+    #: returned tensors the kernel never wrote, described for a message (see :func:`unwritten_outputs`)
+    unwritten: tuple[str, ...] = ()
+
+
+def unwritten_outputs(result: Any) -> tuple[str, ...]:
+    """Descriptions of the tensors in a kernel's return value that no instruction ever wrote.
+
+    Such an output holds NaN (numerics) and costs nothing (cost-only): almost certainly a missing store.
+    """
+    flat: list[Tensor] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, Tensor):
+            flat.append(v)
+        elif isinstance(v, (tuple, list)):
+            for item in v:
+                walk(item)
+
+    walk(result)
+    out = []
+    for i, t in enumerate(flat):
+        if t.st.written or t.st.is_input:
+            continue
+        label = "the returned tensor" if len(flat) == 1 else f"returned tensor {i}"
+        fn, ln = t.st.origin
+        where = f" allocated at {fn}:{ln}" if fn else ""
+        out.append(f"{label} ({t.st.describe()}{where})")
+    return tuple(out)
 
 
 def _returns_value(func: Any) -> bool:
@@ -205,9 +233,22 @@ def run_kernel(
             result = func(*wrapped, **wkw)
             m.flush()
         stats = m.finish()
+        unwritten = unwritten_outputs(result)
         outputs = _to_host(m, result)
         if legacy and m.numerics:
             for a, w in zip(args, wrapped):
                 if isinstance(a, np.ndarray) and isinstance(w, Tensor) and w.st.written:
                     a[...] = dt.to_external(w.st.data, w.dtype)
-    return RunResult(outputs, stats, m.numerics)
+    if unwritten and m.numerics:
+        import warnings
+
+        from devkit.errors import UnwrittenOutputWarning
+
+        for what in unwritten:
+            warnings.warn(
+                f"{getattr(func, '__name__', 'kernel')}: {what} was never written by the kernel; "
+                "it holds NaN (a missing store?)",
+                UnwrittenOutputWarning,
+                stacklevel=3,
+            )
+    return RunResult(outputs, stats, m.numerics, unwritten)

@@ -513,6 +513,15 @@ def _positive_int(value: Any, name: str) -> int:
     return value
 
 
+def check_context(config: llm.LlmConfig, context: int, generate: int) -> None:
+    """A sequence of ``context`` prompt plus ``generate`` new tokens must fit the model's context window."""
+    if context + generate > config.max_context:
+        raise ValueError(
+            f"context {context:,} + generate {generate:,} = {context + generate:,} tokens exceeds "
+            f"{config.name}'s maximum context of {config.max_context:,} positions"
+        )
+
+
 @dataclass
 class _Pass:
     """Accumulated milliseconds of forward passes, by category."""
@@ -562,6 +571,7 @@ def estimate(
     _positive_int(batch, "batch")
     _positive_int(context, "context")
     _positive_int(generate, "generate")
+    check_context(config, context, generate)
     tgt = get_target(target)
     llm.bytes_per_element(dtype)
     eff = efficiencies or Efficiencies()

@@ -48,7 +48,9 @@ class LlmConfig:
     ``hidden``/``intermediate`` are the MLP's H and I, ``heads``/``kv_heads`` the query and key/value head
     counts (grouped-query attention), ``head_dim`` the per-head width (``heads*head_dim`` may differ from
     ``hidden``, e.g. Qwen3-4B), ``tied_embeddings`` whether the LM head reuses the embedding matrix,
-    ``qk_norm`` whether q/k get a per-head RMSNorm (Qwen3).  ``source`` is the config the numbers come from.
+    ``qk_norm`` whether q/k get a per-head RMSNorm (Qwen3), ``max_context`` the most positions (prompt
+    plus generated tokens) one sequence may hold (``max_position_embeddings``).  ``source`` is the config
+    the numbers come from.
     """
 
     name: str
@@ -62,6 +64,7 @@ class LlmConfig:
     vocab: int
     tied_embeddings: bool
     qk_norm: bool
+    max_context: int
     source: str
 
     @property

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -25,7 +26,12 @@ _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "D
 
 
 def init_worker() -> None:
-    """Worker initialiser: single-threaded BLAS/OpenMP."""
+    """Worker initialiser: single-threaded BLAS/OpenMP; Ctrl-C is the parent's to handle.
+
+    A Ctrl-C at the terminal reaches every process of the group; workers ignore it, so that the parent
+    alone reports the interruption (one line) and stops them (:func:`run_jobs`).
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for var in _THREAD_VARS:
         os.environ[var] = "1"
 
@@ -82,31 +88,61 @@ def run_jobs(
 
     ctx = multiprocessing.get_context("spawn")
     workers = min(jobs, len(items))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker) as pool:
-        pending: dict[Future, int] = {}
-        queue = list(positions)
-
-        def submit() -> None:
-            while queue and len(pending) < workers:
-                i = queue.pop(0)
-                try:
-                    pending[pool.submit(fn, items[i])] = i
-                except BrokenProcessPool as exc:  # a worker died earlier: report the rest, do not hang
-                    failed(i, exc, "not run")
-                    continue
-                if on_start:
-                    on_start(items[i])
-
-        submit()
-        while pending:
-            done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: pending[f]):
-                i = pending.pop(fut)
-                try:
-                    result = fut.result()
-                except Exception as exc:  # the worker itself died (e.g. out of memory)
-                    failed(i, exc, "worker failed")
-                    continue
-                finish(i, result)
-            submit()
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker)
+    try:
+        _drive(pool, workers, positions, items, fn, on_start, finish, failed)
+    except BaseException:  # Ctrl-C or a callback's error: stop the workers now, not after their jobs
+        _stop_workers(pool)
+        raise
+    pool.shutdown(wait=True)
     return [results[i] for i in range(len(items))]
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """Terminate the pool's worker processes and drop the queued jobs (nothing they did is kept)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(timeout=5)
+
+
+def _drive(
+    pool: ProcessPoolExecutor,
+    workers: int,
+    positions: list[int],
+    items: Sequence[J],
+    fn: Callable[[J], R],
+    on_start: Callable[[J], None] | None,
+    finish: Callable[[int, R], None],
+    failed: Callable[[int, BaseException, str], None],
+) -> None:
+    """Keep ``workers`` jobs in flight in ``positions`` order until all are done."""
+    pending: dict[Future, int] = {}
+    queue = list(positions)
+
+    def submit() -> None:
+        while queue and len(pending) < workers:
+            i = queue.pop(0)
+            try:
+                pending[pool.submit(fn, items[i])] = i
+            except BrokenProcessPool as exc:  # a worker died earlier: report the rest, do not hang
+                failed(i, exc, "not run")
+                continue
+            if on_start:
+                on_start(items[i])
+
+    submit()
+    while pending:
+        done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in sorted(done, key=lambda f: pending[f]):
+            i = pending.pop(fut)
+            try:
+                result = fut.result()
+            except Exception as exc:  # the worker itself died (e.g. out of memory)
+                failed(i, exc, "worker failed")
+                continue
+            finish(i, result)
+        submit()

@@ -384,6 +384,21 @@ def parse_when(items: Sequence[str], shape: Mapping[str, int]) -> dict[str, list
     return when
 
 
+def read_tuning_table(path: str | Path) -> dict[str, Any]:
+    """The tuning table at ``path``; :class:`TuneError` naming the file if it is not one."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TuneError(f"{path}: not a readable tuning table: {exc}") from None
+    if not isinstance(data, dict) or data.get("schema") != 1:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise TuneError(f"{path}: unsupported tuning schema {found!r} (expected 1)")
+    if not isinstance(data.get("kernels", {}), dict):
+        raise TuneError(f"{path}: 'kernels' must be an object")
+    return data
+
+
 def write_tuning(
     result: TuneResult,
     path: str | Path | None = None,
@@ -398,9 +413,7 @@ def write_tuning(
     """
     path = Path(path) if path else default_tuning_path()
     if path.exists():
-        data = json.loads(path.read_text(encoding="utf-8"))
-        if data.get("schema") != 1:
-            raise TuneError(f"{path}: unsupported tuning schema {data.get('schema')!r}")
+        data = read_tuning_table(path)
     else:
         data = {"schema": 1, "generated_by": command, "kernels": {}}
     when = dict(when) if when is not None else {k: [v, v] for k, v in result.shape.items()}
