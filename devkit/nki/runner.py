@@ -178,8 +178,13 @@ def run_kernel(
     target: str = "trn1",
     options: SimOptions | None = None,
     sink: TraceSink | None = None,
+    mutable_inputs: bool = False,
 ) -> RunResult:
-    """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs."""
+    """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs.
+
+    ``mutable_inputs``: every array argument may be written and is updated in place after the run (NKI 0.x,
+    as AWS's simulator does); otherwise inputs are immutable unless annotated ``mutable_tensor`` or the kernel
+    returns nothing (Beta-1 conventions)."""
     if options is None:
         options = SimOptions()
     placeholders = any(isinstance(a, TensorSpec) for a in list(args) + list(kwargs.values()))
@@ -192,7 +197,7 @@ def run_kernel(
         if any(x < 1 for x in grid_t):
             raise KernelArgumentError(f"launch grid {list(grid_t)} must have positive sizes")
     m = Machine(options, g, sink if sink is not None else NullSink())
-    legacy = not _returns_value(func)
+    legacy = mutable_inputs or not _returns_value(func)
     mutable = _mutable_params(func)
     names = _param_names(func)
     with m, _blas_threads():
@@ -212,7 +217,8 @@ def run_kernel(
         stats = m.finish()
         outputs = _to_host(m, result)
         if legacy and m.numerics:
-            for a, w in zip(args, wrapped):
+            pairs = list(zip(args, wrapped)) + [(kwargs[k], wkw[k]) for k in kwargs]
+            for a, w in pairs:
                 if isinstance(a, np.ndarray) and isinstance(w, Tensor) and w.st.written:
                     a[...] = dt.to_external(w.st.data, w.dtype)
     return RunResult(outputs, stats, m.numerics)
