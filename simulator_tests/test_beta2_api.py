@@ -1,0 +1,346 @@
+"""Issue 12, NKI Beta 2 (``import nki``): module mapping, entry points and core semantics.
+
+Kernels here are written like NKI 0.x code from AWS's docs (dst-passing ``nisa.*``, ``nl.ndarray``,
+``nl.affine_range`` as a plain range) and compared with NumPy.
+"""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+
+import ml_dtypes
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+import pytest
+
+import devkit
+from devkit import compat
+from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+RNG = np.random.default_rng(7)
+
+
+# ---- imports ------------------------------------------------------------------------------------------------
+
+BETA2_MODULES = (
+    "nki",
+    "nki.language",
+    "nki.language.dtypes",
+    "nki.isa",
+    "nki.isa.constants",
+    "nki.typing",
+    "nki.compiler",
+    "nki.tensor",
+    "nki.collectives",
+)
+
+
+@pytest.mark.parametrize("name", BETA2_MODULES)
+def test_beta2_modules_import_under_both_roots(name):
+    mod = importlib.import_module(name)
+    twin = importlib.import_module("nki_cpu_simulator." + name)
+    assert mod is twin
+    assert getattr(sys.modules["nki"], "__devkit_simulator__", False)
+
+
+def test_enums_are_one_object_ordered_and_comparable_with_ints():
+    from nki.isa.constants import nc_version
+
+    assert (
+        nisa.nc_version is nc_version
+        and nisa.oob_mode is importlib.import_module("nki.isa.constants").oob_mode
+    )
+    assert nc_version.gen4 > nc_version.gen3 >= 3 and nc_version.gen2.name == "gen2"
+    assert nisa.dge_mode.none == 3 and nisa.dge_mode.unknown == 0  # NKI 0.x numbering, not Beta 1's
+
+
+def test_beta1_and_beta2_in_one_process():
+    import neuronxcc.nki as nki1
+    import neuronxcc.nki.language as nl1
+
+    @nki1.jit
+    def beta1(a):
+        out = nl1.ndarray(a.shape, dtype=a.dtype, buffer=nl1.shared_hbm)
+        nl1.store(out, nl1.multiply(nl1.load(a), 2.0))
+        return out
+
+    @nki.jit
+    def beta2(a):
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(t, a)
+        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(u, t, nl.multiply, 3.0)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(out, u)
+        return out
+
+    a = RNG.random((128, 64), dtype=np.float32)
+    np.testing.assert_array_equal(devkit.simulate(beta1, a), a * 2)
+    np.testing.assert_array_equal(nki.simulate(beta2)(a), a * 3)
+
+
+def test_real_nki_package_is_not_shadowed_without_opt_in(tmp_path):
+    """A real ``nki`` on the path keeps binding unless the simulator was installed explicitly."""
+    (tmp_path / "nki").mkdir()
+    (tmp_path / "nki" / "__init__.py").write_text("REAL = True\n")
+    code = (
+        "import devkit, devkit.compat as c, nki; assert getattr(nki, 'REAL', False); "
+        "assert c.backend_beta2() == 'nki'; h = c.install(); import nki as n2; "
+        "assert n2.__devkit_simulator__; h.uninstall(); import nki as n3; assert n3.REAL; print('ok')"
+    )
+    env = {"PYTHONPATH": f"{tmp_path}:{compat.__file__.rsplit('/devkit/', 1)[0]}", "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_collectives_raise_not_simulated():
+    import nki.collectives as cc
+
+    @nki.jit
+    def k(a):
+        cc.all_reduce(a)
+        return a
+
+    with pytest.raises(UnsupportedError) as e:
+        nki.simulate(k)(np.zeros((4, 4), np.float32))
+    assert e.value.rule == "collectives-not-simulated"
+
+
+@pytest.mark.parametrize("name", ["baremetal", "benchmark", "profile", "simulate_kernel"])
+def test_removed_entry_points_name_the_kits_estimator(name):
+    with pytest.raises(UnsupportedError) as e:
+        getattr(nki, name)(lambda a: a)
+    assert e.value.rule == "not-available"
+    assert "devkit.estimate" in str(e.value) and "devkit cost" in str(e.value)
+
+
+# ---- entry points ---------------------------------------------------------------------------------------------
+
+
+@nki.jit(mode="trace", debug_kernel=True, show_compiler_tb=True, experimental_flags="x")
+def add_one(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    nisa.tensor_scalar(dst=t, data=t, op0=nl.add, operand0=1.0)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_jit_called_with_extra_kwargs_and_simulate():
+    a = RNG.random((32, 16), dtype=np.float32)
+    np.testing.assert_array_equal(nki.simulate(add_one)(a), a + 1)
+    np.testing.assert_array_equal(nki.simulate(add_one.func)(a), a + 1)  # plain functions are wrapped
+
+
+def test_direct_call_needs_nki_simulator(monkeypatch):
+    a = RNG.random((8, 8), dtype=np.float32)
+    monkeypatch.delenv("NKI_SIMULATOR", raising=False)
+    with pytest.raises(HardwareUnavailableError):
+        add_one(a)
+    monkeypatch.setenv("NKI_SIMULATOR", "1")
+    np.testing.assert_array_equal(add_one(a), a + 1)
+
+
+@nki.jit
+def write_input_in_place(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, a)
+    nisa.tensor_scalar(t, t, nl.multiply, 2.0)
+    nisa.dma_copy(a, t)
+
+
+def test_written_inputs_are_updated_in_place():
+    a = RNG.random((16, 8), dtype=np.float32)
+    want = a * 2
+    assert nki.simulate(write_input_in_place)(a) is None
+    np.testing.assert_array_equal(a, want)
+    b = RNG.random((16, 8), dtype=np.float32)
+    want = b * 2
+    nki.cpu_simulate(write_input_in_place)[1](a=b)
+    np.testing.assert_array_equal(b, want)
+
+
+@nki.jit
+def lnc_halves(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    n = nl.num_programs()
+    pid = nl.program_id(0)
+    rows = a.shape[0] // n
+    t = nl.ndarray((rows, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, a[pid * rows : (pid + 1) * rows, :])
+    nisa.tensor_scalar(t, t, nl.add, float(10 * (pid + 1) + nl.program_ndim()))
+    nisa.dma_copy(out[pid * rows : (pid + 1) * rows, :], t)
+    return out
+
+
+def test_lnc_launches_share_shared_hbm():
+    a = np.zeros((64, 8), np.float32)
+    one = nki.simulate(lnc_halves)(a)
+    np.testing.assert_array_equal(one, np.full((64, 8), 10.0, np.float32))  # program_ndim() == 0
+    two = nki.simulate(lnc_halves[2])(a)
+    np.testing.assert_array_equal(two[:32], 11.0)
+    np.testing.assert_array_equal(two[32:], 21.0)
+    three = nki.cpu_simulate(lnc_halves)[2](a=a)
+    np.testing.assert_array_equal(three, two)
+    with pytest.raises(KernelArgumentError):
+        lnc_halves[3]
+
+
+@nki.jit
+def report_version(a):
+    out = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(t, int(nisa.get_nc_version()))
+    nisa.dma_copy(out, t)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "want"),
+    [
+        ("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1", 2),
+        ("NEURON_PLATFORM_TARGET_OVERRIDE", "gen3", 3),
+        ("NKI_NC_VERSION", "gen4", 4),
+        ("NKI_NC_VERSION", "gen2", 2),
+        (None, None, 4),
+    ],
+)
+def test_target_from_environment(monkeypatch, var, value, want):
+    for v in ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION", "DEVKIT_TARGET"):
+        monkeypatch.delenv(v, raising=False)
+    if var:
+        monkeypatch.setenv(var, value)
+    assert int(nki.simulate(report_version)(np.zeros(1, np.float32))[0, 0]) == want
+    assert nisa.get_nc_version() == want
+
+
+def test_bad_target_name_is_reported(monkeypatch):
+    monkeypatch.setenv("NKI_NC_VERSION", "gen9")
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(report_version)(np.zeros(1, np.float32))
+    assert e.value.rule == "bad-target" and "gen9" in str(e.value)
+
+
+# ---- semantics ---------------------------------------------------------------------------------------------------
+
+
+@nki.jit
+def views(a):
+    s = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    row = s[3]  # on-chip: an int on the partition dim keeps a size-1 partition dim
+    hrow = a[3]  # HBM: an int removes the dim
+    col = s[:, 5]
+    info = (s.shape, s.strides, s.offset, row.shape, hrow.shape, col.shape, s[nl.ds(8, 4), 2:6].offset)
+    out = nl.ndarray((4, 4), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, s[nl.ds(8, 4), 2:6])
+    return out, info
+
+
+def test_tensor_views_follow_nki_0x_indexing():
+    a = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
+    out, info = nki.simulate(views)(a)
+    assert info == ((128, 64), (64, 1), 0, (1, 64), (64,), (128, 1), 8 * 64 + 2)
+    np.testing.assert_array_equal(out, a[8:12, 2:6])
+
+
+@nki.jit
+def ap_views(a):
+    s = nl.ndarray((32, 16), dtype=a.dtype, buffer=nl.sbuf)
+    # transposed read of an HBM [16, 32] tensor through an access pattern (a strided gather)
+    nisa.dma_copy(s, a.ap(pattern=[[1, 32], [32, 16]], offset=0))
+    t = nl.ndarray((32, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(t, s.ap(pattern=[[16, 32], [2, 8]], offset=1))  # odd columns
+    b = nl.ndarray((32, 3, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(b, t.ap(pattern=[[8, 32], [0, 3], [1, 8]]))  # a step of 0 repeats (broadcast)
+    out = nl.ndarray((32, 24), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, b)
+    return out
+
+
+def test_access_patterns_address_the_flattened_storage():
+    a = np.arange(16 * 32, dtype=np.float32).reshape(16, 32)
+    got = nki.simulate(ap_views)(a)
+    want = np.repeat(a.T[:, 1::2][:, None, :], 3, axis=1).reshape(32, 24)
+    np.testing.assert_array_equal(got, want)
+
+
+@nki.jit
+def psum_accumulation(a, b, mode):
+    at = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    bt = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(at, a)
+    nisa.dma_copy(bt, b)
+    acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    if mode == "implicit":
+        for _ in nl.affine_range(3):  # loop-carried PSUM accumulation: legal, affine_range is range
+            nisa.nc_matmul(acc, at, bt)
+    elif mode == "sub-slice":
+        nisa.nc_matmul(acc[:, 0:8], at, bt[:, 0:8])  # overwrites the left half
+        nisa.nc_matmul(acc, at, bt)  # adds on the left half, overwrites the right half
+    else:
+        nisa.nc_matmul(acc, at, bt)
+        nisa.nc_matmul(acc, at, bt, accumulate=False)  # overwrite even though written
+        nisa.nc_matmul(acc, at, bt, accumulate=True)
+    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(res, acc)
+    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, res)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("mode", "left", "right"), [("implicit", 3, 3), ("sub-slice", 2, 1), ("explicit", 2, 2)]
+)
+def test_psum_accumulation_is_tracked_per_element(mode, left, right):
+    a = RNG.integers(-3, 4, (32, 16)).astype(np.float32)
+    b = RNG.integers(-3, 4, (32, 16)).astype(np.float32)
+    got = nki.simulate(psum_accumulation)(a, b, mode)
+    p = a.T @ b
+    np.testing.assert_array_equal(got[:, :8], left * p[:, :8])
+    np.testing.assert_array_equal(got[:, 8:], right * p[:, 8:])
+
+
+@nki.jit
+def cast_on_write(a):
+    t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(t, a)
+    u = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.tensor_copy(u, t)  # dst dtype decides the result dtype
+    v = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.activation(v, nl.exp, t)
+    o1 = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.shared_hbm)
+    o2 = nl.ndarray(a.shape, dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    nisa.dma_copy(o1, u)
+    nisa.dma_copy(o2, v)
+    return o1, o2
+
+
+def test_output_dtype_is_dst_dtype():
+    a = np.array([[0.5, 1.5, 2.5, -0.5], [3e9, -3e9, 1.49, 2.51]], dtype=np.float32)
+    i, e = nki.simulate(cast_on_write)(a)
+    assert i.dtype == np.int32 and e.dtype == BF16
+    np.testing.assert_array_equal(i, [[0, 2, 2, 0], [2147483647, -2147483648, 1, 3]])  # RNE + saturate
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(e, np.exp(a).astype(BF16))
+
+
+@nki.jit
+def iota_kernel(a):
+    t = nl.ndarray((8, 2, 3), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(t, [[3, 2], [1, 3]], offset=5, channel_multiplier=100)
+    out = nl.ndarray((8, 6), dtype=nl.int32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, t)
+    return out
+
+
+def test_iota_pattern_offset_and_channel_multiplier():
+    got = nki.simulate(iota_kernel)(np.zeros(1, np.float32))
+    want = 5 + 100 * np.arange(8)[:, None] + np.arange(6)[None, :]
+    np.testing.assert_array_equal(got, want)
