@@ -2,7 +2,8 @@
 ``nki.simulate`` and match NumPy references.
 
 The kernels are imported from the corpus archive ``../shared/corpora/nki-samples-6905a68.tar.gz``
-(relative to the repository root, or to the folder holding a git worktree) when it exists; the tests are skipped elsewhere.  The MX references are
+(relative to the repository root, or to the folder holding a git worktree)
+when it exists; the tests are skipped elsewhere.  The MX references are
 the tutorial's own host utilities (``mx_cpu_utils.py``), imported from the same archive.
 """
 
