@@ -32,6 +32,8 @@ def _unwrap(kernel: Any, grid: Any) -> tuple[Any, Any]:
 
     if isinstance(kernel, Kernel):
         return kernel.func, (grid if grid is not None else kernel.grid)
+    if getattr(kernel, "__nki_beta2__", False) and hasattr(kernel, "func"):  # an NKI 0.x kernel[lnc]
+        return kernel.func, (grid if grid is not None else ((kernel.lnc,) if kernel.lnc > 1 else None))
     if not callable(kernel):
         raise TypeError(f"expected a kernel function, got {type(kernel).__name__}")
     return kernel, grid

@@ -344,3 +344,74 @@ def test_iota_pattern_offset_and_channel_multiplier():
     got = nki.simulate(iota_kernel)(np.zeros(1, np.float32))
     want = 5 + 100 * np.arange(8)[:, None] + np.arange(6)[None, :]
     np.testing.assert_array_equal(got, want)
+
+
+# ---- cost model --------------------------------------------------------------------------------------------------
+
+TILED_SOURCE = """
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def tiled(lhsT, rhs):
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 512):
+            acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
+                nisa.dma_copy(dst=a, src=lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                nisa.dma_copy(dst=b, src=rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
+            r = nl.ndarray((128, 512), dtype=result.dtype, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=r, src=acc)
+            nisa.dma_copy(dst=result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], src=r)
+    return result
+"""
+
+
+def test_devkit_cost_on_a_beta2_kernel_file(tmp_path, capsys):
+    import json
+
+    from devkit import cli
+
+    path = tmp_path / "b2_tiled.py"
+    path.write_text(TILED_SOURCE)
+    code = cli.main(
+        [
+            "cost",
+            f"{path}:tiled",
+            "--arg",
+            "bfloat16[512,256]",
+            "--arg",
+            "bfloat16[512,1024]",
+            "--target",
+            "trn2",
+            "--json",
+        ]
+    )
+    assert code == 0
+    rep = json.loads(capsys.readouterr().out)
+    m_t, n_t, k_t = 2, 2, 4
+    assert rep["target"] == "trn2"
+    assert rep["instructions_by_engine"]["tensor"] == m_t * n_t * k_t
+    assert rep["instructions_by_engine"]["dma"] == 2 * m_t * n_t * k_t + m_t * n_t
+    assert rep["flops"] == 2 * 512 * 256 * 1024
+    assert rep["hbm_write_bytes"] == 256 * 1024 * 2
+    assert rep["latency_us"] > 0 and 0 < rep["tensor_utilization"] <= 1
+
+
+def test_devkit_estimate_and_simulate_accept_beta2_kernels():
+    import nki.typing as nt
+
+    rep = devkit.estimate(add_one, nt.tensor[[128, 512], nl.float32], target="trn2").to_dict()
+    assert rep["instructions_by_engine"]["dma"] == 2 and rep["instructions_by_engine"]["vector"] == 1
+    a = RNG.random((4, 4), dtype=np.float32)
+    np.testing.assert_array_equal(devkit.simulate(add_one, a), a + 1)
+    two = devkit.simulate(lnc_halves[2], np.zeros((8, 2), np.float32))
+    np.testing.assert_array_equal(two[4:], 21.0)

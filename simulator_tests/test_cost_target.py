@@ -28,7 +28,7 @@ def _raw(name: str) -> dict:
 
 
 def test_bundled_targets() -> None:
-    assert TARGETS == ("inf2", "trn1", "trn2")
+    assert TARGETS == ("inf2", "trn1", "trn2", "trn3")
 
 
 @pytest.mark.parametrize("name", TARGETS)

@@ -555,7 +555,8 @@ def tensor_tensor(
     d = _dst(dst, api)
     _member(engine, _b1.engine, api, "engine")
     if isinstance(data1, Tensor) and isinstance(data2, Tensor):
-        if data1.partitions != data2.partitions or data1.free_size != data2.free_size:
+        p1, p2 = (data1.shape[0] if data1.shape else 1), (data2.shape[0] if data2.shape else 1)
+        if p1 != p2 or data1.size // max(p1, 1) != data2.size // max(p2, 1):
             raise TileShapeError(
                 f"{api}: data1 {list(data1.shape)} and data2 {list(data2.shape)} must have the same partitions "
                 "and elements per partition (no broadcasting in nki.isa)",
