@@ -108,7 +108,7 @@ def test_collectives_raise_not_simulated():
 
     with pytest.raises(UnsupportedError) as e:
         nki.simulate(k)(np.zeros((4, 4), np.float32))
-    assert e.value.rule == "collectives-not-simulated"
+    assert e.value.rule == "not-simulated"
 
 
 @pytest.mark.parametrize("name", ["baremetal", "benchmark", "profile", "simulate_kernel"])

@@ -66,7 +66,7 @@ def ap_past_the_end(a, extra=1):
 
 
 def test_access_pattern_bounds():
-    err = fails(ap_past_the_end, BoundsError, "ap-out-of-bounds")
+    err = fails(ap_past_the_end, BoundsError, "out-of-bounds")
     assert "8192" in str(err)
     np.testing.assert_array_equal(runs(ap_past_the_end, A, 0), A)
 

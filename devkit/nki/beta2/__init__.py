@@ -80,12 +80,12 @@ class Kernel:
             if len(lnc) != 1:
                 raise KernelArgumentError(
                     f"kernel[{', '.join(map(str, lnc))}]: NKI 0.x launches take one number, the logical-core count",
-                    rule="bad-launch",
+                    rule="bad-argument",
                 )
             lnc = lnc[0]
         if not isinstance(lnc, (int, np.integer)) or int(lnc) not in (1, 2):
             raise KernelArgumentError(
-                f"kernel[{lnc!r}]: the logical-core count must be 1 or 2", rule="bad-launch"
+                f"kernel[{lnc!r}]: the logical-core count must be 1 or 2", rule="bad-argument"
             )
         k = Kernel(self.func, self.options, int(lnc))
         k.schedule = self.schedule
@@ -134,7 +134,7 @@ def _run(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
             raise UnsupportedError(
                 "torch tensors are not supported by the devkit's nki.simulate yet; pass NumPy arrays "
                 "(tensor.cpu().numpy())",
-                rule="torch-inputs",
+                rule="unsupported",
             )
     return run_kernel(
         k.func, args, kwargs, grid=(lnc,) if lnc > 1 else None, target=k.target, mutable_inputs=True
@@ -159,7 +159,7 @@ def simulate(kernel: Any) -> _Simulated:
     wrapped; ``nki.simulate(kernel[2])`` runs an LNC-2 launch."""
     if not callable(kernel):
         raise KernelArgumentError(
-            f"nki.simulate expects a kernel, got {type(kernel).__name__}", rule="bad-kernel"
+            f"nki.simulate expects a kernel, got {type(kernel).__name__}", rule="bad-argument"
         )
     lnc = kernel.lnc if isinstance(kernel, Kernel) else 1
     return _Simulated(kernel, lnc)

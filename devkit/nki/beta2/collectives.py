@@ -32,7 +32,7 @@ def _not_simulated(name: str) -> Any:
         raise UnsupportedError(
             f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
             "simulator nor the devkit models them)",
-            rule="collectives-not-simulated",
+            rule="not-simulated",
         )
 
     call.__name__ = name

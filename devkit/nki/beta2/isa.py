@@ -114,7 +114,7 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
 def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:
     if not isinstance(x, Tensor):
         raise KernelArgumentError(
-            f"{api}: dst must be a tensor (nl.ndarray), got {type(x).__name__}", rule="dst-type"
+            f"{api}: dst must be a tensor (nl.ndarray), got {type(x).__name__}", rule="bad-argument"
         )
     x.check_alive()
     if x.st.buffer not in buffers and not (x.st.buffer in HBM_BUFFERS and "hbm" in buffers):
@@ -132,7 +132,7 @@ def _check_fit(api: str, dst: Tensor, shape: tuple[int, ...]) -> None:
     if dst.partitions != rp:
         raise PartitionMismatchError(
             f"{api}: dst {list(dst.shape)} has {dst.partitions} partitions but the result {list(shape)} has {rp}",
-            rule="dst-partitions",
+            rule="partition-mismatch",
         )
     if dst.free_size != rf:
         raise TileShapeError(
@@ -212,7 +212,7 @@ def dma_transpose(
     api = "nisa.dma_transpose"
     d = _dst(dst, api, buffers=("sbuf",))
     if isinstance(src, Tensor) and _dt.name_of(src.dtype) != _dt.name_of(d.dtype):
-        raise DtypeError(f"{api}: src and dst must have the same dtype", rule="dma-transpose-dtype")
+        raise DtypeError(f"{api}: src and dst must have the same dtype", rule="dtype")
     res = _b1.dma_transpose(src, axes=axes, dtype=d.dtype)
     _into(api, d, res)
 
@@ -361,7 +361,7 @@ def _packed_tile(x: Any, api: str, name: str) -> Tensor:
         raise DtypeError(
             f"{api}: {name} must be an MX x4 type (float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4), "
             f"got {_dt.name_of(t.dtype)}",
-            rule="mx-dtype",
+            rule="dtype",
         )
     return t
 
@@ -370,14 +370,14 @@ def _scale_tile(x: Any, api: str, name: str, data: Tensor) -> Tensor:
     t = _x.tile(x, api, name, psum=False)
     if _dt.name_of(t.dtype) not in ("uint8", "float8_e8m0fnu"):
         raise DtypeError(
-            f"{api}: {name} must be uint8 or float8_e8m0fnu, got {_dt.name_of(t.dtype)}", rule="mx-dtype"
+            f"{api}: {name} must be uint8 or float8_e8m0fnu, got {_dt.name_of(t.dtype)}", rule="dtype"
         )
     rows = int(_mx.scale_rows(data.partitions).max()) + 1 if data.partitions >= 8 else 1
     if t.partitions < rows or t.free_size != data.free_size:
         raise TileShapeError(
             f"{api}: {name} {list(t.shape)} must cover {rows} partitions and {data.free_size} elements per "
             f"partition for data {list(data.shape)}",
-            rule="mx-scale-shape",
+            rule="tile-shape",
         )
     return t
 
@@ -419,7 +419,7 @@ def nc_matmul_mx(
         )
     if k % 32 or k > 128:
         raise TileShapeError(
-            f"{api}: the partition count must be a multiple of 32 up to 128, got {k}", rule="mx-partitions"
+            f"{api}: the partition count must be a multiple of 32 up to 128, got {k}", rule="tile-shape"
         )
     mm, n = st.free_size, mv.free_size
     if mm > 128 or mm % 2:
@@ -465,31 +465,31 @@ def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
     if not _dt.is_packed(d.dtype) or _dt.name_of(d.dtype) == "float4_e2m1fn_x4":
         raise DtypeError(
             f"{api}: dst must be float8_e5m2_x4 or float8_e4m3fn_x4, got {_dt.name_of(d.dtype)}",
-            rule="mx-dtype",
+            rule="dtype",
         )
     s = _x.tile(src, api, "src", psum=False)
     if _dt.name_of(s.dtype) not in ("bfloat16", "float16"):
         raise DtypeError(
-            f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="mx-dtype"
+            f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="dtype"
         )
     p = s.partitions
     if p % 8 or s.free_size % 4:
         raise TileShapeError(
             f"{api}: src {list(s.shape)} must have a multiple of 8 partitions and of 4 elements per partition",
-            rule="mx-group-shape",
+            rule="tile-shape",
         )
     _check_fit(api, d, (p, s.free_size // 4))
     sc = _dst(dst_scale, api, buffers=("sbuf",))
     if _dt.name_of(sc.dtype) not in ("uint8", "float8_e8m0fnu"):
         raise DtypeError(
-            f"{api}: dst_scale must be uint8 or float8_e8m0fnu, got {_dt.name_of(sc.dtype)}", rule="mx-dtype"
+            f"{api}: dst_scale must be uint8 or float8_e8m0fnu, got {_dt.name_of(sc.dtype)}", rule="dtype"
         )
     rows = _mx.scale_rows(p)
     if sc.partitions <= int(rows.max()) or sc.free_size != s.free_size // 4:
         raise TileShapeError(
             f"{api}: dst_scale {list(sc.shape)} must cover {int(rows.max()) + 1} partitions and {s.free_size // 4} "
             "elements per partition",
-            rule="mx-scale-shape",
+            rule="tile-shape",
         )
     m.check_read(s, loc)
     m.check_write(d, loc)
@@ -535,12 +535,12 @@ def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None)
     _member(engine, _b1.engine, api, "engine")
     if _dt.is_packed(d.dtype) and value != 0:
         raise KernelArgumentError(
-            f"{api}: an MX x4 tensor can only be set to 0, got {value!r}", rule="memset-value"
+            f"{api}: an MX x4 tensor can only be set to 0, got {value!r}", rule="bad-argument"
         )
     if not _dt.is_float(d.dtype) and isinstance(value, float) and not float(value).is_integer():
         raise KernelArgumentError(
             f"{api}: value {value!r} does not match the integer dtype {_dt.name_of(d.dtype)}",
-            rule="memset-value",
+            rule="bad-argument",
         )
     res = _b1.memset(d.shape, value, d.dtype, engine=engine)
     _into(api, d, res)
@@ -705,10 +705,10 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
         pairs = [(int(s), int(c)) for s, c in pattern]
     except (TypeError, ValueError):
         raise KernelArgumentError(
-            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="ap-pattern"
+            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="bad-argument"
         ) from None
     if not 1 <= len(pairs) <= 4:
-        raise KernelArgumentError(f"{api}: pattern must have 1 to 4 [step, count] pairs", rule="ap-pattern")
+        raise KernelArgumentError(f"{api}: pattern must have 1 to 4 [step, count] pairs", rule="bad-argument")
     free = int(np.prod([c for _, c in pairs]))
     p = d.partitions
     shape = (p, *tuple(c for _, c in pairs))

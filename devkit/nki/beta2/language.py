@@ -100,13 +100,13 @@ def _check_address(address: Any, buffer: Any) -> None:
     except (TypeError, ValueError):
         raise KernelArgumentError(
             f"nl.ndarray: address must be (partition_offset, free_offset), got {address!r}",
-            rule="bad-address",
+            rule="bad-argument",
         ) from None
     if p < 0 or f < 0:
-        raise KernelArgumentError(f"nl.ndarray: address {address!r} must be non-negative", rule="bad-address")
+        raise KernelArgumentError(f"nl.ndarray: address {address!r} must be non-negative", rule="bad-argument")
     if _buffers.resolve(buffer).kind in HBM_BUFFERS:
         raise KernelArgumentError(
-            "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-address"
+            "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-argument"
         )
 
 
@@ -154,10 +154,10 @@ shared_identity_matrix = _b1.shared_identity_matrix
 
 def _range(api: str, args: tuple) -> builtins.range:
     if not 1 <= len(args) <= 3:
-        raise KernelArgumentError(f"{api} takes 1 to 3 integers, got {len(args)}", rule="bad-range")
+        raise KernelArgumentError(f"{api} takes 1 to 3 integers, got {len(args)}", rule="bad-argument")
     for a in args:
         if not isinstance(a, (int, np.integer)) or isinstance(a, builtins.bool):
-            raise KernelArgumentError(f"{api} bounds must be integers, got {a!r}", rule="bad-range")
+            raise KernelArgumentError(f"{api} bounds must be integers, got {a!r}", rule="bad-argument")
     return builtins.range(*[int(a) for a in args])
 
 

@@ -33,8 +33,6 @@ def resolve(name: str, source: str) -> str:
         raise KernelArgumentError(
             f"{source}={name!r} is not a NeuronCore target; use one of {', '.join(sorted(ALIASES))}",
             rule="bad-target",
-            filename="<environment>",
-            lineno=0,
         )
     return ALIASES[key]
 

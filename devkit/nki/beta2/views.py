@@ -75,7 +75,7 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
         raise KernelArgumentError(
             f"{api}: cannot view {st.describe()} as {dt.name_of(d)}: the last dimension holds {last_bytes} bytes, "
             f"not a multiple of {new}",
-            rule="reinterpret-size",
+            rule="bad-argument",
         )
     shape = (*st.shape[:-1], last_bytes // new)
     data = None
@@ -84,7 +84,7 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
             raise UnsupportedError(
                 f"{api}: reinterpreting {dt.name_of(st.dtype)} storage as {dt.name_of(d)} is not simulated yet "
                 "(only integer, float32 and packed x4 types are bit-aliased)",
-                rule="reinterpret-unsupported",
+                rule="unsupported",
             )
         data = np.ascontiguousarray(st.data).view(dt.storage_dtype(d)).reshape(shape)
     alias = Storage(
@@ -106,7 +106,7 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
         elif st.uninit.any():
             raise UnsupportedError(
                 f"{api}: reinterpreting a partly written {st.describe()} as {dt.name_of(d)} is not simulated yet",
-                rule="reinterpret-unsupported",
+                rule="unsupported",
             )
     alias.is_input = st.is_input
     alias.addr = st.addr
@@ -124,16 +124,16 @@ def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
         out = [(int(step), int(count)) for step, count in pattern]
     except (TypeError, ValueError):
         raise KernelArgumentError(
-            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="ap-pattern"
+            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="bad-argument"
         ) from None
     if not out or len(out) > 5:
         raise KernelArgumentError(
-            f"{api}: pattern must have 1 to 5 [step, count] pairs, got {len(out)}", rule="ap-pattern"
+            f"{api}: pattern must have 1 to 5 [step, count] pairs, got {len(out)}", rule="bad-argument"
         )
     for _step, count in out:
         if count < 1:
             raise KernelArgumentError(
-                f"{api}: pattern counts must be positive, got {pattern!r}", rule="ap-pattern"
+                f"{api}: pattern counts must be positive, got {pattern!r}", rule="bad-argument"
             )
     return out
 
@@ -153,7 +153,7 @@ def access_pattern(
     if scalar_offset is not None or vector_offset is not None:
         raise UnsupportedError(
             f"{api}: scalar_offset / vector_offset (dynamic access patterns) are not simulated yet",
-            rule="ap-dynamic-unsupported",
+            rule="unsupported",
         )
     pairs = _pairs(pattern, api)
     base = t.st if dtype is None else reinterpret(t, dtype, api)
@@ -164,7 +164,7 @@ def access_pattern(
             off = int(offset)
         except (TypeError, ValueError):
             raise KernelArgumentError(
-                f"{api}: offset must be an integer, got {offset!r}", rule="ap-pattern"
+                f"{api}: offset must be an integer, got {offset!r}", rule="bad-argument"
             ) from None
     shape = tuple(c for _, c in pairs)
     sst = storage_strides(base.shape)
@@ -194,7 +194,7 @@ def access_pattern(
         raise BoundsError(
             f"{api}: the access pattern {[list(p) for p in pairs]} with offset {off} reaches element {bad} of "
             f"{base.describe()}, which has {size} elements",
-            rule="ap-out-of-bounds",
+            rule="out-of-bounds",
         )
     coords = []
     rem = flat
