@@ -469,9 +469,7 @@ def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
         )
     s = _x.tile(src, api, "src", psum=False)
     if _dt.name_of(s.dtype) not in ("bfloat16", "float16"):
-        raise DtypeError(
-            f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="dtype"
-        )
+        raise DtypeError(f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="dtype")
     p = s.partitions
     if p % 8 or s.free_size % 4:
         raise TileShapeError(

@@ -103,7 +103,9 @@ def _check_address(address: Any, buffer: Any) -> None:
             rule="bad-argument",
         ) from None
     if p < 0 or f < 0:
-        raise KernelArgumentError(f"nl.ndarray: address {address!r} must be non-negative", rule="bad-argument")
+        raise KernelArgumentError(
+            f"nl.ndarray: address {address!r} must be non-negative", rule="bad-argument"
+        )
     if _buffers.resolve(buffer).kind in HBM_BUFFERS:
         raise KernelArgumentError(
             "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-argument"
