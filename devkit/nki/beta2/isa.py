@@ -223,20 +223,27 @@ def dma_transpose(
 _MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray] = weakref.WeakKeyDictionary()
 
 
-def _written_flags(t: Tensor) -> tuple[np.ndarray, tuple]:
+def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
+    """(matmul-written flags of t's storage, the key selecting t's elements, t's view of the flags)."""
     flags = _MATMUL_WRITTEN.get(t.st)
     if flags is None:
         flags = _MATMUL_WRITTEN[t.st] = np.zeros(t.st.shape, dtype=bool)
-    return flags, t._fancy_key(t._index_arrays(), None)
+    if t.dims is not None and not t._oob and t._bcast is None:
+        key = t._key
+        view = flags[key]
+        if t._perm is not None:
+            view = view.transpose(t._perm)
+        return flags, key, view.reshape(t.shape)
+    key = t._fancy_key(t._index_arrays(), None)
+    return flags, key, flags[key]
 
 
 def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> None:
     """Write a fresh TensorE result into PSUM ``dst``: overwrite, add, or per element (accumulate=None)."""
     _check_fit(api, dst, tuple(result.shape))
-    flags, key = _written_flags(dst)
-    before = flags[key]
+    flags, key, before = _written_flags(dst)
     if accumulate is None:
-        add = before
+        add = before.copy()
     elif accumulate:
         if not before.all() and dst.st.uninit is not None:
             # hardware: undefined; AWS's simulator warns.  The kit reads uninitialised memory as an error.
