@@ -13,7 +13,6 @@ overwrites it and later ones add (tracked per element), ``accumulate=True``/``Fa
 from __future__ import annotations
 
 import functools
-import inspect
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -85,17 +84,21 @@ class NkiValidationError(KernelArgumentError):
 
 
 def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Reject unknown or missing arguments with a KernelArgumentError naming the kernel line (NKI 0.2+)."""
-    sig = inspect.signature(fn)
+    """Reject unknown or missing arguments with a KernelArgumentError naming the kernel line (NKI 0.2+).
+
+    A TypeError raised by the call itself (its traceback has no frame inside ``fn``) is a binding error;
+    TypeErrors from inside the instruction are devkit bugs and propagate unchanged."""
     api = f"nisa.{fn.__name__}"
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            sig.bind(*args, **kwargs)
+            return fn(*args, **kwargs)
         except TypeError as e:
-            raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
-        return fn(*args, **kwargs)
+            tb = e.__traceback__
+            if tb is not None and tb.tb_next is None:
+                raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
+            raise
 
     return wrapper
 
