@@ -415,3 +415,45 @@ def test_devkit_estimate_and_simulate_accept_beta2_kernels():
     np.testing.assert_array_equal(devkit.simulate(add_one, a), a + 1)
     two = devkit.simulate(lnc_halves[2], np.zeros((8, 2), np.float32))
     np.testing.assert_array_equal(two[4:], 21.0)
+
+
+SCRIPT = """
+import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import nki_cpu_simulator.nki.isa as sim_isa
+import neuronxcc.nki as nki1
+
+assert sim_isa is nisa and nki1.__devkit_simulator__
+
+
+@nki.jit
+def double(a):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t, a)
+    nisa.tensor_tensor(t, t, t, nl.add)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, t)
+    return out
+
+
+a = np.arange(12, dtype=np.float32).reshape(3, 4)
+print(int(nki.simulate(double)(a).sum()))
+raise SystemExit(7)
+"""
+
+
+def test_devkit_simulate_maps_nki_in_a_fresh_process(tmp_path):
+    script = tmp_path / "beta2_script.py"
+    script.write_text(SCRIPT)
+    root = compat.__file__.rsplit("/devkit/", 1)[0]
+    r = subprocess.run(
+        [sys.executable, "-m", "devkit", "simulate", str(script)],
+        env={"PYTHONPATH": root, "PATH": "/usr/bin:/bin", "OPENBLAS_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 7, r.stderr
+    assert r.stdout.strip() == str(2 * sum(range(12)))

@@ -43,7 +43,7 @@ from devkit.sim import instr as _x
 from devkit.sim import mx as _mx
 from devkit.sim.deferred import Deferred
 from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
-from devkit.trace import GPSIMD, TENSOR, VECTOR
+from devkit.trace import DMA, GPSIMD, TENSOR, VECTOR
 
 from . import constants  # noqa: F401  (nki.isa.constants)
 
@@ -198,7 +198,37 @@ def dma_copy(
                 f"dst is {_dt.name_of(dst.dtype)}",
                 rule="hwdge-cast",
             )
+    if dg == globals()["dge_mode"].unknown and om == _b1.oob_mode.error and _plain_copy(dst, src):
+        _copy_same_dtype(dst, src)
+        return
     _b1.dma_copy(dst=dst, src=src, oob_mode=om, dge_mode=_DGE_B1[dg])
+
+
+def _plain_copy(dst: Any, src: Any) -> bool:
+    """A numerics-run copy between in-bounds affine views of one dtype, outside PSUM (the common case)."""
+    if not (isinstance(dst, Tensor) and isinstance(src, Tensor)):
+        return False
+    m = _x.current()
+    if m is None or not m.numerics or not (dst.st.alive and src.st.alive):
+        return False
+    if "psum" in (dst.st.buffer, src.st.buffer) or _dt.name_of(dst.dtype) != _dt.name_of(src.dtype):
+        return False
+    if dst.dims is None or src.dims is None or dst.size != src.size:
+        return False
+    return not (
+        dst._oob or src._oob or dst._bcast is not None or dst.st.kind == "direct" or src.st.kind == "direct"
+    )
+
+
+def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
+    """``dma_copy`` without a cast: the stored values move bit for bit."""
+    m = _x.machine("nisa.dma_copy")
+    loc = user_location()
+    m.check_read(src, loc)
+    m.check_write(dst, loc)
+    m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": False, "rmw": False}, loc)
+    v = src.read()
+    dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
 
 
 @_strict
