@@ -767,6 +767,203 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
     _into(api, d, _x.commit(m, pend, out, vals, None))
 
 
+# ---- less used VectorE / GpSimd instructions ---------------------------------------------------------------
+
+
+@_strict
+def tensor_copy_predicated(
+    dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None
+) -> None:
+    """``dst = src`` where ``predicate != 0`` (inverted by ``reverse_pred``), else ``dst`` is kept (VectorE)."""
+    api = "nisa.tensor_copy_predicated"
+    d = _dst(dst, api)
+    if isinstance(predicate, Tensor) and _dt.name_of(predicate.dtype) not in ("uint8", "uint16", "uint32"):
+        raise DtypeError(
+            f"{api}: predicate must be uint8, uint16 or uint32, got {_dt.name_of(predicate.dtype)}",
+            rule="dtype",
+        )
+    _b1.tensor_copy_predicated(src=src, dst=d, predicate=predicate, reverse_pred=reverse_pred)
+
+
+@_strict
+def tensor_tensor_scan(
+    dst: Any,
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: Any = None,
+) -> None:
+    """Per partition: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with ``r[-1] = initial`` (VectorE)."""
+    api = "nisa.tensor_tensor_scan"
+    d = _dst(dst, api)
+    _into(api, d, _b1.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0, reverse1, dtype=d.dtype))
+
+
+@_strict
+def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
+    """Batch-norm statistics of up to 512 elements per partition: 6 values (VectorE)."""
+    api = "nisa.bn_stats"
+    d = _dst(dst, api)
+    _into(api, d, _b1.bn_stats(data, dtype=d.dtype))
+
+
+@_strict
+def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
+    """Aggregate ``bn_stats`` results into (mean, population variance) per partition (VectorE)."""
+    api = "nisa.bn_aggr"
+    d = _dst(dst, api)
+    _into(api, d, _b1.bn_aggr(data, dtype=d.dtype))
+
+
+@_strict
+def max8(dst: Any, src: Any, name: Any = None) -> None:
+    """The 8 largest values per partition, in descending order (VectorE)."""
+    api = "nisa.max8"
+    d = _dst(dst, api)
+    _into(api, d, _b1.max8(src=src, dtype=d.dtype))
+
+
+@_strict
+def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -> None:
+    """Within each 32-partition quadrant ``dst[i] = src[mask[i]]``; 255 keeps ``dst[i]`` (VectorE)."""
+    api = "nisa.nc_stream_shuffle"
+    d = _dst(dst, api)
+    _b1.nc_stream_shuffle(src, d, shuffle_mask)
+
+
+@_strict
+def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> None:
+    """Reduce across partitions (add, average, max, bitwise_or, bitwise_and) into ``dst[1, F]`` (GpSimd)."""
+    api = "nisa.tensor_partition_reduce"
+    d = _dst(dst, api)
+    _into(api, d, _b1.tensor_partition_reduce(op, data, dtype=d.dtype))
+
+
+@_strict
+def select_reduce(
+    dst: Any,
+    predicate: Any,
+    on_true: Any,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    name: Any = None,
+) -> None:
+    """``dst = predicate ? on_true : on_false`` with an optional max-reduce into ``reduce_res`` (VectorE)."""
+    api = "nisa.select_reduce"
+    d = _dst(dst, api)
+    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    _b1.select_reduce(
+        dst=d,
+        predicate=predicate,
+        on_true=on_true,
+        on_false=on_false,
+        reduce_res=reduce_res,
+        reduce_cmd=reduce_cmd,
+        reduce_op=reduce_op if reduce_op is not None else np.maximum,
+        reverse_pred=reverse_pred,
+    )
+
+
+@_strict
+def tensor_scalar_reduce(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    name: Any = None,
+) -> None:
+    """``dst = data op0 operand0`` and ``reduce_res = reduce(dst)`` over the free dims (VectorE).
+
+    Only the default accumulator handling (``reduce_cmd=reset_reduce``, no ``reduce_init``, no negation) is
+    simulated so far; the other forms raise ``not-simulated``."""
+    api = "nisa.tensor_scalar_reduce"
+    d = _dst(dst, api)
+    if (
+        reduce_cmd != _b1.reduce_cmd.reset_reduce
+        or reduce_init is not None
+        or reduce_res_negate
+        or reduce_res is None
+    ):
+        raise UnsupportedError(
+            f"{api}: only reduce_cmd=reset_reduce with a reduce_res, no reduce_init and no reduce_res_negate is "
+            "simulated yet",
+            rule="not-simulated",
+        )
+    res = _b1.tensor_scalar_reduce(
+        data=data, op0=op0, operand0=operand0, reduce_op=reduce_op, reduce_res=reduce_res, reverse0=reverse0,
+        dtype=d.dtype,
+    )  # fmt: skip
+    _into(api, d, res)
+
+
+@_strict
+def dma_compute(
+    dst: Any,
+    srcs: Any,
+    reduce_op: Any,
+    scales: Any = None,
+    unique_indices: bool = True,
+    oob_mode: Any = oob_mode.error,
+    name: Any = None,
+) -> None:
+    """``dst = sum(srcs)`` through the DMA (add only, up to 16 sources, scales 1.0, fp32 internally)."""
+    api = "nisa.dma_compute"
+    m = _x.machine(api)
+    loc = user_location()
+    _member(oob_mode, _b1.oob_mode, api, "oob_mode")
+    d = _dst(dst, api, buffers=("sbuf", "hbm"))
+    try:
+        op = _b1._alu(reduce_op, api)
+    except KernelArgumentError:
+        op = None
+    if op != "add":
+        raise KernelArgumentError(f"{api}: reduce_op must be nl.add, got {reduce_op!r}", rule="bad-argument")
+    items = list(srcs) if isinstance(srcs, (list, tuple)) else [srcs]
+    if not 1 <= len(items) <= 16:
+        raise KernelArgumentError(f"{api}: between 1 and 16 sources, got {len(items)}", rule="bad-argument")
+    if scales is not None and any(float(v) != 1.0 for v in scales):
+        raise KernelArgumentError(f"{api}: scales must all be 1.0, got {list(scales)}", rule="bad-argument")
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise KernelArgumentError(
+                f"{api}: srcs[{i}] must be a tensor, got {type(t).__name__}", rule="bad-argument"
+            )
+        t.check_alive()
+        if t.st.buffer == "psum":
+            raise MemoryPlacementError(f"{api}: DMA cannot access PSUM (srcs[{i}])", rule="dma-psum")
+        if t.size != d.size:
+            raise TileShapeError(
+                f"{api}: srcs[{i}] {list(t.shape)} and dst {list(d.shape)} must have the same number of elements",
+                rule="shape-mismatch",
+            )
+        t.check_bounds(None, "dma_compute source")
+    d.check_bounds(None, "dma_compute destination")
+    for t in items:
+        m.check_read(t, loc)
+    m.check_write(d, loc)
+    m.emit(DMA, "dma_copy", items, [d], d.size * (len(items) - 1), {"indirect": False, "rmw": False}, loc)
+    if not m.numerics:
+        d.mark_written()
+        return
+    acc = np.zeros(d.shape, dtype=np.float32)
+    for t in items:
+        acc += t.read().reshape(d.shape).astype(np.float32)
+    d.write(_dt.round_to(acc, d.dtype))
+
+
 # ---- not simulated in this version --------------------------------------------------------------------------
 
 
@@ -789,11 +986,11 @@ register_store = _not_simulated("register_store", "no virtual registers / dynami
 
 def __getattr__(name: str) -> Any:
     known = {
-        "dma_compute", "tensor_copy_predicated", "tensor_scalar_reduce", "tensor_scalar_cumulative",
-        "tensor_tensor_scan", "exponential", "bn_stats", "bn_aggr", "max8", "nc_find_index8",
-        "nc_match_replace8", "nc_stream_shuffle", "select_reduce", "range_select", "activate2", "dropout",
+        "tensor_scalar_cumulative",
+        "exponential", "nc_find_index8",
+        "nc_match_replace8", "range_select", "activate2", "dropout",
         "rng", "set_rng_seed", "rand2", "rand_set_state", "rand_get_state", "affine_select", "local_gather",
-        "nc_n_gather", "tensor_partition_reduce", "sequence_bounds", "nonzero_with_count", "topk",
+        "nc_n_gather", "sequence_bounds", "nonzero_with_count", "topk",
     }  # fmt: skip
     if name in known:
         return _not_simulated(name, "its NKI 0.x form has no adapter in this version of the kit")
