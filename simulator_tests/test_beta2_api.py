@@ -457,3 +457,68 @@ def test_devkit_simulate_maps_nki_in_a_fresh_process(tmp_path):
     )
     assert r.returncode == 7, r.stderr
     assert r.stdout.strip() == str(2 * sum(range(12)))
+
+
+# ---- dynamic access patterns ------------------------------------------------------------------------------------
+
+
+@nki.jit
+def pick_targets(logits, targets):
+    b, v = logits.shape
+    t_sb = nl.ndarray((b, 1), dtype=targets.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(t_sb, targets)
+    picked = nl.ndarray((b, 1), dtype=logits.dtype, buffer=nl.sbuf)
+    for i in range(b):
+        nisa.dma_copy(
+            dst=picked[i : i + 1, :],
+            src=logits.ap(
+                pattern=[[v, 1], [1, 1]],
+                offset=i * v,
+                scalar_offset=t_sb.ap(pattern=[[1, 1], [1, 1]], offset=i),
+                indirect_dim=1,
+            ),
+        )
+    out = nl.ndarray((b, 1), dtype=logits.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, picked)
+    return out
+
+
+def test_scalar_offset_reads_a_runtime_column():
+    logits = RNG.standard_normal((6, 40)).astype(np.float32)
+    targets = RNG.integers(0, 40, (6, 1)).astype(np.int32)
+    got = nki.simulate(pick_targets)(logits, targets)
+    np.testing.assert_array_equal(got[:, 0], logits[np.arange(6), targets[:, 0]])
+
+
+@nki.jit
+def gather_rows(table, idx, skip):
+    p = idx.shape[0]
+    d = table.shape[1]
+    i_sb = nl.ndarray((p, 1), dtype=idx.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(i_sb, idx)
+    g = nl.ndarray((p, d), dtype=table.dtype, buffer=nl.sbuf)
+    nisa.memset(g, -7.0)
+    mode = nisa.oob_mode.skip if skip else nisa.oob_mode.error
+    src = table.ap(pattern=[[d, p], [1, d]], offset=0, vector_offset=i_sb)
+    nisa.dma_copy(dst=g, src=src, oob_mode=mode)  # <- oob
+    out = nl.ndarray((p, d), dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, g)
+    return out
+
+
+def test_vector_offset_gathers_rows_and_oob_mode_decides_out_of_range_rows():
+    from _nki_support import line_of
+
+    from devkit.errors import BoundsError
+
+    table = RNG.standard_normal((50, 8)).astype(np.float32)
+    idx = RNG.integers(0, 50, (16, 1)).astype(np.int32)
+    np.testing.assert_array_equal(nki.simulate(gather_rows)(table, idx, False), table[idx[:, 0]])
+    idx[5, 0] = 77  # past the end of the table
+    got = nki.simulate(gather_rows)(table, idx, True)
+    want = table[np.minimum(idx[:, 0], 49)]
+    want[5] = -7.0  # skipped: dst keeps its value
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(BoundsError) as e:
+        nki.simulate(gather_rows)(table, idx, False)
+    assert e.value.lineno == line_of(gather_rows, "# <- oob")

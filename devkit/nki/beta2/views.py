@@ -138,6 +138,16 @@ def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
     return out
 
 
+def _dynamic_offset(x: Any, api: str, name: str) -> np.ndarray:
+    """Run-time values of an offset tensor (an integer SBUF tile); zeros in a cost-only run."""
+    if not isinstance(x, Tensor):
+        raise UnsupportedError(
+            f"{api}: {name} must be an SBUF tensor (virtual registers are not simulated yet), got {type(x).__name__}",
+            rule="unsupported",
+        )
+    return np.asarray(Tensor._ops.index_values(x), dtype=np.int64).reshape(-1)
+
+
 def access_pattern(
     t: Tensor,
     pattern: Any,
@@ -147,13 +157,17 @@ def access_pattern(
     indirect_dim: int = 0,
     dtype: Any = None,
 ) -> Tensor:
-    """``t.ap(pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None)``."""
+    """``t.ap(pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None)``.
+
+    ``scalar_offset`` (a 1x1 SBUF tile) adds ``value * prod(base.shape[indirect_dim + 1:])`` to the start;
+    ``vector_offset`` (an SBUF ``(P, 1)`` tile, ``indirect_dim=0`` only) starts output partition ``w`` at row
+    ``value[w]`` of the base tensor (the first pair's step is then ignored).  Dynamic accesses are bounds-checked
+    when the instruction runs, so ``oob_mode=skip`` can drop them."""
     api = "tensor.ap"
     t.check_alive()
-    if scalar_offset is not None or vector_offset is not None:
-        raise UnsupportedError(
-            f"{api}: scalar_offset / vector_offset (dynamic access patterns) are not simulated yet",
-            rule="unsupported",
+    if scalar_offset is not None and vector_offset is not None:
+        raise KernelArgumentError(
+            f"{api}: scalar_offset and vector_offset are mutually exclusive", rule="bad-argument"
         )
     pairs = _pairs(pattern, api)
     base = t.st if dtype is None else reinterpret(t, dtype, api)
@@ -168,28 +182,47 @@ def access_pattern(
             ) from None
     shape = tuple(c for _, c in pairs)
     sst = storage_strides(base.shape)
+    if not 0 <= int(indirect_dim) < max(base.ndim, 1):
+        raise KernelArgumentError(
+            f"{api}: indirect_dim {indirect_dim} is not a dimension of {base.describe()}", rule="bad-argument"
+        )
     if base.on_chip:
         if base.par_axis != 0:
             raise UnsupportedError(
                 f"{api}: access patterns on tensors with block dimensions are not supported"
             )
         per_partition = sst[0] if base.ndim > 1 else 1
-        if pairs[0][0] != per_partition:
+        if pairs[0][0] != per_partition and vector_offset is None:
             raise KernelArgumentError(
                 f"{api}: on {base.buffer} the first [step, count] pair is the partition axis and its step must be the "
                 f"per-partition element count {per_partition} of {base.describe()}, got {pairs[0][0]}",
                 rule="ap-partition-step",
             )
-    fast = _affine(base, pairs, off, sst, shape)
-    if fast is not None:
-        return fast
+    dynamic = scalar_offset is not None or vector_offset is not None
+    if scalar_offset is not None:
+        off += int(_dynamic_offset(scalar_offset, api, "scalar_offset")[0]) * sst[int(indirect_dim)]
+    elif vector_offset is None:
+        fast = _affine(base, pairs, off, sst, shape)
+        if fast is not None:
+            return fast
     flat = np.full(shape, off, dtype=np.int64)
     for ax, (step, count) in enumerate(pairs):
         sh = [1] * len(shape)
         sh[ax] = count
-        flat = flat + step * np.arange(count, dtype=np.int64).reshape(sh)
+        if ax == 0 and vector_offset is not None:
+            if int(indirect_dim) != 0:
+                raise KernelArgumentError(f"{api}: vector_offset needs indirect_dim=0", rule="bad-argument")
+            rows = _dynamic_offset(vector_offset, api, "vector_offset")
+            if rows.size != count:
+                raise KernelArgumentError(
+                    f"{api}: vector_offset holds {rows.size} row indices but the pattern has {count} partitions",
+                    rule="bad-argument",
+                )
+            flat = flat + (rows * sst[0]).reshape(sh)
+        else:
+            flat = flat + step * np.arange(count, dtype=np.int64).reshape(sh)
     size = int(np.prod(base.shape))
-    if flat.size and (flat.min() < 0 or flat.max() >= size):
+    if not dynamic and flat.size and (flat.min() < 0 or flat.max() >= size):
         bad = int(flat.max()) if flat.max() >= size else int(flat.min())
         raise BoundsError(
             f"{api}: the access pattern {[list(p) for p in pairs]} with offset {off} reaches element {bad} of "
@@ -198,9 +231,9 @@ def access_pattern(
         )
     coords = []
     rem = flat
-    for s in sst:
-        coords.append(rem // s)
-        rem = rem % s
+    for d, s in enumerate(sst):
+        coords.append(rem // s if d else np.floor_divide(rem, s))
+        rem = rem - (rem // s) * s
     pax = 0 if base.on_chip else None
     return Tensor(base, None, shape, pax, tuple(np.ascontiguousarray(c) for c in coords))
 
