@@ -47,7 +47,10 @@ def simulate(
     from devkit.nki.runner import run_kernel
 
     func, grid = _unwrap(kernel, grid)
-    return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
+    programs = getattr(kernel, "program_runner", None)
+    return run_kernel(
+        func, args, kwargs, grid=grid, target=target, options=options, programs=programs
+    ).outputs
 
 
 def estimate(
@@ -74,5 +77,8 @@ def estimate(
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
     sink = Scheduler(target)
-    run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
+    programs = getattr(kernel, "program_runner", None)
+    run_kernel(
+        func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink, programs=programs
+    )
     return sink.report(kernel_name=getattr(func, "__name__", "kernel"))

@@ -149,6 +149,12 @@ class KernelArgumentError(KernelError):
     rule = "bad-argument"
 
 
+class DeadlockError(KernelError):
+    """A program of a logical-core launch waits for a ``sendrecv``/``core_barrier`` the other never reaches."""
+
+    rule = "lnc-deadlock"
+
+
 class SpillWarning(UserWarning):
     """The live set of compiler-managed SBUF tensors exceeds capacity: the compiler would spill."""
 

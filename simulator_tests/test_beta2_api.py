@@ -522,3 +522,45 @@ def test_vector_offset_gathers_rows_and_oob_mode_decides_out_of_range_rows():
     with pytest.raises(BoundsError) as e:
         nki.simulate(gather_rows)(table, idx, False)
     assert e.value.lineno == line_of(gather_rows, "# <- oob")
+
+
+# ---- LNC-2 programs exchanging data ---------------------------------------------------------------------------
+
+
+@nki.jit
+def swap_halves(a, skip_on_1=False):
+    pid = nl.program_id(0)
+    rows = a.shape[0] // 2
+    mine = nl.ndarray((rows, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(mine, a[pid * rows : (pid + 1) * rows, :])
+    theirs = nl.ndarray((rows, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    if not (skip_on_1 and pid == 1):
+        peer = 1 - pid
+        nisa.sendrecv(mine, theirs, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)  # <- wait
+    else:
+        nisa.memset(theirs, 0.0)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out[pid * rows : (pid + 1) * rows, :], theirs)
+    nisa.core_barrier(out, (0, 1))  # <- barrier
+    check = nl.ndarray((rows, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(check, out[(1 - pid) * rows : (2 - pid) * rows, :])  # written by the other program
+    nisa.tensor_tensor(check, check, mine, nl.subtract)
+    nisa.dma_copy(out[(1 - pid) * rows : (2 - pid) * rows, :], check)  # zero if the barrier held
+    nisa.core_barrier(out, (0, 1))
+    return out
+
+
+def test_sendrecv_and_core_barrier_under_lnc2():
+    from _nki_support import line_of
+
+    from devkit.nki.beta2.lnc import DeadlockError
+
+    a = RNG.standard_normal((16, 8)).astype(np.float32)
+    got = nki.simulate(swap_halves[2])(a)
+    np.testing.assert_array_equal(got, np.zeros_like(a))
+    with pytest.raises(DeadlockError) as e:
+        nki.simulate(swap_halves[2])(a, True)
+    # program 0 waits in sendrecv; program 1 skipped it and waits at the barrier: neither can proceed
+    assert e.value.rule == "lnc-deadlock" and e.value.lineno == line_of(swap_halves, "# <- barrier")
+    assert f"program 0 waits for a sendrecv from program 1 on pipe 0 at {e.value.filename}:" in str(e.value)
+    assert str(line_of(swap_halves, "# <- wait")) in str(e.value)

@@ -299,7 +299,9 @@ def k_memset_int(a):
 
 
 def test_memset_integer():
-    np.testing.assert_array_equal(nki.simulate(k_memset_int)(np.zeros(1, np.float32)), np.full((4, 4), 4, np.int32))
+    np.testing.assert_array_equal(
+        nki.simulate(k_memset_int)(np.zeros(1, np.float32)), np.full((4, 4), 4, np.int32)
+    )
 
 
 @pytest.mark.parametrize("name", ["topk", "affine_select", "rng", "nc_find_index8"])

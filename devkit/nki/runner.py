@@ -179,12 +179,15 @@ def run_kernel(
     options: SimOptions | None = None,
     sink: TraceSink | None = None,
     mutable_inputs: bool = False,
+    programs: Any = None,
 ) -> RunResult:
     """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs.
 
     ``mutable_inputs``: every array argument may be written and is updated in place after the run (NKI 0.x,
     as AWS's simulator does); otherwise inputs are immutable unless annotated ``mutable_tensor`` or the kernel
-    returns nothing (Beta-1 conventions)."""
+    returns nothing (Beta-1 conventions).  ``programs(machine, func, args, kwargs, grid_points)``: runs the
+    programs of a launch grid of more than one program instead of one after the other (NKI 0.x LNC-2
+    launches, :mod:`devkit.nki.beta2.lnc`)."""
     if options is None:
         options = SimOptions()
     placeholders = any(isinstance(a, TensorSpec) for a in list(args) + list(kwargs.values()))
@@ -208,7 +211,11 @@ def run_kernel(
         wkw = {k: _wrap(m, v, k, legacy or k in mutable) for k, v in kwargs.items()}
         m.grid = grid_t
         result = None
-        for pid in _grid_points(grid_t):
+        points = _grid_points(grid_t)
+        if programs is not None and len(points) > 1:
+            result = programs(m, func, tuple(wrapped), wkw, points)
+            points = []
+        for pid in points:
             m.program_ids = pid
             m._shared_cursor = 0
             m.accumulators = {}

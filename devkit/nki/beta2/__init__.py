@@ -25,7 +25,7 @@ import numpy as np
 
 from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
 from devkit.nki import _tensor_ops  # noqa: F401  (tensor operators and view methods)
-from devkit.nki.beta2 import collectives, compiler, isa, language, tensor, typing, views
+from devkit.nki.beta2 import collectives, compiler, isa, language, lnc, tensor, typing, views
 from devkit.nki.beta2.targets import selected_target
 from devkit.sim.machine import current
 from devkit.sim.tensor import Tensor
@@ -64,6 +64,7 @@ class Kernel:
 
     __test__ = False  # a kernel named test_* is not a pytest test
     __nki_beta2__ = True
+    program_runner = staticmethod(lnc.run_programs)  # LNC-2 programs take turns (sendrecv, core_barrier)
 
     def __init__(self, func: Any, options: dict[str, Any], lnc: int = 1) -> None:
         if isinstance(func, Kernel):
@@ -137,7 +138,13 @@ def _run(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
                 rule="unsupported",
             )
     return run_kernel(
-        k.func, args, kwargs, grid=(lnc,) if lnc > 1 else None, target=k.target, mutable_inputs=True
+        k.func,
+        args,
+        kwargs,
+        grid=(lnc,) if lnc > 1 else None,
+        target=k.target,
+        mutable_inputs=True,
+        programs=Kernel.program_runner,
     ).outputs
 
 

@@ -30,6 +30,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import isa as _b1
+from devkit.nki.beta2 import lnc as _lnc
 from devkit.nki.beta2.constants import (
     dge_mode,
     dma_engine,
@@ -976,8 +977,8 @@ def _not_simulated(op: str, why: str) -> Callable[..., Any]:
     return f
 
 
-sendrecv = _not_simulated("sendrecv", "LNC2 programs run one after the other, not as two threads")
-core_barrier = _not_simulated("core_barrier", "LNC2 programs run one after the other, not as two threads")
+sendrecv = _strict(_lnc.sendrecv)
+core_barrier = _strict(_lnc.core_barrier)
 register_alloc = _not_simulated("register_alloc", "no virtual registers / dynamic loops yet")
 register_move = _not_simulated("register_move", "no virtual registers / dynamic loops yet")
 register_load = _not_simulated("register_load", "no virtual registers / dynamic loops yet")
