@@ -39,6 +39,7 @@ _BETA2_SUFFIXES = (
     ".compiler",
     ".tensor",
     ".collectives",
+    ".builtin",
 )
 _BETA2_ROOTS = ("nki", "nki_cpu_simulator.nki")
 _BETA2_NAMES = ("nki_cpu_simulator", *tuple(r + s for r in _BETA2_ROOTS for s in _BETA2_SUFFIXES))
@@ -83,7 +84,17 @@ def real_nki_available() -> bool:
 
 def _beta2_modules() -> dict[str, Any]:
     import devkit.nki.beta2 as nki2
-    from devkit.nki.beta2 import collectives, compiler, constants, dtypes, isa, language, tensor, typing
+    from devkit.nki.beta2 import (
+        builtin,
+        collectives,
+        compiler,
+        constants,
+        dtypes,
+        isa,
+        language,
+        tensor,
+        typing,
+    )
 
     language.dtypes = dtypes  # type: ignore[attr-defined]
     isa.constants = constants  # type: ignore[attr-defined]
@@ -97,6 +108,7 @@ def _beta2_modules() -> dict[str, Any]:
         ".compiler": compiler,
         ".tensor": tensor,
         ".collectives": collectives,
+        ".builtin": builtin,
     }
     pkg = types.ModuleType("nki_cpu_simulator")
     pkg.__doc__ = "The NeuronMM devkit simulator standing in for AWS's nki_cpu_simulator package."

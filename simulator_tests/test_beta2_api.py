@@ -37,6 +37,7 @@ BETA2_MODULES = (
     "nki.compiler",
     "nki.tensor",
     "nki.collectives",
+    "nki.builtin",
 )
 
 

@@ -25,7 +25,7 @@ import numpy as np
 
 from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
 from devkit.nki import _tensor_ops  # noqa: F401  (tensor operators and view methods)
-from devkit.nki.beta2 import collectives, compiler, isa, language, lnc, tensor, typing, views
+from devkit.nki.beta2 import builtin, collectives, compiler, isa, language, lnc, tensor, typing, views
 from devkit.nki.beta2.targets import selected_target
 from devkit.sim.machine import current
 from devkit.sim.tensor import Tensor
@@ -36,6 +36,7 @@ __devkit_simulator__ = True
 
 __all__ = [
     "Kernel",
+    "builtin",
     "collectives",
     "compiler",
     "cpu_simulate",

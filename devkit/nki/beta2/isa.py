@@ -12,6 +12,7 @@ overwrites it and later ones add (tracked per element), ``accumulate=True``/``Fa
 
 from __future__ import annotations
 
+import enum
 import functools
 import weakref
 from collections.abc import Callable
@@ -105,12 +106,21 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _member(value: Any, cls: type, api: str, name: str) -> Any:
-    """Enums are passed by member since NKI 0.3.0 (plain ints are rejected)."""
+    """An enum argument as a member of ``cls``.
+
+    NKI 0.3.0 documents that enums are passed by member, but nki-library (hardware-tested, @d2ad3a5) passes
+    ``dge_mode=3``; real code is the arbiter, so a plain integer equal to a member's value is accepted and
+    converted.  Anything else (other values, strings, another enum's members) is an error."""
     if value is None or isinstance(value, cls):
         return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, enum.Enum)):
+        try:
+            return cls(int(value))
+        except ValueError:
+            pass
     raise KernelArgumentError(
-        f"{api}: {name} must be a member of nki.isa.{cls.__name__} (e.g. nki.isa.{cls.__name__}."
-        f"{next(iter(cls.__members__))}), got {value!r}",
+        f"{api}: {name} must be a member of nki.isa.{cls.__name__} "
+        f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
         rule="enum-by-member",
     )
 
