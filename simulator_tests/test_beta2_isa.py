@@ -304,8 +304,75 @@ def test_memset_integer():
     )
 
 
-@pytest.mark.parametrize("name", ["topk", "affine_select", "rng", "nc_find_index8"])
+@pytest.mark.parametrize("name", ["topk", "nonzero_with_count", "rng", "nc_find_index8"])
 def test_instructions_without_an_adapter_raise_not_simulated(name):
     with pytest.raises(UnsupportedError) as e:
         getattr(nisa, name)(None)
     assert e.value.rule == "not-simulated"
+
+
+@nki.jit
+def k_affine_select(a):
+    d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    # causal mask: keep column j of row p where p - j >= 0
+    nisa.affine_select(d, [[-1, a.shape[1]]], 1, _load(a), -9.0, cmp_op=nl.greater_equal, offset=0)
+    return _store(d)
+
+
+def test_affine_select_builds_a_causal_mask():
+    a = RNG.standard_normal((16, 16)).astype(np.float32)
+    want = np.where(np.arange(16)[:, None] - np.arange(16)[None, :] >= 0, a, -9.0)
+    np.testing.assert_array_equal(nki.simulate(k_affine_select)(a), want)
+
+
+@nki.jit
+def k_range_select(a, lo, hi):
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.range_select(
+        d, _load(a), nl.greater_equal, nl.less, _load(lo), _load(hi), reduce_res=red, on_false_value=-1e9
+    )
+    return _store(d), _store(red)
+
+
+def test_range_select_keeps_a_column_range_and_reduces(monkeypatch):
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")
+    a = RNG.standard_normal((8, 32)).astype(np.float32)
+    lo = RNG.integers(0, 10, (8, 1)).astype(np.float32)
+    hi = lo + RNG.integers(1, 20, (8, 1)).astype(np.float32)
+    d, red = nki.simulate(k_range_select)(a, lo, hi)
+    j = np.arange(32)[None, :]
+    want = np.where((j >= lo) & (j < hi), a, np.float32(-1e9))
+    np.testing.assert_array_equal(d, want)
+    np.testing.assert_array_equal(red[:, 0], want.max(axis=1))
+
+
+@nki.jit
+def k_n_gather(a, idx):
+    d = nl.ndarray(idx.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.nc_n_gather(d, _load(a), _load(idx))
+    return _store(d)
+
+
+def test_nc_n_gather_per_partition():
+    a = RNG.standard_normal((16, 40)).astype(np.float32)
+    idx = RNG.integers(0, 40, (16, 6)).astype(np.uint32)
+    np.testing.assert_array_equal(
+        nki.simulate(k_n_gather)(a, idx), np.take_along_axis(a, idx.astype(np.int64), axis=1)
+    )
+
+
+@nki.jit
+def k_local_gather(a, idx):
+    d = nl.ndarray((a.shape[0], idx.shape[1] * 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.local_gather(d, _load(a), _load(idx))
+    return _store(d)
+
+
+def test_local_gather_uses_each_cores_indices():
+    a = RNG.standard_normal((32, 20)).astype(np.float32)
+    idx = RNG.integers(0, 20, (32, 2)).astype(np.uint16)
+    got = nki.simulate(k_local_gather)(a, idx)
+    for core in range(2):
+        ids = idx[16 * core : 16 * core + 16].flatten(order="F")
+        np.testing.assert_array_equal(got[16 * core : 16 * core + 16], a[16 * core : 16 * core + 16][:, ids])

@@ -57,7 +57,9 @@ def test_cumsum(nkilib, monkeypatch, shape, dtype, lnc):
     got = np.asarray(nki.cpu_simulate(kernel)[lnc](x=x), dtype=np.float32)
     want = np.cumsum(x.astype(np.float32), axis=-1)
     is_bf16 = dtype == ml_dtypes.bfloat16  # the library test's tolerances
-    np.testing.assert_allclose(got, want, rtol=1e-2 if is_bf16 else 1e-3, atol=1e-2 if shape[-1] > 5000 else 1e-3)
+    np.testing.assert_allclose(
+        got, want, rtol=1e-2 if is_bf16 else 1e-3, atol=1e-2 if shape[-1] > 5000 else 1e-3
+    )
 
 
 def _rmsnorm_ref(x, gamma, hidden_actual, lnc):
