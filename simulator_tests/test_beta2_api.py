@@ -565,3 +565,35 @@ def test_sendrecv_and_core_barrier_under_lnc2():
     assert e.value.rule == "lnc-deadlock" and e.value.lineno == line_of(swap_halves, "# <- barrier")
     assert f"program 0 waits for a sendrecv from program 1 on pipe 0 at {e.value.filename}:" in str(e.value)
     assert str(line_of(swap_halves, "# <- wait")) in str(e.value)
+
+
+@nki.jit
+def wide_psum(a, b, banks=2):
+    at, bt = (
+        nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf),
+        nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf),
+    )
+    nisa.dma_copy(at, a)
+    nisa.dma_copy(bt, b)
+    acc = nl.ndarray((a.shape[1], 512 * banks), dtype=nl.float32, buffer=nl.psum)  # <- alloc
+    for j in range(banks):
+        nisa.nc_matmul(acc[:, j * 512 : (j + 1) * 512], at, bt[:, j * 512 : (j + 1) * 512])
+    res = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(res, acc)
+    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, res)
+    return out
+
+
+def test_psum_tensors_may_span_several_banks():
+    from _nki_support import line_of
+
+    from devkit.errors import CapacityError
+
+    a = RNG.integers(-2, 3, (64, 32)).astype(np.float32)
+    b = RNG.integers(-2, 3, (64, 1024)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(wide_psum)(a, b), a.T @ b)
+    big = RNG.integers(-2, 3, (64, 512 * 9)).astype(np.float32)
+    with pytest.raises(CapacityError) as e:
+        nki.simulate(wide_psum)(a, big, 9)
+    assert e.value.rule == "psum-tile-size" and e.value.lineno == line_of(wide_psum, "# <- alloc")

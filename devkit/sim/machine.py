@@ -111,6 +111,9 @@ class Machine:
         self._shuffle = random.Random(options.seed) if options.affine_order == "shuffled" else None
         self.inputs: list[Storage] = []
         self.accumulators: dict[str, Any] = {}  # ScalarE / VectorE accumulator registers
+        # banks one compiler-managed PSUM tensor may span: 1 in Beta 1; NKI 0.x tensors may span several
+        # (set by devkit.nki.beta2.language.ndarray)
+        self.psum_tile_banks = 1
         # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
         # are one commutative update (races.py lets affine_range iterations reduce into one location)
         self.reducing: tuple | None = None
@@ -291,10 +294,14 @@ class Machine:
             p = self.sbuf.allocate(st.bytes_pp)
         else:
             bank = g.psum_bank_bytes
-            if tile_bytes > bank:
+            if tile_bytes > bank * self.psum_tile_banks:
+                fits = (
+                    f"one {bank}-byte bank (512 fp32 elements)"
+                    if self.psum_tile_banks == 1
+                    else f"the {self.psum_tile_banks} banks of {bank} bytes"
+                )
                 raise CapacityError(
-                    f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit "
-                    f"one {bank}-byte bank (512 fp32 elements)",
+                    f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit {fits}",
                     rule="psum-tile-size",
                     filename=loc[0],
                     lineno=loc[1],

@@ -117,10 +117,19 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", address:
 
     ``address=`` is validated but the simulator's allocator places the tensor (capacity is still judged)."""
     _check_address(address, buffer)
+    _allow_multibank_psum()
     return _b1.ndarray(shape, dtype, buffer=buffer, name=name)
 
 
+def _allow_multibank_psum() -> None:
+    """An NKI 0.x PSUM tensor may span several 2 KiB banks (it starts on a bank boundary)."""
+    m = _x.current()
+    if m is not None:
+        m.psum_tile_banks = m.geometry.psum_banks
+
+
 def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
+    _allow_multibank_psum()
     return _b1.zeros(shape, dtype, buffer=buffer, name=name)
 
 
