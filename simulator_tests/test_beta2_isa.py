@@ -304,7 +304,7 @@ def test_memset_integer():
     )
 
 
-@pytest.mark.parametrize("name", ["topk", "nonzero_with_count", "rng", "nc_find_index8"])
+@pytest.mark.parametrize("name", ["topk", "nonzero_with_count", "rng", "exponential"])
 def test_instructions_without_an_adapter_raise_not_simulated(name):
     with pytest.raises(UnsupportedError) as e:
         getattr(nisa, name)(None)
@@ -376,3 +376,34 @@ def test_local_gather_uses_each_cores_indices():
     for core in range(2):
         ids = idx[16 * core : 16 * core + 16].flatten(order="F")
         np.testing.assert_array_equal(got[16 * core : 16 * core + 16], a[16 * core : 16 * core + 16][:, ids])
+
+
+@nki.jit
+def k_find8(a, v):
+    d = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_find_index8(d, _load(a), _load(v))
+    return _store(d)
+
+
+def test_nc_find_index8_unmatched_all_ones_and_duplicates_take_successive_matches():
+    a = np.array([[5, 1, 5, 2, 9, 5, 3, 4, 0, 7]], dtype=np.float32)
+    v = np.array([[5, 5, 9, 8, 1, 5, 5, 0]], dtype=np.float32)
+    got = nki.simulate(k_find8)(a, v)
+    np.testing.assert_array_equal(got, [[0, 2, 4, 0xFFFFFFFF, 1, 5, 0xFFFFFFFF, 8]])
+
+
+@nki.jit
+def k_replace8(a, v):
+    d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    idx = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.nc_match_replace8(d, _load(a), _load(v), -1.0, dst_idx=idx)
+    return _store(d), _store(idx)
+
+
+def test_nc_match_replace8_replaces_first_matches_from_slot_7_down():
+    a = np.array([[5, 1, 5, 2, 9, 3, 4, 0, 6, 7]], dtype=np.float32)
+    v = np.array([[5, 2, 9, 9, 8, 1, 3, 5]], dtype=np.float32)
+    d, idx = nki.simulate(k_replace8)(a, v)
+    np.testing.assert_array_equal(d, [[-1, -1, -1, -1, -1, -1, 4, 0, 6, 7]])
+    # slot 7 (value 5) takes the first 5 at 0, slot 0 the next at 2; slot 3 (9) takes 4, slot 2 finds none
+    np.testing.assert_array_equal(idx, [[2, 3, 0xFFFFFFFF, 4, 0xFFFFFFFF, 1, 5, 0]])

@@ -489,8 +489,7 @@ register_store = _not_simulated("register_store", "no virtual registers / dynami
 def __getattr__(name: str) -> Any:
     known = {
         "tensor_scalar_cumulative",
-        "exponential", "nc_find_index8",
-        "nc_match_replace8", "activate2", "dropout",
+        "exponential", "activate2", "dropout",
         "rng", "set_rng_seed", "rand2", "rand_set_state", "rand_get_state",
         "sequence_bounds", "nonzero_with_count", "topk",
     }  # fmt: skip

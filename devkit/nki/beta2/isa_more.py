@@ -32,7 +32,7 @@ from devkit.nki.beta2.constants import (
 )
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
-from devkit.trace import DMA, GPSIMD
+from devkit.trace import DMA, GPSIMD, VECTOR
 
 # ---- less used VectorE / GpSimd instructions ---------------------------------------------------------------
 
@@ -377,3 +377,97 @@ def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
         g = np.take_along_axis(flat, idx, axis=1).reshape(shape)
         vals = g.astype(np.float32) if _dt.is_float(t.dtype) else g
     _into(api, d, _x.commit(m, pend, out, vals, None))
+
+
+def _match8(
+    api: str, data: Any, vals: Any, reverse: bool
+) -> tuple[Tensor, Tensor, np.ndarray | None, np.ndarray | None]:
+    """Per partition, the position of each of 8 values in ``data`` (-1 when unmatched).  A value occurring in
+    several slots takes successive matches: slot order ascending (find_index8) or from slot 7 down
+    (match_replace8)."""
+    m = _x.machine(api)
+    d = _x.tile(data, api, "data", psum=False)
+    v = _x.tile(vals, api, "vals", psum=False)
+    if v.free_size != 8:
+        raise TileShapeError(
+            f"{api}: vals must hold 8 values per partition, got {v.free_size}", rule="shape-mismatch"
+        )
+    if v.partitions != d.partitions:
+        raise PartitionMismatchError(
+            f"{api}: data and vals have different partition counts", rule="partition-mismatch"
+        )
+    if not m.numerics:
+        return d, v, None, None
+    x = d.read().astype(np.float32).reshape(d.partitions, -1)
+    want = v.read().astype(np.float32).reshape(v.partitions, 8)
+    idx = np.full((d.partitions, 8), -1, dtype=np.int64)
+    slots = range(7, -1, -1) if reverse else range(8)
+    for p in range(d.partitions):
+        taken: set[int] = set()
+        for j in slots:
+            hits = [int(i) for i in np.nonzero(x[p] == want[p, j])[0] if int(i) not in taken]
+            if hits:
+                idx[p, j] = hits[0]
+                taken.add(hits[0])
+    return d, v, x, idx
+
+
+@_strict
+def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
+    """Per partition, the index of the first match of each of 8 values; unmatched -> all ones (VectorE)."""
+    api = "nisa.nc_find_index8"
+    m = _x.machine(api)
+    loc = user_location()
+    dd = _dst(dst, api, buffers=("sbuf",))
+    if _dt.name_of(dd.dtype) not in ("uint32", "uint16"):
+        raise DtypeError(f"{api}: dst must be uint32 or uint16, got {_dt.name_of(dd.dtype)}", rule="dtype")
+    d, v, _, idx = _match8(api, data, vals, reverse=False)
+    _check_fit(api, dd, (d.partitions, 8))
+    out = _x.new_tile(m, (d.partitions, 8), dd.dtype, "sbuf", loc)
+    m.check_read(d, loc)
+    m.check_read(v, loc)
+    pend = m.emit(VECTOR, "nc_find_index8", [d, v], [out], d.size, None, loc)
+    vals_out = None
+    if idx is not None:
+        ones = np.iinfo(np.dtype(_dt.storage_dtype(dd.dtype))).max
+        vals_out = np.where(idx < 0, ones, idx).astype(_dt.storage_dtype(dd.dtype))
+    _into(api, dd, _x.commit(m, pend, out, vals_out, None, exact=True))
+
+
+@_strict
+def nc_match_replace8(
+    dst: Any, data: Any, vals: Any, imm: Any, dst_idx: Any = None, name: Any = None
+) -> None:
+    """``dst = data`` with the first match of each of 8 values replaced by ``imm``; ``dst_idx`` receives the
+    matched indices (duplicates are matched from slot 7 down) (VectorE)."""
+    api = "nisa.nc_match_replace8"
+    m = _x.machine(api)
+    loc = user_location()
+    dd = _dst(dst, api, buffers=("sbuf",))
+    d, v, x, idx = _match8(api, data, vals, reverse=True)
+    _check_fit(api, dd, (d.partitions, d.free_size))
+    out = _x.new_tile(m, tuple(d.shape), dd.dtype, "sbuf", loc)
+    m.check_read(d, loc)
+    m.check_read(v, loc)
+    di = None
+    if dst_idx is not None:
+        di = _dst(dst_idx, api, buffers=("sbuf",))
+        _check_fit(api, di, (d.partitions, 8))
+        m.check_write(di, loc)
+    pend = m.emit(
+        VECTOR, "nc_match_replace8", [d, v], [out] + ([di] if di is not None else []), d.size, None, loc
+    )
+    res = None
+    if x is not None and idx is not None:
+        y = x.copy()
+        for p in range(d.partitions):
+            for j in range(8):
+                if idx[p, j] >= 0:
+                    y[p, idx[p, j]] = np.float32(imm)
+        res = y.reshape(d.shape)
+        if di is not None:
+            ones = np.iinfo(np.dtype(_dt.storage_dtype(di.dtype))).max if _dt.is_int(di.dtype) else -1
+            di.write(_dt.round_to(np.where(idx < 0, ones, idx).reshape(di.shape), di.dtype))
+    elif di is not None:
+        di.mark_written()
+    _into(api, dd, _x.commit(m, pend, out, res, None))
