@@ -2,11 +2,12 @@
 through ``nki.cpu_simulate(kernel)[lnc](**arrays)``, the call nki-library's harness makes, with
 ``NKI_NC_VERSION`` set as the harness sets it.
 
-The references are NumPy ports of the library's own torch references (``cumsum_torch.py``,
-``rmsnorm_torch.py``: same formulas, same output layouts); inputs and tolerances are those of the library's
-integration tests.  The archive is ``../shared/corpora/nki-library-d2ad3a5.tar.gz`` (relative to the repository
-root, or to the folder holding a git worktree); the tests are skipped where it is absent.  This is not the
-harness run itself (that needs the suite's test extras, torch among them).
+The references are NumPy ports of the library's own torch references (``cumsum_torch.py``, ``rmsnorm_torch.py``,
+``layernorm_torch.py``: same formulas, same output layouts); inputs, tolerances and the comparison
+("maxAllClose") are those of the library's integration tests.  The archive is
+``../shared/corpora/nki-library-d2ad3a5.tar.gz`` (relative to the repository root, or to the folder holding a
+git worktree); the tests are skipped where it is absent.  This is not the harness run itself (that needs the
+suite's test extras, torch among them).
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ _CANDIDATES = [
 ARCHIVE = next((p for p in _CANDIDATES if p.exists()), _CANDIDATES[0])
 
 pytestmark = pytest.mark.skipif(not ARCHIVE.exists(), reason=f"corpus archive {ARCHIVE} not present")
+
+
+def assert_max_allclose(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> None:
+    """nki-library's comparison ("maxAllClose", test/utils/tensor_histogram.py): every element within
+    ``atol + rtol * max|want|``."""
+    bound = atol + rtol * float(np.abs(want).max())
+    worst = float(np.abs(got.astype(np.float64) - want).max())
+    assert got.shape == want.shape and worst <= bound, f"max |got - want| = {worst:.3g} > {bound:.3g}"
 
 
 @pytest.fixture(scope="module")
@@ -97,4 +106,33 @@ def test_rmsnorm_tkg(nkilib, monkeypatch, lnc, b, s, h, hidden_actual):
     )
     got = np.asarray(res if res is not None else out, dtype=np.float32)
     want = _rmsnorm_ref(x, gamma, hidden_actual, lnc).astype(np.float32)
-    np.testing.assert_allclose(got, want, rtol=2e-2, atol=1e-5)
+    assert_max_allclose(got, want, rtol=2e-2, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("lnc", "b", "s", "h"), [(1, 1, 1, 8192), (1, 1, 8, 8192), (2, 1, 1, 5120), (2, 4, 8, 8192)]
+)
+def test_layernorm_tkg(nkilib, monkeypatch, lnc, b, s, h):
+    import nki
+
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")
+    kernel = nkilib("nkilib_src.nkilib.core.subkernels.layernorm_tkg").layernorm_tkg
+    np.random.seed(42)
+    x = np.random.randn(b, s, h).astype(np.float16)
+    gamma = np.random.randn(1, h).astype(np.float16)
+    beta = np.random.randn(1, h).astype(np.float16)
+    out = np.zeros((128, b * s, h // 128), np.float16)
+    res = nki.cpu_simulate(kernel)[lnc](input=x, gamma=gamma, output=out, beta=beta, shard_on_h=False)
+    got = np.asarray(res if res is not None else out, dtype=np.float32)
+    xf = x.astype(np.float32).reshape(b * s, h)
+    norm = (xf - xf.mean(-1, keepdims=True)) / np.sqrt(xf.var(-1, keepdims=True) + 1e-6)
+    norm = norm * gamma.astype(np.float32) + beta.astype(np.float32)
+    h0, h1 = 128, h // 128
+    if lnc == 2:
+        halves = [
+            p.reshape(b * s, h0, h1 // 2).transpose(1, 0, 2) for p in (norm[:, : h // 2], norm[:, h // 2 :])
+        ]
+        want = np.concatenate(halves, axis=2)
+    else:
+        want = norm.reshape(b * s, h0, h1).transpose(1, 0, 2)
+    assert_max_allclose(got, want.astype(np.float16).astype(np.float32), rtol=2e-2, atol=1e-5)
