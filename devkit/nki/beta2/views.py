@@ -12,6 +12,7 @@ becomes an explicitly indexed view (exact, slower).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -112,11 +113,11 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
     alias.addr = st.addr
     alias.written = st.written
     alias.machine = None  # the alias never frees the original's memory
-    _ALIASES[id(alias)] = st
+    _ALIASES[alias] = st  # the original lives as long as the alias does
     return alias
 
 
-_ALIASES: dict[int, Storage] = {}
+_ALIASES: weakref.WeakKeyDictionary[Storage, Storage] = weakref.WeakKeyDictionary()
 
 
 def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
