@@ -304,7 +304,7 @@ def test_memset_integer():
     )
 
 
-@pytest.mark.parametrize("name", ["topk", "nonzero_with_count", "rng", "exponential"])
+@pytest.mark.parametrize("name", ["topk", "rng", "activate2", "dropout"])
 def test_instructions_without_an_adapter_raise_not_simulated(name):
     with pytest.raises(UnsupportedError) as e:
         getattr(nisa, name)(None)
@@ -407,3 +407,69 @@ def test_nc_match_replace8_replaces_first_matches_from_slot_7_down():
     np.testing.assert_array_equal(d, [[-1, -1, -1, -1, -1, -1, 4, 0, 6, 7]])
     # slot 7 (value 5) takes the first 5 at 0, slot 0 the next at 2; slot 3 (9) takes 4, slot 2 finds none
     np.testing.assert_array_equal(idx, [[2, 3, 0xFFFFFFFF, 4, 0xFFFFFFFF, 1, 5, 0]])
+
+
+@nki.jit
+def k_cumulative(a):
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_cumulative(d, _load(a), nl.multiply, nl.add, 2.0)
+    return _store(d)
+
+
+def test_tensor_scalar_cumulative_running_sum():
+    a = RNG.standard_normal((8, 12)).astype(np.float32)
+    np.testing.assert_allclose(nki.simulate(k_cumulative)(a), np.cumsum(2 * a, axis=1), rtol=1e-5, atol=1e-5)
+
+
+@nki.jit
+def k_exponential(a, mx):
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(d, _load(a), max_value=_load(mx), reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    return _store(d), _store(s)
+
+
+def test_exponential_with_running_sum(monkeypatch):
+    monkeypatch.setenv("NKI_NC_VERSION", "gen4")
+    a = RNG.standard_normal((8, 24)).astype(np.float32)
+    mx = a.max(axis=1, keepdims=True)
+    d, s = nki.simulate(k_exponential)(a, mx)
+    np.testing.assert_allclose(d, np.exp(a - mx), rtol=1e-6)
+    np.testing.assert_allclose(s[:, 0], np.exp(a - mx).sum(axis=1), rtol=1e-5)
+
+
+@nki.jit
+def k_nonzero(a):
+    d = nl.ndarray((a.shape[0], a.shape[1] + 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(d, 0)
+    nisa.nonzero_with_count(d, _load(a), index_offset=100, padding_val=-1)
+    return _store(d)
+
+
+def test_nonzero_with_count_on_every_16th_partition(monkeypatch):
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")
+    a = (RNG.random((32, 10)) < 0.4).astype(np.float32)
+    got = nki.simulate(k_nonzero)(a)
+    for p in range(32):
+        if p % 16:
+            np.testing.assert_array_equal(got[p], 0)  # other partitions are not written
+            continue
+        nz = np.nonzero(a[p])[0]
+        want = np.full(11, -1)
+        want[: nz.size] = nz + 100
+        want[10] = nz.size
+        np.testing.assert_array_equal(got[p], want)
+
+
+@nki.jit
+def k_bounds(ids):
+    d = nl.ndarray((1, 2, ids.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.sequence_bounds(d, _load(ids))
+    return _store(d)
+
+
+def test_sequence_bounds():
+    ids = np.array([[1, 1, 2, 2, 2, 0, 3]], dtype=np.float32)
+    got = nki.simulate(k_bounds)(ids)
+    np.testing.assert_array_equal(got[0, 0], [0, 0, 2, 2, 2, 7, 6])
+    np.testing.assert_array_equal(got[0, 1], [2, 2, 5, 5, 5, -1, 7])

@@ -294,6 +294,7 @@ def _s_activation_reduce(instr: Instr, k: _Consts) -> float:
     "iota",
     "affine_select",
     "local_gather",
+    "nonzero_with_count",
     "memset",
     "tensor_copy",
     "copy",

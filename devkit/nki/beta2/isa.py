@@ -488,10 +488,9 @@ register_store = _not_simulated("register_store", "no virtual registers / dynami
 
 def __getattr__(name: str) -> Any:
     known = {
-        "tensor_scalar_cumulative",
-        "exponential", "activate2", "dropout",
+        "activate2", "dropout",
         "rng", "set_rng_seed", "rand2", "rand_set_state", "rand_get_state",
-        "sequence_bounds", "nonzero_with_count", "topk",
+        "topk",
     }  # fmt: skip
     if name in known:
         return _not_simulated(name, "its NKI 0.x form has no adapter in this version of the kit")

@@ -32,7 +32,7 @@ from devkit.nki.beta2.constants import (
 )
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
-from devkit.trace import DMA, GPSIMD, VECTOR
+from devkit.trace import DMA, GPSIMD, SCALAR, VECTOR
 
 # ---- less used VectorE / GpSimd instructions ---------------------------------------------------------------
 
@@ -364,7 +364,7 @@ def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
     m.check_read(t, loc)
     m.check_read(ix, loc)
-    pend = m.emit(GPSIMD, "local_gather", [t, ix], [out], 0, None, loc)
+    pend = m.emit(GPSIMD, "local_gather", [t, ix], [out], 0, {"op": "nc_n_gather"}, loc)
     vals = None
     if m.numerics:
         flat = t.read().reshape(t.partitions, -1)
@@ -471,3 +471,126 @@ def nc_match_replace8(
     elif di is not None:
         di.mark_written()
     _into(api, dd, _x.commit(m, pend, out, res, None))
+
+
+@_strict
+def tensor_scalar_cumulative(
+    dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = reduce_cmd.reset_reduce,
+    name: Any = None,
+) -> None:  # fmt: skip
+    """Per-partition running scan ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` (VectorE)."""
+    api = "nisa.tensor_scalar_cumulative"
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    _b1.tensor_scalar_cumulative(src=src, dst=d, op0=op0, op1=op1, imm0=imm0, imm1=imm1, reduce_cmd=rc)
+
+
+@_strict
+def sequence_bounds(dst: Any, segment_ids: Any, name: Any = None) -> None:
+    """``[start, end)`` of every element's segment, ``(1, 2, n)``; segment id 0 gives ``(n, -1)`` (GpSimd)."""
+    api = "nisa.sequence_bounds"
+    d = _dst(dst, api, buffers=("sbuf",))
+    _into(api, d, _b1.sequence_bounds(segment_ids=segment_ids, dtype=d.dtype))
+
+
+@_strict
+def exponential(
+    dst: Any,
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_init: Any = 0.0,
+    name: Any = None,
+) -> None:
+    """``dst = exp(src - max_value)`` with an optional running sum per partition into ``reduce_res`` (v4).
+
+    Accumulator: ``reset`` clears it, ``reduce`` adds the row sums, ``reset_reduce`` sets them, ``load_reduce``
+    sets ``reduce_init`` plus them, ``idle`` leaves it; ``reduce_res`` reads it."""
+    api = "nisa.exponential"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 4:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v4 (trn3), the target is {m.geometry.name}", rule="arch"
+        )
+    loc = user_location()
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    t = _x.tile(src, api, "src")
+    p = t.partitions
+    mx = _b1._vector_operand(max_value, p, api, "max_value")
+    shape = _x.aligned_shape(t)
+    _check_fit(api, d, shape)
+    rr = None
+    if reduce_res is not None:
+        rr = _x.tile(reduce_res, api, "reduce_res")
+        if rr.partitions != p or rr.free_size != 1:
+            raise TileShapeError(
+                f"{api}: reduce_res must be ({p}, 1), got {list(rr.shape)}", rule="vector-operand-shape"
+            )
+    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
+    ins = [t] + ([mx] if isinstance(mx, Tensor) else [])
+    for v in ins:
+        m.check_read(v, loc)
+    if rr is not None:
+        m.check_write(rr, loc)
+    pend = m.emit(
+        SCALAR, "activation", ins, [out] + ([rr] if rr is not None else []), 2 * t.size, {"func": "exp"}, loc
+    )
+    vals = None
+    if m.numerics:
+        x = _x.value_of(t, shape, None)
+        with np.errstate(over="ignore"):
+            vals = np.exp(x - _b1._val(mx, shape)).astype(np.float32)
+        acc = m.accumulators.setdefault("vector", np.zeros(128, np.float32))
+        rows = vals.reshape(p, -1).sum(axis=1, dtype=np.float32)
+        if rc == _b1.reduce_cmd.reset:
+            acc[:p] = 0.0
+        elif rc == _b1.reduce_cmd.reduce:
+            acc[:p] += rows
+        elif rc == _b1.reduce_cmd.reset_reduce:
+            acc[:p] = rows
+        elif rc == _b1.reduce_cmd.load_reduce:
+            acc[:p] = np.broadcast_to(_b1._val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
+        if rr is not None:
+            rr.write(_dt.round_to(acc[:p].reshape(rr.shape), rr.dtype))
+    elif rr is not None:
+        rr.mark_written()
+    _into(api, d, _x.commit(m, pend, out, vals, None))
+
+
+@_strict
+def nonzero_with_count(
+    dst: Any, src: Any, index_offset: int = 0, padding_val: Any = -1, name: Any = None
+) -> None:
+    """On partitions 0, 16, ..., 112: the indices (plus ``index_offset``) of the non-zero elements of ``src``,
+    then ``padding_val``, and the count in the last element of ``dst`` (GpSimd, NeuronCore-v3+)."""
+    api = "nisa.nonzero_with_count"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 3:
+        raise UnsupportedError(f"{api} needs NeuronCore-v3 (trn2) or newer", rule="arch")
+    loc = user_location()
+    d = _dst(dst, api, buffers=("sbuf",))
+    t = _x.tile(src, api, "src", psum=False)
+    f = t.free_size
+    if d.free_size != f + 1 or d.partitions != t.partitions:
+        raise TileShapeError(
+            f"{api}: dst {list(d.shape)} must have the partitions of src {list(t.shape)} and one more element "
+            "per partition (the count)",
+            rule="dst-shape",
+        )
+    m.check_read(t, loc)
+    m.check_write(d, loc)
+    m.emit(GPSIMD, "nonzero_with_count", [t], [d], t.size, None, loc)
+    if not m.numerics:
+        d.mark_written()
+        return
+    x = t.read().reshape(t.partitions, f)
+    cur = d.read(check_init=False).reshape(d.partitions, f + 1).astype(np.float64)
+    for p in range(0, t.partitions, 16):
+        nz = np.nonzero(x[p] != 0)[0]
+        row = np.full(f + 1, float(padding_val))
+        row[: nz.size] = nz + int(index_offset)
+        row[f] = nz.size
+        cur[p] = row
+    d.write(_dt.round_to(cur.reshape(d.shape), d.dtype))
