@@ -597,3 +597,41 @@ def test_psum_tensors_may_span_several_banks():
     with pytest.raises(CapacityError) as e:
         nki.simulate(wide_psum)(a, big, 9)
     assert e.value.rule == "psum-tile-size" and e.value.lineno == line_of(wide_psum, "# <- alloc")
+
+
+# ---- virtual registers and dynamic loops ---------------------------------------------------------------------------
+
+
+@nki.jit
+def dynamic_loops(a, n):
+    t, p, f = a.shape
+    n_sb = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(n_sb, n)
+    reg = nisa.register_alloc()
+    nisa.register_load(reg, n_sb)
+    acc = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(acc, 0.0)
+    tile = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.dynamic_range(reg):  # the first n tiles
+        nisa.dma_copy(tile, a[i])
+        nisa.tensor_tensor(acc, acc, tile, nl.add)
+    left = nisa.register_alloc(n_sb)
+    while left:  # n more times: add 1
+        nisa.tensor_scalar(acc, acc, nl.add, 1.0)
+        nisa.tensor_scalar(n_sb, n_sb, nl.subtract, 1)
+        nisa.register_load(left, n_sb)
+    last = nisa.register_alloc(t - 1)
+    nisa.register_store(n_sb, last)  # n_sb = t - 1, then read that tile through a register offset
+    row = nisa.register_alloc(n_sb)
+    nisa.dma_copy(tile, a.ap(pattern=[[f, p], [1, f]], offset=0, scalar_offset=row, indirect_dim=0))
+    nisa.tensor_tensor(acc, acc, tile, nl.add)
+    out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, acc)
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 2, 3])
+def test_virtual_registers_drive_dynamic_loops(n):
+    a = RNG.integers(-4, 5, (4, 8, 16)).astype(np.float32)
+    got = nki.simulate(dynamic_loops)(a, np.array([[n]], dtype=np.int32))
+    np.testing.assert_array_equal(got, a[:n].sum(axis=0) + n + a[3])

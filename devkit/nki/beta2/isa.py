@@ -27,6 +27,7 @@ from devkit.errors import (
 )
 from devkit.nki import isa as _b1
 from devkit.nki.beta2 import lnc as _lnc
+from devkit.nki.beta2 import registers as _registers
 from devkit.nki.beta2.constants import (
     dge_mode,
     dma_engine,
@@ -480,10 +481,11 @@ def _not_simulated(op: str, why: str) -> Callable[..., Any]:
 
 sendrecv = _strict(_lnc.sendrecv)
 core_barrier = _strict(_lnc.core_barrier)
-register_alloc = _not_simulated("register_alloc", "no virtual registers / dynamic loops yet")
-register_move = _not_simulated("register_move", "no virtual registers / dynamic loops yet")
-register_load = _not_simulated("register_load", "no virtual registers / dynamic loops yet")
-register_store = _not_simulated("register_store", "no virtual registers / dynamic loops yet")
+register_alloc = _registers.register_alloc
+register_move = _strict(_registers.register_move)
+register_load = _strict(_registers.register_load)
+register_store = _strict(_registers.register_store)
+VirtualRegister = _registers.VirtualRegister
 
 
 def __getattr__(name: str) -> Any:

@@ -24,6 +24,7 @@ from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
 from devkit.nki.beta2 import dtypes
 from devkit.nki.beta2.dtypes import *  # noqa: F403
+from devkit.nki.beta2.registers import VirtualRegister
 from devkit.sim import instr as _x
 from devkit.sim.index import ds
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
@@ -163,12 +164,16 @@ shared_identity_matrix = _b1.shared_identity_matrix
 # ---- loops and control flow --------------------------------------------------------------------------------------
 
 
-def _range(api: str, args: tuple) -> builtins.range:
+def _range(api: str, args: tuple, registers: builtins.bool = False) -> builtins.range:
     if not 1 <= len(args) <= 3:
         raise KernelArgumentError(f"{api} takes 1 to 3 integers, got {len(args)}", rule="bad-argument")
+    kinds = (int, np.integer, VirtualRegister) if registers else (int, np.integer)
     for a in args:
-        if not isinstance(a, (int, np.integer)) or isinstance(a, builtins.bool):
-            raise KernelArgumentError(f"{api} bounds must be integers, got {a!r}", rule="bad-argument")
+        if not isinstance(a, kinds) or isinstance(a, builtins.bool):
+            what = (
+                "integers or virtual registers" if registers else "integers known when the kernel is traced"
+            )
+            raise KernelArgumentError(f"{api} bounds must be {what}, got {a!r}", rule="bad-argument")
     return builtins.range(*[int(a) for a in args])
 
 
@@ -192,14 +197,15 @@ def range(*args: int) -> builtins.range:
     return _range("nl.range", args)
 
 
-def dynamic_range(*args: int) -> builtins.range:
-    """A hardware loop on the device; the simulator runs it like ``range`` (integer bounds only)."""
-    return _range("nl.dynamic_range", args)
+def dynamic_range(*args: Any) -> builtins.range:
+    """A hardware loop on the device; the simulator runs it like ``range`` over the bounds' current values
+    (ints or virtual registers)."""
+    return _range("nl.dynamic_range", args, registers=True)
 
 
 def fori_loop(lower: int, upper: int, body_fun: Callable[[int], Any], step: int = 1) -> None:
     """``for i in range(lower, upper, step): body_fun(i)`` (0.6.0); the body returns nothing."""
-    for i in _range("nl.fori_loop", (lower, upper, step)):
+    for i in _range("nl.fori_loop", (lower, upper, step), registers=True):
         body_fun(i)
 
 

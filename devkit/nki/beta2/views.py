@@ -141,10 +141,14 @@ def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
 
 def _dynamic_offset(x: Any, api: str, name: str) -> np.ndarray:
     """Run-time values of an offset tensor (an integer SBUF tile); zeros in a cost-only run."""
+    from devkit.nki.beta2.registers import VirtualRegister
+
+    if isinstance(x, VirtualRegister):
+        return np.array([x.value], dtype=np.int64)
     if not isinstance(x, Tensor):
-        raise UnsupportedError(
-            f"{api}: {name} must be an SBUF tensor (virtual registers are not simulated yet), got {type(x).__name__}",
-            rule="unsupported",
+        raise KernelArgumentError(
+            f"{api}: {name} must be an SBUF tensor or a virtual register, got {type(x).__name__}",
+            rule="bad-argument",
         )
     return np.asarray(Tensor._ops.index_values(x), dtype=np.int64).reshape(-1)
 
