@@ -635,3 +635,83 @@ def test_virtual_registers_drive_dynamic_loops(n):
     a = RNG.integers(-4, 5, (4, 8, 16)).astype(np.float32)
     got = nki.simulate(dynamic_loops)(a, np.array([[n]], dtype=np.int32))
     np.testing.assert_array_equal(got, a[:n].sum(axis=0) + n + a[3])
+
+
+# ---- NKI 0.5 view methods -------------------------------------------------------------------------------------
+
+
+@nki.jit
+def view_methods(a):
+    # a: HBM [4, 6, 8]
+    s = nl.ndarray((6, 4, 8), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a.permute((1, 0, 2)))  # HBM permute: any order
+    info = (
+        a.get_pattern(),
+        a.is_contiguous(),
+        a.permute((1, 0, 2)).is_contiguous(),
+        s.slice(2, 1, 7, 2).shape,
+        a.select(0, 2).shape,
+        s.reshape_dim(2, (2, 4)).shape,
+        s.flatten_dims(1, 2).shape,
+        s.slice(1, 0, 1).squeeze_dim(1).shape,
+        s.expand_dim(1).shape,
+    )
+    outs = []
+    for v in (
+        s.slice(2, 1, 7, 2),
+        s.select(1, 3),
+        s.reshape_dim(2, (2, 4)).permute((0, 2, 1, 3)),
+        s.slice(1, 2, 3).broadcast(1, 3),
+        s.flatten_dims(1, 2),
+    ):
+        t = nl.ndarray(v.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(t, v)
+        o = nl.ndarray(v.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(o, t)
+        outs.append(o)
+    return tuple(outs), info
+
+
+def test_nki_05_view_methods():
+    a = np.arange(4 * 6 * 8, dtype=np.float32).reshape(4, 6, 8)
+    (sl, se, rp, bc, fl), info = nki.simulate(view_methods)(a)
+    s = a.transpose(1, 0, 2)
+    assert info == (
+        [[48, 4], [8, 6], [1, 8]],
+        True,
+        False,
+        (6, 4, 3),
+        (6, 8),
+        (6, 4, 2, 4),
+        (6, 32),
+        (6, 8),
+        (6, 1, 4, 8),
+    )
+    np.testing.assert_array_equal(sl, s[:, :, 1:7:2])
+    np.testing.assert_array_equal(se, s[:, 3, :])
+    np.testing.assert_array_equal(rp, s.reshape(6, 4, 2, 4).transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(bc, np.repeat(s[:, 2:3, :], 3, axis=1))
+    np.testing.assert_array_equal(fl, s.reshape(6, 32))
+
+
+@nki.jit
+def partition_permute(a):
+    s = nl.ndarray((8, 4), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    return s.permute((1, 0))
+
+
+@nki.jit
+def flatten_permuted(a):
+    s = nl.ndarray((8, 2, 4), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    return s.permute((0, 2, 1)).flatten_dims(1, 2)
+
+
+def test_on_chip_view_methods_keep_the_partition_dim_and_contiguity():
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(partition_permute)(np.zeros((8, 4), np.float32))
+    assert "partition" in str(e.value)
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(flatten_permuted)(np.zeros((8, 2, 4), np.float32))
+    assert e.value.rule == "reshape" and "not contiguous" in str(e.value)

@@ -55,6 +55,8 @@ Tensor.ap = views.access_pattern  # type: ignore[attr-defined]
 Tensor.strides = property(views.view_strides)  # type: ignore[attr-defined]
 Tensor.offset = property(views.view_offset)  # type: ignore[attr-defined]
 Tensor.name = property(lambda self: self.st.name)  # type: ignore[attr-defined]
+for _method, _fn in views.VIEW_METHODS.items():
+    setattr(Tensor, _method, _fn)
 
 
 # ---- kernels and launches ----------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from devkit import dtypes as dt
-from devkit.errors import BoundsError, DtypeError, KernelArgumentError, UnsupportedError
+from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
 from devkit.sim.tensor import Storage, Tensor
 
 
@@ -30,10 +30,35 @@ def storage_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _flat_offsets(t: Tensor) -> np.ndarray:
+    """Element offsets (in the flattened storage) of every element of an explicitly indexed view."""
+    sst = storage_strides(t.st.shape)
+    flat = np.zeros(t.shape, dtype=np.int64)
+    for a, s in zip(t._garr, sst):  # type: ignore[arg-type]
+        flat = flat + np.broadcast_to(a, t.shape) * s
+    return flat
+
+
 def view_strides(t: Tensor) -> tuple[int, ...]:
-    """Element strides of each axis of view ``t`` (0 for broadcast axes)."""
+    """Element strides of each axis of view ``t`` (0 for broadcast axes).  An explicitly indexed view (an
+    access pattern that is not a slice of the storage) has strides when its offsets are affine."""
     if t.dims is None:
-        raise UnsupportedError("strides of an explicitly indexed (gathered) view are not defined")
+        flat = _flat_offsets(t)
+        origin = (0,) * t.ndim
+        out = []
+        for ax, n in enumerate(t.shape):
+            if n <= 1:
+                out.append(0)
+                continue
+            step = [0] * t.ndim
+            step[ax] = 1
+            out.append(int(flat[tuple(step)] - flat[origin]))
+        idx = np.indices(t.shape, dtype=np.int64) if t.size else None
+        if idx is not None and not np.array_equal(flat, flat[origin] + np.tensordot(out, idx, axes=1)):
+            raise UnsupportedError(
+                "strides of a gathered (non-affine) view are not defined", rule="unsupported"
+            )
+        return tuple(out)
     sst = storage_strides(t.st.shape)
     out = [0] * len(t.shape)
     for d, e in enumerate(t.dims):
@@ -44,9 +69,9 @@ def view_strides(t: Tensor) -> tuple[int, ...]:
 
 def view_offset(t: Tensor) -> int:
     """Element offset of view ``t``'s first element in its flattened storage."""
-    sst = storage_strides(t.st.shape)
     if t.dims is None:
-        return int(sum(int(np.asarray(a).reshape(-1)[0]) * s for a, s in zip(t._garr, sst)))  # type: ignore[arg-type]
+        return int(_flat_offsets(t)[(0,) * t.ndim]) if t.size else 0
+    sst = storage_strides(t.st.shape)
     off = 0
     for d, e in enumerate(t.dims):
         off += (e if isinstance(e, int) else e[0]) * sst[d]
@@ -274,3 +299,204 @@ def _affine(
         used.add(d)
         dims[d] = (starts[d], 1, count, ax)
     return Tensor(base, tuple(dims), shape, 0 if base.on_chip else None)
+
+
+# ---- view methods of NKI 0.5 (built on access patterns) ---------------------------------------------------------
+
+
+def _layout(t: Tensor, api: str) -> tuple[list[list[int]], int]:
+    """The view as ``[[stride, count], ...]`` pairs and an element offset."""
+    try:
+        strides = view_strides(t)
+    except UnsupportedError:
+        raise UnsupportedError(
+            f"{api}: not defined for an explicitly indexed (gathered) view", rule="unsupported"
+        ) from None
+    return [[s, n] for s, n in zip(strides, t.shape)], view_offset(t)
+
+
+def _dim(t: Tensor, dim: Any, api: str, *, extra: int = 0) -> int:
+    nd = t.ndim + extra
+    try:
+        d = int(dim)
+    except (TypeError, ValueError):
+        raise KernelArgumentError(
+            f"{api}: dim must be an integer, got {dim!r}", rule="bad-argument"
+        ) from None
+    d = d + nd if d < 0 else d
+    if not 0 <= d < nd:
+        raise KernelArgumentError(f"{api}: dim {dim} is outside a {t.ndim}-D tensor", rule="bad-argument")
+    return d
+
+
+def _not_partition(t: Tensor, d: int, api: str) -> None:
+    if t.st.on_chip and d == 0:
+        raise KernelArgumentError(
+            f"{api}: dim 0 of an on-chip tensor is the partition dimension", rule="bad-argument"
+        )
+
+
+def _from_layout(t: Tensor, pairs: list[list[int]], offset: int) -> Tensor:
+    if not pairs:
+        pairs = [[1, 1]]
+    return access_pattern(t, pairs, offset=offset)
+
+
+def slice_view(t: Tensor, dim: Any, start: int, end: int, step: int = 1) -> Tensor:
+    """``t.slice(dim, start, end, step=1)``: elements ``start:end:step`` of one dimension."""
+    api = "tensor.slice"
+    d = _dim(t, dim, api)
+    n = t.shape[d]
+    if not (0 <= int(start) < int(end) <= n) or int(step) < 1:
+        raise BoundsError(
+            f"{api}: [{start}:{end}:{step}] is not inside dim {d} of size {n}", rule="out-of-bounds"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs[d][0]
+    pairs[d] = [stride * int(step), -(-(int(end) - int(start)) // int(step))]
+    return _from_layout(t, pairs, off + int(start) * stride)
+
+
+def select_view(t: Tensor, dim: Any, index: int) -> Tensor:
+    """``t.select(dim, index)``: one index of a dimension, which disappears."""
+    api = "tensor.select"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if isinstance(index, Tensor):
+        raise UnsupportedError(f"{api}: run-time select by a tensor is not simulated yet", rule="unsupported")
+    if not 0 <= int(index) < t.shape[d]:
+        raise BoundsError(
+            f"{api}: index {index} is outside dim {d} of size {t.shape[d]}", rule="out-of-bounds"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs.pop(d)[0]
+    return _from_layout(t, pairs, off + int(index) * stride)
+
+
+def permute_view(t: Tensor, dims: Any) -> Tensor:
+    """``t.permute(dims)``: reorder the dimensions (on-chip: ``dims[0] == 0``)."""
+    api = "tensor.permute"
+    order = [_dim(t, x, api) for x in dims]
+    if sorted(order) != list(range(t.ndim)):
+        raise KernelArgumentError(
+            f"{api}: {list(dims)} is not a permutation of {t.ndim} dims", rule="bad-argument"
+        )
+    if t.st.on_chip and order[0] != 0:
+        raise KernelArgumentError(
+            f"{api}: an on-chip tensor keeps its partition dim first", rule="bad-argument"
+        )
+    pairs, off = _layout(t, api)
+    return _from_layout(t, [pairs[i] for i in order], off)
+
+
+def broadcast_view(t: Tensor, dim: Any, size: int) -> Tensor:
+    """``t.broadcast(dim, size)``: a size-1 dimension repeated ``size`` times (a step of 0)."""
+    api = "tensor.broadcast"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if t.shape[d] != 1:
+        raise TileShapeError(f"{api}: dim {d} has size {t.shape[d]}, not 1", rule="broadcast")
+    pairs, off = _layout(t, api)
+    pairs[d] = [0, int(size)]
+    return _from_layout(t, pairs, off)
+
+
+def expand_dim_view(t: Tensor, dim: Any) -> Tensor:
+    """``t.expand_dim(dim)``: a new size-1 dimension at ``dim``."""
+    api = "tensor.expand_dim"
+    d = _dim(t, dim, api, extra=1)
+    _not_partition(t, d, api)
+    pairs, off = _layout(t, api)
+    pairs.insert(d, [1, 1])
+    return _from_layout(t, pairs, off)
+
+
+def squeeze_dim_view(t: Tensor, dim: Any) -> Tensor:
+    """``t.squeeze_dim(dim)``: remove a size-1 dimension."""
+    api = "tensor.squeeze_dim"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if t.shape[d] != 1:
+        raise TileShapeError(f"{api}: dim {d} has size {t.shape[d]}, not 1", rule="reshape")
+    pairs, off = _layout(t, api)
+    pairs.pop(d)
+    return _from_layout(t, pairs, off)
+
+
+def reshape_dim_view(t: Tensor, dim: Any, shape: Any) -> Tensor:
+    """``t.reshape_dim(dim, shape)``: split one dimension into ``shape`` (row-major)."""
+    api = "tensor.reshape_dim"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    sizes = [int(x) for x in shape]
+    if int(np.prod(sizes)) != t.shape[d]:
+        raise TileShapeError(
+            f"{api}: {sizes} does not hold the {t.shape[d]} elements of dim {d}", rule="reshape"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs[d][0]
+    inner = [[stride * int(np.prod(sizes[i + 1 :])), n] for i, n in enumerate(sizes)]
+    return _from_layout(t, pairs[:d] + inner + pairs[d + 1 :], off)
+
+
+def flatten_dims_view(t: Tensor, start: Any, end: Any) -> Tensor:
+    """``t.flatten_dims(start, end)``: merge dims ``start..end`` (inclusive; they must be contiguous)."""
+    api = "tensor.flatten_dims"
+    a, b = _dim(t, start, api), _dim(t, end, api)
+    if a > b:
+        raise KernelArgumentError(f"{api}: start {start} is after end {end}", rule="bad-argument")
+    _not_partition(t, a, api)
+    pairs, off = _layout(t, api)
+    for i in range(a, b):
+        if pairs[i][0] != pairs[i + 1][0] * pairs[i + 1][1]:
+            raise KernelArgumentError(f"{api}: dims {a}..{b} are not contiguous in memory", rule="reshape")
+    merged = [pairs[b][0], int(np.prod([p[1] for p in pairs[a : b + 1]]))]
+    return _from_layout(t, [*pairs[:a], merged, *pairs[b + 1 :]], off)
+
+
+def get_pattern(t: Tensor) -> list[list[int]]:
+    """``t.get_pattern()``: the view's ``[[step, count], ...]`` access pattern."""
+    return _layout(t, "tensor.get_pattern")[0]
+
+
+def is_contiguous(t: Tensor) -> bool:
+    """``t.is_contiguous()``: whether the view's elements are consecutive in row-major order."""
+    pairs, _ = _layout(t, "tensor.is_contiguous")
+    expect = 1
+    for stride, count in reversed(pairs):
+        if count != 1 and stride != expect:
+            return False
+        expect *= count
+    return True
+
+
+def reinterpret_cast(t: Tensor, dtype: Any) -> Tensor:
+    """``t.reinterpret_cast(dtype)``: the same bytes as ``dtype``; the last dimension scales by the itemsize
+    ratio and must be contiguous."""
+    api = "tensor.reinterpret_cast"
+    pairs, off = _layout(t, api)
+    d = dt.as_dtype(dtype)
+    old, new = t.itemsize, dt.itemsize(d)
+    if pairs and pairs[-1][0] != 1 and pairs[-1][1] != 1:
+        raise KernelArgumentError(f"{api}: the last dimension must be contiguous", rule="reshape")
+    scaled = [[s * old // new, c] for s, c in pairs[:-1]] + [[1, pairs[-1][1] * old // new]]
+    if (pairs[-1][1] * old) % new or (off * old) % new:
+        raise KernelArgumentError(
+            f"{api}: the view's bytes do not split into {dt.name_of(d)} elements", rule="bad-argument"
+        )
+    return access_pattern(t, scaled, offset=off * old // new, dtype=d)
+
+
+VIEW_METHODS = {
+    "slice": slice_view,
+    "select": select_view,
+    "permute": permute_view,
+    "broadcast": broadcast_view,
+    "expand_dim": expand_dim_view,
+    "squeeze_dim": squeeze_dim_view,
+    "reshape_dim": reshape_dim_view,
+    "flatten_dims": flatten_dims_view,
+    "get_pattern": get_pattern,
+    "is_contiguous": is_contiguous,
+    "reinterpret_cast": reinterpret_cast,
+}
