@@ -715,3 +715,24 @@ def test_on_chip_view_methods_keep_the_partition_dim_and_contiguity():
     with pytest.raises(KernelArgumentError) as e:
         nki.simulate(flatten_permuted)(np.zeros((8, 2, 4), np.float32))
     assert e.value.rule == "reshape" and "not contiguous" in str(e.value)
+
+
+@nki.jit
+def reinterpret(a):
+    v = a.reinterpret_cast(nl.uint8)
+    t = nl.ndarray(v.shape, dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.dma_copy(t, v)
+    o = nl.ndarray(v.shape, dtype=nl.uint8, buffer=nl.shared_hbm)
+    nisa.dma_copy(o, t)
+    w = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(w, a.reinterpret_cast(nl.float32))
+    o2 = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(o2, w)
+    return o, o2
+
+
+def test_reinterpret_cast_scales_the_last_dim():
+    a = RNG.integers(0, 2**31, (4, 6)).astype(np.uint32)
+    bytes_, floats = nki.simulate(reinterpret)(a)
+    np.testing.assert_array_equal(bytes_, a.view(np.uint8))
+    np.testing.assert_array_equal(floats.view(np.uint32), a)
