@@ -736,3 +736,29 @@ def test_reinterpret_cast_scales_the_last_dim():
     bytes_, floats = nki.simulate(reinterpret)(a)
     np.testing.assert_array_equal(bytes_, a.view(np.uint8))
     np.testing.assert_array_equal(floats.view(np.uint32), a)
+
+
+# ---- nl.* convenience wrappers (NKI 0.3.0+) ------------------------------------------------------------------
+
+
+@nki.jit
+def wrappers(a, b):
+    x, y = nl.load(a), nl.load(b)
+    gt = nl.greater(x, y)  # 1/0 in the input dtype
+    total = nl.sum(nl.add(x, y, nl.float32), 1, keepdims=True)
+    e = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(e, nl.exp, x)  # the wrappers are still operator tokens
+    out = [nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm) for t in (gt, total, e)]
+    for o, t in zip(out, (gt, total, e)):
+        nl.store(o, t)
+    return tuple(out)
+
+
+def test_nl_wrappers_take_positional_dtype_and_compare_in_the_input_dtype():
+    a = RNG.standard_normal((8, 16)).astype(np.float32)
+    b = RNG.standard_normal((8, 16)).astype(np.float32)
+    gt, total, e = nki.simulate(wrappers)(a, b)
+    assert gt.dtype == np.float32
+    np.testing.assert_array_equal(gt, (a > b).astype(np.float32))
+    np.testing.assert_allclose(total[:, 0], (a + b).sum(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(e, np.exp(a), rtol=1e-6)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -256,19 +257,92 @@ def device_print(prefix: str, tensor: Any) -> None:
 
 # ---- convenience wrappers (NKI 0.3.0+; each allocates and returns a new tensor) and operator tokens -----------------
 
-_WRAPPERS = (
-    "load store load_transpose2d copy matmul transpose softmax rms_norm "
+# NKI 0.x signatures: ``op(x, y, dtype=None)``, ``op(x, dtype=None)``, ``reduce(x, axis, dtype=None, keepdims=False)``;
+# the functions keep their Beta-1 token attributes (``op=nl.add`` still names the ALU operation)
+_BINARY = (
     "add subtract multiply divide maximum minimum power fmod mod "
+    "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift right_shift"
+).split()
+_COMPARE = "equal not_equal less less_equal greater greater_equal".split()
+_UNARY = (
     "abs square exp log sqrt rsqrt reciprocal sin cos tan arctan tanh ceil floor trunc negative sign "
     "relu sigmoid silu silu_dx gelu gelu_dx gelu_apprx_sigmoid gelu_apprx_tanh mish softplus erf erf_dx "
-    "equal not_equal less less_equal greater greater_equal logical_and logical_or logical_xor logical_not "
-    "bitwise_and bitwise_or bitwise_xor invert left_shift right_shift "
-    "sum max min mean prod var all where dropout broadcast_to expand_dims gather_flattened"
+    "invert logical_not"
 ).split()
-for _name in _WRAPPERS:
-    if hasattr(_b1, _name):
-        globals()[_name] = getattr(_b1, _name)
+_REDUCE = "sum max min mean prod".split()
+_AS_IS = "load_transpose2d matmul softmax rms_norm var all where dropout gather_flattened".split()
+
+
+def _binary(fn: Callable[..., Any], compare: builtins.bool) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, y: Any, dtype: Any = None) -> Tensor:
+        if dtype is None and compare:  # NKI 0.3.0: comparisons give 1/0 in the input dtype
+            dtype = x.dtype if isinstance(x, Tensor) else (y.dtype if isinstance(y, Tensor) else None)
+        return fn(x, y, dtype=dtype)
+
+    return op
+
+
+def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, dtype: Any = None) -> Tensor:
+        return fn(x, dtype=dtype)
+
+    return op
+
+
+def _reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, axis: Any, dtype: Any = None, keepdims: builtins.bool = False) -> Tensor:
+        return fn(x, axis, dtype=dtype, keepdims=keepdims)
+
+    return op
+
+
+for _name in _BINARY + _COMPARE:
+    globals()[_name] = _binary(getattr(_b1, _name), _name in _COMPARE)
+for _name in _UNARY:
+    globals()[_name] = _unary(getattr(_b1, _name))
+for _name in _REDUCE:
+    globals()[_name] = _reduction(getattr(_b1, _name))
+for _name in _AS_IS:
+    globals()[_name] = getattr(_b1, _name)
 del _name
+
+
+def load(src: Tensor, dtype: Any = None) -> Tensor:
+    """A new SBUF tile holding HBM ``src`` (cast to ``dtype``)."""
+    return _b1.load(src, dtype=dtype)
+
+
+def store(dst: Tensor, value: Any) -> None:
+    """Write SBUF ``value`` into HBM ``dst`` (a PSUM value is not supported)."""
+    if isinstance(value, Tensor) and value.st.buffer == "psum":
+        raise KernelArgumentError(
+            "nl.store: the value cannot be in PSUM; copy it to SBUF first", rule="bad-argument"
+        )
+    _b1.store(dst, value)
+
+
+@functools.wraps(_b1.copy)
+def copy(x: Tensor, dtype: Any = None) -> Tensor:
+    """A new SBUF tile with ``x``'s values (cast to ``dtype``)."""
+    return _b1.copy(x, dtype=dtype)
+
+
+def transpose(x: Tensor, dtype: Any = None) -> Tensor:
+    """2-D partition/free transpose into a new tile."""
+    return _b1.transpose(x, dtype=dtype)
+
+
+def broadcast_to(x: Tensor, shape: Any, dtype: Any = None) -> Tensor:
+    """``x`` broadcast to ``shape`` (same rank) as a new tile."""
+    v = _b1.broadcast_to(x, shape=shape)
+    return _b1.copy(v, dtype=dtype) if dtype is not None else v
+
+
+def expand_dims(x: Tensor, axis: Any) -> Tensor:
+    return _b1.expand_dims(x, axis)
 
 
 def _token(name: str) -> Any:
