@@ -60,6 +60,12 @@ def test_enums_are_one_object_ordered_and_comparable_with_ints():
     assert nisa.dge_mode.none == 3 and nisa.dge_mode.unknown == 0  # NKI 0.x numbering, not Beta 1's
 
 
+def test_devkit_info_reports_the_beta2_binding():
+    from devkit.commands.info import binding
+
+    assert binding()["nki"] == "simulator"  # mapped by the project's pytest plugin
+
+
 def test_beta1_and_beta2_in_one_process():
     import neuronxcc.nki as nki1
     import neuronxcc.nki.language as nl1
