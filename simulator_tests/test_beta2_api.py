@@ -768,3 +768,30 @@ def test_nl_wrappers_take_positional_dtype_and_compare_in_the_input_dtype():
     np.testing.assert_array_equal(gt, (a > b).astype(np.float32))
     np.testing.assert_allclose(total[:, 0], (a + b).sum(axis=1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(e, np.exp(a), rtol=1e-6)
+
+
+@nki.jit
+def transpose_with_identity(a):
+    n = a.shape[0]
+    s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    ident = nl.shared_identity_matrix(n, dtype=a.dtype)
+    acc = nl.ndarray((a.shape[1], n), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, s, ident)  # a.T @ I
+    swap = nl.ndarray((n, n), dtype=a.dtype, buffer=nl.sbuf)  # rows 2i, 2i+1 of I, de-interleaved
+    nisa.tensor_copy(swap.reshape((n, 2, n // 2)), ident.ap(pattern=[[n, n], [1, 2], [2, n // 2]]))
+    r = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(r, acc)
+    o1 = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(o1, r)
+    o2 = nl.ndarray((n, n), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(o2, swap)
+    return o1, o2
+
+
+def test_shared_identity_matrix_is_an_sbuf_operand():
+    a = RNG.standard_normal((8, 5)).astype(np.float32)
+    t, swap = nki.simulate(transpose_with_identity)(a)
+    np.testing.assert_array_equal(t, a.T)
+    eye = np.eye(8, dtype=np.float32)
+    np.testing.assert_array_equal(swap, np.concatenate([eye[:, 0::2], eye[:, 1::2]], axis=1))

@@ -160,7 +160,36 @@ def _buffer_of(x: Tensor) -> Buffer:
 rand = _b1.rand
 random_seed = _b1.random_seed
 shared_constant = _b1.shared_constant
-shared_identity_matrix = _b1.shared_identity_matrix
+
+
+def shared_identity_matrix(n: int, dtype: Any = dtypes.uint8, dst: Any = None) -> Tensor:
+    """An ``n x n`` identity usable as an SBUF operand (e.g. the moving tensor of a TensorE transpose); with
+    ``dst`` (an SBUF ``n x n`` tensor) the identity is written there."""
+    from devkit import dtypes as _dt
+    from devkit.errors import user_location
+
+    api = "nl.shared_identity_matrix"
+    m = _x.machine(api)
+    if not isinstance(n, (int, np.integer)) or not 1 <= int(n) <= 128:
+        raise KernelArgumentError(f"{api}: n must be an integer in 1..128, got {n!r}", rule="bad-argument")
+    n = int(n)
+    if dst is not None:
+        if not isinstance(dst, Tensor) or dst.shape != (n, n):
+            raise KernelArgumentError(f"{api}: dst must be an ({n}, {n}) tensor", rule="bad-argument")
+        from devkit.nki.beta2 import isa as _isa
+
+        _isa.dma_copy(dst, shared_identity_matrix(n, dst.dtype))
+        return dst
+    try:
+        d = _dt.as_dtype(dtype)
+    except _dt.DtypeNotSupported as e:
+        raise KernelArgumentError(f"{api}: {e}", rule="bad-argument") from None
+    data = _dt.round_to(np.identity(n, dtype=np.float32), d) if m.numerics else None
+    st = m.new_storage(
+        (n, n), d, "sbuf", data=data, fill=None, kind="constant", name="identity", loc=user_location()
+    )
+    return Tensor.whole(st)
+
 
 # ---- loops and control flow --------------------------------------------------------------------------------------
 
