@@ -795,3 +795,18 @@ def test_shared_identity_matrix_is_an_sbuf_operand():
     np.testing.assert_array_equal(t, a.T)
     eye = np.eye(8, dtype=np.float32)
     np.testing.assert_array_equal(swap, np.concatenate([eye[:, 0::2], eye[:, 1::2]], axis=1))
+
+
+def test_cost_model_tracks_reshaped_and_reinterpreted_aliases():
+    """Dependencies through a ``.reshape`` / ``.ap(dtype=)`` alias are tracked in the original's layout."""
+    import nki.typing as nt
+
+    from devkit.sim.machine import enclosing_box
+
+    # rows 1..2 of a (4, 8) view are elements 8..23 of a (2, 16) layout: row 0 from column 8, all of row 1
+    assert enclosing_box((4, 8), 4, ((1, 3), (0, 8)), (2, 16), 4) == ((0, 2), (0, 16))
+    assert enclosing_box((4, 8), 4, ((2, 3), (0, 8)), (2, 16), 4) == ((1, 2), (0, 8))
+    assert enclosing_box((4, 8), 4, ((2, 3), (0, 4)), (2, 16), 4) == ((1, 2), (0, 4))
+    assert enclosing_box((2, 4), 4, ((1, 2), (0, 4)), (2, 16), 1) == ((1, 2), (0, 16))  # uint32 view of bytes
+    rep = devkit.estimate(transpose_with_identity, nt.tensor[[8, 5], nl.float32], target="trn2").to_dict()
+    assert rep["instructions_by_engine"] == {"tensor": 1, "vector": 2, "scalar": 0, "gpsimd": 0, "dma": 3}

@@ -168,3 +168,25 @@ def test_mx_kernels_need_trn3(mx, monkeypatch):
     with pytest.raises(UnsupportedError) as e:
         nki.simulate(kernels.kernel_offline_quantized_mx_matmul)(st, st_s, mv, mv_s, _x4(mld.float8_e5m2))
     assert e.value.rule == "arch" and os.path.basename(e.value.filename) == "mx_kernels.py"
+
+
+@pytest.mark.parametrize("use_tensor_copy", [True, False])
+def test_mx_copy_strided_cost_estimate(mx, use_tensor_copy):
+    """The cost model runs the MX tutorial (reshaped HBM views, .ap() views, MX instructions) on trn3."""
+    import nki.language as nl
+    import nki.typing as nt
+
+    import devkit
+
+    kernels, _ = mx
+    rep = devkit.estimate(
+        kernels.kernel_copy_strided_quantize_matmul_mx,
+        nt.tensor[[512, 128], nl.bfloat16],
+        nt.tensor[[512, 512], nl.bfloat16],
+        nl.float8_e5m2_x4,
+        use_tensor_copy,
+        target="trn3",
+    ).to_dict()
+    engines = rep["instructions_by_engine"]
+    assert engines["tensor"] == 1 and engines["vector"] >= 2  # nc_matmul_mx; two quantize_mx
+    assert rep["hbm_read_bytes"] == (512 * 128 + 512 * 512) * 2 and rep["latency_us"] > 0
