@@ -810,3 +810,36 @@ def test_cost_model_tracks_reshaped_and_reinterpreted_aliases():
     assert enclosing_box((2, 4), 4, ((1, 2), (0, 4)), (2, 16), 1) == ((1, 2), (0, 16))  # uint32 view of bytes
     rep = devkit.estimate(transpose_with_identity, nt.tensor[[8, 5], nl.float32], target="trn2").to_dict()
     assert rep["instructions_by_engine"] == {"tensor": 1, "vector": 2, "scalar": 0, "gpsimd": 0, "dma": 3}
+
+
+@nki.jit
+def wide_matmul(a, b):
+    at, bt = (
+        nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf),
+        nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.sbuf),
+    )
+    nisa.dma_copy(at, a)
+    nisa.dma_copy(bt, b)
+    acc = nl.ndarray((a.shape[1], b.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, at, bt)  # <- wide
+    nisa.nc_matmul(acc, at, bt)  # accumulates
+    r = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(r, acc)
+    out = nl.ndarray(acc.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, r)
+    return out
+
+
+def test_neuroncore_v4_matmul_takes_wide_moving_tensors(monkeypatch):
+    from _nki_support import line_of
+
+    from devkit.errors import TileShapeError
+
+    a = RNG.integers(-2, 3, (32, 16)).astype(np.float32)
+    b = RNG.integers(-2, 3, (32, 1536)).astype(np.float32)
+    monkeypatch.setenv("NKI_NC_VERSION", "gen4")
+    np.testing.assert_array_equal(nki.simulate(wide_matmul)(a, b), 2 * (a.T @ b))
+    monkeypatch.setenv("NKI_NC_VERSION", "gen3")  # 512 columns at most before NeuronCore-v4
+    with pytest.raises(TileShapeError) as e:
+        nki.simulate(wide_matmul)(a, b)
+    assert e.value.rule == "matmul-moving-size" and e.value.lineno == line_of(wide_matmul, "# <- wide")

@@ -221,17 +221,45 @@ def nc_matmul(
                 f"got a {odt} dst",
                 rule="matmul-dst-dtype",
             )
-    res = _b1.nc_matmul(
-        stationary,
-        moving,
-        is_stationary_onezero=is_stationary_onezero,
-        is_moving_onezero=is_moving_onezero,
-        is_transpose=is_transpose,
-        tile_position=tile_position,
-        tile_size=tile_size,
-        perf_mode=None if pm in (None, matmul_perf_mode.none) else pm.value,
-    )
-    _accumulate_into(api, d, res, accumulate)
+    kwargs = {
+        "is_stationary_onezero": is_stationary_onezero,
+        "is_moving_onezero": is_moving_onezero,
+        "is_transpose": is_transpose,
+        "tile_position": tile_position,
+        "tile_size": tile_size,
+        "perf_mode": None if pm in (None, matmul_perf_mode.none) else pm.value,
+    }
+    chunks = _wide_moving_chunks(api, d, moving)
+    if chunks is None:
+        _accumulate_into(api, d, _b1.nc_matmul(stationary, moving, **kwargs), accumulate)
+        return
+    for lo, hi in chunks:  # NeuronCore-v4: one wide matmul, simulated as 512-column passes
+        _accumulate_into(api, d[:, lo:hi], _b1.nc_matmul(stationary, moving[:, lo:hi], **kwargs), accumulate)
+
+
+def _wide_moving_chunks(api: str, dst: Tensor, moving: Any) -> list[tuple[int, int]] | None:
+    """NeuronCore-v4 takes a moving tensor of up to 4096 columns (fp32 result) or 8192 (bf16 result); the
+    kit's TensorE executes 512 at a time, so such a matmul runs as column chunks.  None: a normal matmul."""
+    m = _x.machine(api)
+    if (
+        m.geometry.nc_version < 4
+        or not isinstance(moving, Tensor)
+        or moving.ndim != 2
+        or moving.shape[1] <= 512
+    ):
+        return None
+    n = moving.shape[1]
+    limit = 4096 if _dt.name_of(dst.dtype) == "float32" else 8192
+    if n > limit:
+        raise TileShapeError(
+            f"{api}: moving free size {n} exceeds {limit} for a {_dt.name_of(dst.dtype)} result on NeuronCore-v4",
+            rule="matmul-moving-size",
+        )
+    if dst.ndim != 2 or dst.shape[1] != n:
+        raise TileShapeError(
+            f"{api}: dst {list(dst.shape)} must be [M, {n}] for a wide moving tensor", rule="dst-shape"
+        )
+    return [(lo, min(lo + 512, n)) for lo in range(0, n, 512)]
 
 
 @_strict
