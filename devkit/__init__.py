@@ -44,6 +44,8 @@ def _unwrap(kernel: Any, grid: Any) -> tuple[Any, Any]:
 
     if isinstance(kernel, Kernel):
         return kernel.func, (grid if grid is not None else kernel.grid)
+    if getattr(kernel, "__nki_beta2__", False) and hasattr(kernel, "func"):  # an NKI 0.x kernel[lnc]
+        return kernel.func, (grid if grid is not None else ((kernel.lnc,) if kernel.lnc > 1 else None))
     if not callable(kernel):
         raise TypeError(f"expected a kernel function, got {type(kernel).__name__}")
     return kernel, grid
@@ -60,7 +62,10 @@ def simulate(
     _check_grid(grid, "devkit.simulate")
     _check_options(options, "devkit.simulate")
     _check_call(func, args, kwargs, "devkit.simulate")
-    return run_kernel(func, args, kwargs, grid=grid, target=target, options=options).outputs
+    programs = getattr(kernel, "program_runner", None)
+    return run_kernel(
+        func, args, kwargs, grid=grid, target=target, options=options, programs=programs
+    ).outputs
 
 
 def estimate(
@@ -90,7 +95,10 @@ def estimate(
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
     _check_call(func, args_or_specs, kwargs, "devkit.estimate")
     sink = Scheduler(target)
-    run = run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
+    programs = getattr(kernel, "program_runner", None)
+    run = run_kernel(
+        func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink, programs=programs
+    )
     report = sink.report(kernel_name=getattr(func, "__name__", "kernel"))
     return dataclasses.replace(
         report, checks_skipped=skipped_checks(opts, run.numerics), outputs_unwritten=run.unwritten

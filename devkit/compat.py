@@ -1,9 +1,15 @@
-"""Map ``neuronxcc``, ``neuronxcc.nki`` and its submodules onto the simulator (explicit opt-in only).
+"""Map the NKI module names of both API generations onto the simulator (explicit opt-in only).
 
-``install()`` puts the simulator in :data:`sys.modules` under the SDK's names and returns a handle whose
+Beta 1: ``neuronxcc``, ``neuronxcc.nki`` and its submodules.  Beta 2 (NKI 0.x): ``nki``, ``nki.language``,
+``nki.isa``, ``nki.isa.constants``, ``nki.typing``, ``nki.compiler``, ``nki.tensor``, ``nki.language.dtypes``,
+``nki.collectives``, and the same modules under ``nki_cpu_simulator.nki`` (AWS's CPU-simulator package, which
+nki-library's harness imports).  Both generations can be used in one process.
+
+``install()`` puts the simulator in :data:`sys.modules` under those names and returns a handle whose
 ``uninstall()`` (or leaving the ``with`` block) restores exactly what was there before.  Nothing in the
 devkit calls it implicitly except ``devkit simulate``, the project's pytest plugin (for
 ``simulator_tests/``) and importing the project's ``kernels`` package on a machine without the real SDK.
+Without one of those opt-ins, ``import nki`` keeps binding a real ``nki`` package where one is installed.
 """
 
 from __future__ import annotations
@@ -22,6 +28,21 @@ _NAMES = (
     "neuronxcc.nki.compiler",
     "neuronxcc.nki.isa.constants",
 )
+#: Beta-2 (NKI 0.x) module names below a root (``nki`` or ``nki_cpu_simulator.nki``).
+_BETA2_SUFFIXES = (
+    "",
+    ".language",
+    ".language.dtypes",
+    ".isa",
+    ".isa.constants",
+    ".typing",
+    ".compiler",
+    ".tensor",
+    ".collectives",
+    ".builtin",
+)
+_BETA2_ROOTS = ("nki", "nki_cpu_simulator.nki")
+_BETA2_NAMES = ("nki_cpu_simulator", *tuple(r + s for r in _BETA2_ROOTS for s in _BETA2_SUFFIXES))
 
 
 def real_sdk_available() -> bool:
@@ -41,8 +62,64 @@ def real_sdk_available() -> bool:
 
 
 def is_installed() -> bool:
+    """Whether ``neuronxcc.nki`` (Beta 1) is bound to the simulator right now."""
     mod = sys.modules.get("neuronxcc.nki")
     return getattr(mod, "__devkit_simulator__", False)
+
+
+def beta2_installed() -> bool:
+    """Whether ``nki`` (Beta 2) is bound to the simulator right now."""
+    return getattr(sys.modules.get("nki"), "__devkit_simulator__", False)
+
+
+def real_nki_available() -> bool:
+    """Whether a real ``nki`` package (NKI 0.x, SDK 2.27+) is importable here."""
+    if beta2_installed():
+        return False
+    try:
+        return importlib.util.find_spec("nki") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _beta2_modules() -> dict[str, Any]:
+    import devkit.nki.beta2 as nki2
+    from devkit.nki.beta2 import (
+        builtin,
+        collectives,
+        compiler,
+        constants,
+        dtypes,
+        isa,
+        language,
+        tensor,
+        typing,
+    )
+
+    language.dtypes = dtypes  # type: ignore[attr-defined]
+    isa.constants = constants  # type: ignore[attr-defined]
+    per_root = {
+        "": nki2,
+        ".language": language,
+        ".language.dtypes": dtypes,
+        ".isa": isa,
+        ".isa.constants": constants,
+        ".typing": typing,
+        ".compiler": compiler,
+        ".tensor": tensor,
+        ".collectives": collectives,
+        ".builtin": builtin,
+    }
+    pkg = types.ModuleType("nki_cpu_simulator")
+    pkg.__doc__ = "The NeuronMM devkit simulator standing in for AWS's nki_cpu_simulator package."
+    pkg.__path__ = []  # type: ignore[attr-defined]
+    pkg.nki = nki2  # type: ignore[attr-defined]
+    pkg.__devkit_simulator__ = True  # type: ignore[attr-defined]
+    out: dict[str, Any] = {"nki_cpu_simulator": pkg}
+    for root in _BETA2_ROOTS:
+        for suffix, mod in per_root.items():
+            out[root + suffix] = mod
+    return out
 
 
 def _modules() -> dict[str, Any]:
@@ -98,10 +175,19 @@ class Installation:
 
 def install() -> Installation:
     """Bind the SDK module names to the simulator (explicit opt-in; restores on uninstall)."""
-    mods = _modules()
-    saved = {name: sys.modules.get(name) for name in _NAMES}
+    mods = {**_modules(), **_beta2_modules()}
+    saved = {name: sys.modules.get(name) for name in mods}
     sys.modules.update(mods)
     return Installation(saved)
+
+
+def backend_beta2() -> str:
+    """Which implementation ``import nki`` binds to right now: 'simulator', 'nki' (the real package) or 'none'."""
+    if beta2_installed():
+        return "simulator"
+    if real_nki_available():
+        return "nki"
+    return "none"
 
 
 def backend() -> str:

@@ -24,6 +24,8 @@ ITEMSIZE: dict[str, int] = {
     "float8_e5m2": 1,
     "float8_e4m3fn_x4": 4,
     "float8_e5m2_x4": 4,
+    "float4_e2m1fn_x4": 2,
+    "float8_e8m0fnu": 1,
     "int8": 1,
     "uint8": 1,
     "int16": 2,

@@ -24,6 +24,7 @@ bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float8_e4m3 = np.dtype(ml_dtypes.float8_e4m3)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 int8 = np.dtype(np.int8)
@@ -52,12 +53,45 @@ class _TF32:
 
 tfloat32 = _TF32()
 
+
+class _PackedX4:
+    """Marker type for NKI's packed MX types (four 8-bit or 4-bit values per element).
+
+    The simulator stores their raw bits in an unsigned integer container (``uint32`` for the FP8 x4
+    types, ``uint16`` for FP4 x4: two FP4 values per byte, low nibble first) and hands them to the host
+    as that container.  Only MX instructions interpret the bits (:mod:`devkit.sim.mx`).
+    """
+
+    kind = "V"
+
+    def __init__(self, name: str, container: np.dtype, element: np.dtype) -> None:
+        self.name = name
+        self.container = container
+        self.itemsize = container.itemsize
+        self.element = element  # the ml_dtypes type of one packed value
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+float8_e5m2_x4 = _PackedX4("float8_e5m2_x4", np.dtype(np.uint32), float8_e5m2)
+float8_e4m3fn_x4 = _PackedX4("float8_e4m3fn_x4", np.dtype(np.uint32), float8_e4m3fn)
+float4_e2m1fn_x4 = _PackedX4("float4_e2m1fn_x4", np.dtype(np.uint16), np.dtype(ml_dtypes.float4_e2m1fn))
+PACKED_X4 = (float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4)
+
 #: Every dtype the simulator accepts, by name.
 BY_NAME: dict[str, object] = {
     "bfloat16": bfloat16,
     "float8_e4m3": float8_e4m3,
     "float8_e5m2": float8_e5m2,
     "float8_e4m3fn": float8_e4m3fn,
+    "float8_e8m0fnu": float8_e8m0fnu,
+    "float8_e5m2_x4": float8_e5m2_x4,
+    "float8_e4m3fn_x4": float8_e4m3fn_x4,
+    "float4_e2m1fn_x4": float4_e2m1fn_x4,
     "float16": float16,
     "float32": float32,
     "tfloat32": tfloat32,
@@ -81,7 +115,16 @@ _ALIASES = {
     "tf32": "tfloat32",
 }
 
-_FLOAT_NAMES = {"bfloat16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn", "float16", "float32", "tfloat32"}
+_FLOAT_NAMES = {
+    "bfloat16",
+    "float8_e4m3",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
+    "float16",
+    "float32",
+    "tfloat32",
+}
 _KNOWN_NP = {d for d in BY_NAME.values() if isinstance(d, np.dtype)}
 
 
@@ -93,6 +136,8 @@ def as_dtype(x: object) -> np.dtype | _TF32:
     """Normalise a dtype given as a name, NumPy type, ``np.dtype`` or ml_dtypes type."""
     if x is tfloat32 or isinstance(x, _TF32):
         return tfloat32
+    if isinstance(x, _PackedX4):
+        return x
     if isinstance(x, str):
         name = _ALIASES.get(x, x)
         if name in BY_NAME:
@@ -121,6 +166,8 @@ def name_of(dt: object) -> str:
         pass
     if isinstance(dt, _TF32):
         name = "tfloat32"
+    elif isinstance(dt, _PackedX4):
+        name = dt.name
     else:
         d = np.dtype(dt)  # type: ignore[arg-type]
         name = "bool" if d == bool_ else d.name
@@ -136,13 +183,20 @@ def is_float(dt: object) -> bool:
 
 
 def is_int(dt: object) -> bool:
-    return not is_float(dt) and name_of(dt) != "bool"
+    return not is_float(dt) and name_of(dt) != "bool" and not isinstance(dt, _PackedX4)
+
+
+def is_packed(dt: object) -> bool:
+    """Whether ``dt`` is one of the packed MX x4 types (raw bits in an integer container)."""
+    return isinstance(dt, _PackedX4)
 
 
 def storage_dtype(dt: object) -> np.dtype:
     """The NumPy dtype the simulator stores values of ``dt`` in."""
     if is_float(dt):
         return float32
+    if isinstance(dt, _PackedX4):
+        return dt.container
     if name_of(dt) == "bool":
         return uint8
     return np.dtype(dt)  # type: ignore[arg-type]
@@ -152,7 +206,7 @@ def poison_value(dt: object) -> float | int:
     """Value fresh (uninitialised) memory of type ``dt`` is filled with: NaN, or a sentinel for ints."""
     if is_float(dt):
         return float("nan")
-    d = np.dtype(dt)  # type: ignore[arg-type]
+    d = dt.container if isinstance(dt, _PackedX4) else np.dtype(dt)  # type: ignore[arg-type]
     if d in (uint8, bool_):
         return 0xA5
     info = np.iinfo(d)
@@ -209,10 +263,12 @@ def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     a = np.asarray(values)
     if isinstance(dt, _TF32):
         return _round_tf32(a.astype(np.float32, copy=False))
+    if isinstance(dt, _PackedX4):
+        return a.astype(dt.container, copy=False)  # raw bits: only MX instructions produce them
     d = np.dtype(dt)  # type: ignore[arg-type]
     if d == float32:
         return a.astype(np.float32, copy=False)
-    if d.kind == "f" or d in (bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn):
+    if d.kind == "f" or d in (bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu):
         if a.dtype != np.float32:
             a = a.astype(np.float32)  # ints (and wider floats) go through fp32 first
         with np.errstate(over="ignore", invalid="ignore"):
@@ -276,6 +332,8 @@ def to_storage(arr: np.ndarray, dt: object) -> np.ndarray:
         if a.dtype in _NAN_FORMATS and a.dtype == np.dtype(dt):  # type: ignore[arg-type]
             return _widen_bits(a, a.dtype)
         return np.array(arr, dtype=np.float32, copy=True)
+    if isinstance(dt, _PackedX4):
+        return np.array(arr, dtype=dt.container, copy=True)
     if name_of(dt) == "bool":
         return np.array(arr, dtype=np.uint8, copy=True)
     return np.array(arr, dtype=np.dtype(dt), copy=True)  # type: ignore[arg-type]
@@ -285,6 +343,8 @@ def to_external(data: np.ndarray, dt: object) -> np.ndarray:
     """Simulator storage array -> host array in the declared type (tf32 stays float32)."""
     if isinstance(dt, _TF32):
         return np.array(data, dtype=np.float32)
+    if isinstance(dt, _PackedX4):
+        return np.array(data, dtype=dt.container)
     d = np.dtype(dt)  # type: ignore[arg-type]
     if d == bool_:
         return data.astype(np.bool_)
@@ -300,6 +360,7 @@ _FLOAT_RANK = {
     "float8_e4m3": 0,
     "float8_e4m3fn": 0,
     "float8_e5m2": 0,
+    "float8_e8m0fnu": 0,
     "bfloat16": 1,
     "float16": 1,
     "tfloat32": 2,

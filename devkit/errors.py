@@ -153,6 +153,12 @@ class UnwrittenOutputWarning(UserWarning):
     """A tensor the kernel returns was never written (it holds NaN; cost estimates count no store for it)."""
 
 
+class DeadlockError(KernelError):
+    """A program of a logical-core launch waits for a ``sendrecv``/``core_barrier`` the other never reaches."""
+
+    rule = "lnc-deadlock"
+
+
 class SpillWarning(UserWarning):
     """The live set of compiler-managed SBUF tensors exceeds capacity: the compiler would spill."""
 

@@ -1,8 +1,9 @@
 """pytest plugin of the devkit (entry point ``devkit_nki``).
 
-For tests under ``simulator_tests/`` it maps ``neuronxcc.nki`` onto the simulator (an explicit,
-project-scoped opt-in; see :mod:`devkit.compat`).  ``devkit simulate -m pytest`` does the same for any
-test suite.  Nothing is mapped for other projects' tests unless they ask with ``--devkit-simulator``.
+For tests under ``simulator_tests/`` it maps ``neuronxcc.nki`` (Beta 1) and ``nki`` / ``nki_cpu_simulator.nki``
+(Beta 2) onto the simulator (an explicit, project-scoped opt-in; see :mod:`devkit.compat`).
+``devkit simulate -m pytest`` does the same for any test suite.  Nothing is mapped for other projects' tests
+unless they ask with ``--devkit-simulator``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ def pytest_addoption(parser: Any) -> None:
         "--devkit-simulator",
         action="store_true",
         default=False,
-        help="map neuronxcc.nki onto the devkit simulator for this test run",
+        help="map neuronxcc.nki and nki onto the devkit simulator for this test run",
     )
 
 

@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a keyword argument given as a Python literal (repeatable)",
     )
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid")
-    p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
+    p.add_argument("--target", default="trn1", help="trn1, inf2, trn2 or trn3 (default trn1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", action="store_true", help="include the engine timeline in the JSON")
     p.set_defaults(func=run)

@@ -30,7 +30,8 @@ def _version(name: str) -> str | None:
 
 
 def binding() -> dict[str, str]:
-    """What ``import neuronxcc.nki`` gives in this process now, and what the project's kernels get."""
+    """What ``import neuronxcc.nki`` (Beta 1) and ``import nki`` (Beta 2) give in this process now, and what the
+    project's kernels get."""
     from devkit import compat
 
     now = compat.backend()
@@ -41,7 +42,7 @@ def binding() -> dict[str, str]:
         kernels = "neuron-sdk (the real SDK is installed; the simulator only when requested)"
     else:
         kernels = "simulator (importing the kernels package maps it: no real SDK to bind to)"
-    return {"neuronxcc.nki": now, "kernels": kernels}
+    return {"neuronxcc.nki": now, "nki": compat.backend_beta2(), "kernels": kernels}
 
 
 def collect() -> dict[str, Any]:
@@ -101,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
             note += " (the public-index placeholder: no compiler inside)"
         head.add_row(name, note)
     head.add_row("neuronxcc.nki binds to", data["backend"]["neuronxcc.nki"])
+    head.add_row("nki binds to", data["backend"]["nki"])
     head.add_row("kernels package gets", data["backend"]["kernels"])
     head.add_row("Neuron devices", ", ".join(data["neuron_devices"]) or "none")
     head.add_row("instance type", data["instance_type"])

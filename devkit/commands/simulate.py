@@ -1,5 +1,6 @@
 """``devkit simulate SCRIPT [ARGS...]`` / ``devkit simulate -m MODULE [ARGS...]``: run Python code with the
-``neuronxcc.nki`` modules mapped to the simulator, exactly like ``python`` would run it."""
+``neuronxcc.nki`` (Beta 1) and ``nki`` / ``nki_cpu_simulator.nki`` (Beta 2) modules mapped to the simulator,
+exactly like ``python`` would run it."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ USAGE = "usage: devkit simulate SCRIPT [ARGS...] | devkit simulate -m MODULE [AR
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "simulate",
-        help="run a script or module with neuronxcc.nki mapped to the simulator",
+        help="run a script or module with neuronxcc.nki and nki mapped to the simulator",
         description=__doc__,
         add_help=True,
     )

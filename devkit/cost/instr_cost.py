@@ -203,6 +203,7 @@ def _v_copy_like(instr: Instr, k: _Consts) -> float:
     "select_reduce",
     "select",
     "tensor_scalar_cumulative",
+    "quantize_mx",  # NC-v4 streams 4 elements/partition/cycle [ARCH4]; not modelled yet (1 per cycle)
 )
 def _v_one_input(instr: Instr, k: _Consts) -> float:
     n = _streamed(instr)
@@ -296,6 +297,7 @@ def _s_activation_reduce(instr: Instr, k: _Consts) -> float:
     "iota",
     "affine_select",
     "local_gather",
+    "nonzero_with_count",
     "memset",
     "tensor_copy",
     "copy",

@@ -201,8 +201,16 @@ def run_kernel(
     target: str = "trn1",
     options: SimOptions | None = None,
     sink: TraceSink | None = None,
+    mutable_inputs: bool = False,
+    programs: Any = None,
 ) -> RunResult:
-    """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs."""
+    """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs.
+
+    ``mutable_inputs``: every array argument may be written and is updated in place after the run (NKI 0.x,
+    as AWS's simulator does); otherwise inputs are immutable unless annotated ``mutable_tensor`` or the kernel
+    returns nothing (Beta-1 conventions).  ``programs(machine, func, args, kwargs, grid_points)``: runs the
+    programs of a launch grid of more than one program instead of one after the other (NKI 0.x LNC-2
+    launches, :mod:`devkit.nki.beta2.lnc`)."""
     if options is None:
         options = SimOptions()
     placeholders = any(isinstance(a, TensorSpec) for a in list(args) + list(kwargs.values()))
@@ -215,7 +223,7 @@ def run_kernel(
         if any(x < 1 for x in grid_t):
             raise KernelArgumentError(f"launch grid {list(grid_t)} must have positive sizes")
     m = Machine(options, g, sink if sink is not None else NullSink())
-    legacy = not _returns_value(func)
+    legacy = mutable_inputs or not _returns_value(func)
     mutable = _mutable_params(func)
     names = _param_names(func)
     with m, _blas_threads():
@@ -226,7 +234,11 @@ def run_kernel(
         wkw = {k: _wrap(m, v, k, legacy or k in mutable) for k, v in kwargs.items()}
         m.grid = grid_t
         result = None
-        for pid in _grid_points(grid_t):
+        points = _grid_points(grid_t)
+        if programs is not None and len(points) > 1:
+            result = programs(m, func, tuple(wrapped), wkw, points)
+            points = []
+        for pid in points:
             m.program_ids = pid
             m._shared_cursor = 0
             m.accumulators = {}
@@ -236,7 +248,8 @@ def run_kernel(
         unwritten = unwritten_outputs(result)
         outputs = _to_host(m, result)
         if legacy and m.numerics:
-            for a, w in zip(args, wrapped):
+            pairs = list(zip(args, wrapped)) + [(kwargs[k], wkw[k]) for k in kwargs]
+            for a, w in pairs:
                 if isinstance(a, np.ndarray) and isinstance(w, Tensor) and w.st.written:
                     a[...] = dt.to_external(w.st.data, w.dtype)
     if unwritten and m.numerics:

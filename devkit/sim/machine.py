@@ -111,9 +111,15 @@ class Machine:
         self._shuffle = random.Random(options.seed) if options.affine_order == "shuffled" else None
         self.inputs: list[Storage] = []
         self.accumulators: dict[str, Any] = {}  # ScalarE / VectorE accumulator registers
+        # banks one compiler-managed PSUM tensor may span: 1 in Beta 1; NKI 0.x tensors may span several
+        # (set by devkit.nki.beta2.language.ndarray)
+        self.psum_tile_banks = 1
         # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
         # are one commutative update (races.py lets affine_range iterations reduce into one location)
         self.reducing: tuple | None = None
+        self._layouts: dict[
+            int, tuple[tuple[int, ...], int]
+        ] = {}  # storage id -> (shape, itemsize) first tracked
 
     # ---- activation --------------------------------------------------------------------------------
     def __enter__(self) -> Machine:
@@ -291,10 +297,14 @@ class Machine:
             p = self.sbuf.allocate(st.bytes_pp)
         else:
             bank = g.psum_bank_bytes
-            if tile_bytes > bank:
+            if tile_bytes > bank * self.psum_tile_banks:
+                fits = (
+                    f"one {bank}-byte bank (512 fp32 elements)"
+                    if self.psum_tile_banks == 1
+                    else f"the {self.psum_tile_banks} banks of {bank} bytes"
+                )
                 raise CapacityError(
-                    f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit "
-                    f"one {bank}-byte bank (512 fp32 elements)",
+                    f"PSUM tile {st.describe()} uses {tile_bytes} bytes per partition; a PSUM tile must fit {fits}",
                     rule="psum-tile-size",
                     filename=loc[0],
                     lineno=loc[1],
@@ -661,6 +671,10 @@ class Machine:
     def _track(
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None:
+        layout = self._layouts.setdefault(st.id, (st.shape, st.itemsize))
+        if layout != (st.shape, st.itemsize):
+            # a reshaped or reinterpreted alias of the storage: track the enclosing region of the first layout
+            box = enclosing_box(st.shape, st.itemsize, box, *layout)
         if st.on_chip:
             self._touch(st, box, iid, accumulate)
             sp = self.deps.space(st.id, ())
@@ -675,3 +689,33 @@ class Machine:
             if sp.keyspec == () and not sp.all:
                 sp.set_keyspec(keyspec_for(st.shape, None))
         self.deps.access(sp, box, iid, engine, is_write, deps)
+
+
+def enclosing_box(
+    shape: tuple[int, ...], itemsize: int, box: tuple, base_shape: tuple[int, ...], base_itemsize: int
+) -> tuple[tuple[int, int], ...]:
+    """The smallest box of a storage laid out as ``base_shape``/``base_itemsize`` that holds the bytes of
+    ``box`` in the same storage viewed as ``shape``/``itemsize`` (row-major; a reshape or reinterpretation)."""
+
+    def strides(sh: tuple[int, ...]) -> list[int]:
+        out = [1] * len(sh)
+        for d in range(len(sh) - 2, -1, -1):
+            out[d] = out[d + 1] * sh[d + 1]
+        return out
+
+    st = strides(shape)
+    lo = sum(a * s for (a, _), s in zip(box, st)) * itemsize
+    hi = (sum((b - 1) * s for (_, b), s in zip(box, st)) + 1) * itemsize - 1
+    lo, hi = lo // base_itemsize, hi // base_itemsize
+    out: list[tuple[int, int]] = []
+    same = True
+    for n, s in zip(base_shape, strides(base_shape)):
+        a, b = (lo // s) % n, (hi // s) % n
+        if same and a == b:
+            out.append((a, a + 1))
+        elif same:
+            out.append((a, b + 1))
+            same = False
+        else:
+            out.append((0, n))
+    return tuple(out)

@@ -1,0 +1,176 @@
+"""The NKI 0.x calling convention shared by the ``nki.isa`` adapters: ``dst`` checks, enum arguments, argument
+binding errors, writing a Beta-1 result into ``dst``, and implicit PSUM accumulation per element."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    KernelArgumentError,
+    MemoryPlacementError,
+    PartitionMismatchError,
+    TileShapeError,
+    user_location,
+)
+from devkit.sim import instr as _x
+from devkit.sim.deferred import Deferred
+from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+
+_FP32_MIN = float(np.finfo(np.float32).min)
+
+
+class NkiValidationError(KernelArgumentError):
+    """``nki.isa.NkiValidationError``: an instruction's arguments break its rules."""
+
+
+# ---- calling convention ---------------------------------------------------------------------------------
+
+
+def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Reject unknown or missing arguments with a KernelArgumentError naming the kernel line (NKI 0.2+).
+
+    A TypeError raised by the call itself (its traceback has no frame inside ``fn``) is a binding error;
+    TypeErrors from inside the instruction are devkit bugs and propagate unchanged."""
+    api = f"nisa.{fn.__name__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except TypeError as e:
+            tb = e.__traceback__
+            if tb is not None and tb.tb_next is None:
+                raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
+            raise
+
+    return wrapper
+
+
+def _member(value: Any, cls: type, api: str, name: str) -> Any:
+    """An enum argument as a member of ``cls``.
+
+    NKI 0.3.0 documents that enums are passed by member, but nki-library (hardware-tested, @d2ad3a5) passes
+    ``dge_mode=3``; real code is the arbiter, so a plain integer equal to a member's value is accepted and
+    converted.  Anything else (other values, strings, another enum's members) is an error."""
+    if value is None or isinstance(value, cls):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, enum.Enum)):
+        try:
+            return cls(int(value))
+        except ValueError:
+            pass
+    raise KernelArgumentError(
+        f"{api}: {name} must be a member of nki.isa.{cls.__name__} "
+        f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
+        rule="enum-by-member",
+    )
+
+
+def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(
+            f"{api}: dst must be a tensor (nl.ndarray), got {type(x).__name__}", rule="bad-argument"
+        )
+    x.check_alive()
+    if x.st.buffer not in buffers and not (x.st.buffer in HBM_BUFFERS and "hbm" in buffers):
+        where = " or ".join(b.upper() for b in buffers)
+        raise MemoryPlacementError(
+            f"{api}: dst must be in {where}, got {x.st.describe()}", rule="dst-placement"
+        )
+    return x
+
+
+def _check_fit(api: str, dst: Tensor, shape: tuple[int, ...]) -> None:
+    """dst and the result agree in partitions and in elements per partition (free shapes may differ)."""
+    rp = shape[0] if shape else 1
+    rf = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    if dst.partitions != rp:
+        raise PartitionMismatchError(
+            f"{api}: dst {list(dst.shape)} has {dst.partitions} partitions but the result {list(shape)} has {rp}",
+            rule="partition-mismatch",
+        )
+    if dst.free_size != rf:
+        raise TileShapeError(
+            f"{api}: dst {list(dst.shape)} holds {dst.free_size} elements per partition but the result "
+            f"{list(shape)} has {rf}",
+            rule="dst-shape",
+        )
+
+
+def _into(api: str, dst: Tensor, result: Tensor) -> None:
+    """Write the fresh result of a Beta-1 instruction into ``dst`` (the instruction is retargeted)."""
+    _check_fit(api, dst, tuple(result.shape))
+    _x.assign(dst, result)
+
+
+# ---- TensorE --------------------------------------------------------------------------------------------------
+
+# per PSUM storage: which elements a matmul has written (implicit accumulation, accumulate=None)
+_MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray] = weakref.WeakKeyDictionary()
+
+
+def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
+    """(matmul-written flags of t's storage, the key selecting t's elements, t's view of the flags)."""
+    flags = _MATMUL_WRITTEN.get(t.st)
+    if flags is None:
+        flags = _MATMUL_WRITTEN[t.st] = np.zeros(t.st.shape, dtype=bool)
+    if t.dims is not None and not t._oob and t._bcast is None:
+        key = t._key
+        view = flags[key]
+        if t._perm is not None:
+            view = view.transpose(t._perm)
+        return flags, key, view.reshape(t.shape)
+    key = t._fancy_key(t._index_arrays(), None)
+    return flags, key, flags[key]
+
+
+def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> None:
+    """Write a fresh TensorE result into PSUM ``dst``: overwrite, add, or per element (accumulate=None)."""
+    _check_fit(api, dst, tuple(result.shape))
+    flags, key, before = _written_flags(dst)
+    if accumulate is None:
+        add = before.copy()
+    elif accumulate:
+        if not before.all() and dst.st.uninit is not None:
+            # hardware: undefined; AWS's simulator warns.  The kit reads uninitialised memory as an error.
+            dst.read()  # raises UninitializedReadError when an element was never written
+        add = np.ones(before.shape, dtype=bool)
+    else:
+        add = np.zeros(before.shape, dtype=bool)
+    if not add.any():
+        _x.assign(dst, result)
+    elif add.all():
+        _x.augmented(dst, result, "add")
+        dst._fresh = None
+    else:
+        _add_where(dst, result, add)
+    flags[key] = True
+
+
+def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
+    """One matmul write that adds to some elements of ``dst`` and overwrites the others."""
+    m = _x.machine("nisa.nc_matmul")
+    loc = user_location()
+    p = m.pending
+    m.check_write(dst, loc, accumulate=True)
+    m.retarget(p, result, dst)  # type: ignore[arg-type]
+    p.attrs = {**(p.attrs or {}), "accumulate": True}  # type: ignore[union-attr]
+    result._fresh = None
+    if not m.numerics:
+        dst.mark_written()
+        return
+    raw = p.raw  # type: ignore[union-attr]
+    if isinstance(raw, Deferred):
+        raw = raw.result()
+    if raw is None:
+        raw = result.read(check_init=False)
+    new = np.asarray(raw, dtype=np.float32).reshape(dst.shape)
+    old = dst.read(check_init=False).astype(np.float32)
+    dst.write(_dt.round_to(np.where(add, old + new, new), dst.dtype))

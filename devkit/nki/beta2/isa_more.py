@@ -1,0 +1,596 @@
+"""``nki.isa`` adapters of the less used VectorE / GpSimd / DMA instructions (NKI 0.x, dst-passing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    BoundsError,
+    DtypeError,
+    KernelArgumentError,
+    MemoryPlacementError,
+    PartitionMismatchError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
+from devkit.nki import isa as _b1
+from devkit.nki.beta2._convention import (
+    _FP32_MIN,
+    _check_fit,
+    _dst,
+    _into,
+    _member,
+    _strict,
+)
+from devkit.nki.beta2.constants import (
+    oob_mode,
+    reduce_cmd,
+)
+from devkit.sim import instr as _x
+from devkit.sim.tensor import Tensor
+from devkit.trace import DMA, GPSIMD, SCALAR, VECTOR
+
+# ---- less used VectorE / GpSimd instructions ---------------------------------------------------------------
+
+
+@_strict
+def tensor_copy_predicated(
+    dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None
+) -> None:
+    """``dst = src`` where ``predicate != 0`` (inverted by ``reverse_pred``), else ``dst`` is kept (VectorE)."""
+    api = "nisa.tensor_copy_predicated"
+    d = _dst(dst, api)
+    if isinstance(predicate, Tensor) and _dt.name_of(predicate.dtype) not in ("uint8", "uint16", "uint32"):
+        raise DtypeError(
+            f"{api}: predicate must be uint8, uint16 or uint32, got {_dt.name_of(predicate.dtype)}",
+            rule="dtype",
+        )
+    _b1.tensor_copy_predicated(src=src, dst=d, predicate=predicate, reverse_pred=reverse_pred)
+
+
+@_strict
+def tensor_tensor_scan(
+    dst: Any,
+    data0: Any,
+    data1: Any,
+    initial: Any,
+    op0: Any,
+    op1: Any,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    name: Any = None,
+) -> None:
+    """Per partition: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with ``r[-1] = initial`` (VectorE)."""
+    api = "nisa.tensor_tensor_scan"
+    d = _dst(dst, api)
+    _into(api, d, _b1.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0, reverse1, dtype=d.dtype))
+
+
+@_strict
+def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
+    """Batch-norm statistics of up to 512 elements per partition: 6 values (VectorE)."""
+    api = "nisa.bn_stats"
+    d = _dst(dst, api)
+    _into(api, d, _b1.bn_stats(data, dtype=d.dtype))
+
+
+@_strict
+def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
+    """Aggregate ``bn_stats`` results into (mean, population variance) per partition (VectorE)."""
+    api = "nisa.bn_aggr"
+    d = _dst(dst, api)
+    _into(api, d, _b1.bn_aggr(data, dtype=d.dtype))
+
+
+@_strict
+def max8(dst: Any, src: Any, name: Any = None) -> None:
+    """The 8 largest values per partition, in descending order (VectorE)."""
+    api = "nisa.max8"
+    d = _dst(dst, api)
+    _into(api, d, _b1.max8(src=src, dtype=d.dtype))
+
+
+@_strict
+def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -> None:
+    """Within each 32-partition quadrant ``dst[i] = src[mask[i]]``; 255 keeps ``dst[i]`` (VectorE)."""
+    api = "nisa.nc_stream_shuffle"
+    d = _dst(dst, api)
+    _b1.nc_stream_shuffle(src, d, shuffle_mask)
+
+
+@_strict
+def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> None:
+    """Reduce across partitions (add, average, max, bitwise_or, bitwise_and) into ``dst[1, F]`` (GpSimd)."""
+    api = "nisa.tensor_partition_reduce"
+    d = _dst(dst, api)
+    _into(api, d, _b1.tensor_partition_reduce(op, data, dtype=d.dtype))
+
+
+@_strict
+def select_reduce(
+    dst: Any,
+    predicate: Any,
+    on_true: Any,
+    on_false: Any,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_op: Any = None,
+    reverse_pred: bool = False,
+    name: Any = None,
+) -> None:
+    """``dst = predicate ? on_true : on_false`` with an optional max-reduce into ``reduce_res`` (VectorE)."""
+    api = "nisa.select_reduce"
+    d = _dst(dst, api)
+    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    _b1.select_reduce(
+        dst=d,
+        predicate=predicate,
+        on_true=on_true,
+        on_false=on_false,
+        reduce_res=reduce_res,
+        reduce_cmd=reduce_cmd,
+        reduce_op=reduce_op if reduce_op is not None else np.maximum,
+        reverse_pred=reverse_pred,
+    )
+
+
+@_strict
+def tensor_scalar_reduce(
+    dst: Any,
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any = None,
+    reverse0: bool = False,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+    name: Any = None,
+) -> None:
+    """``dst = data op0 operand0`` and ``reduce_res = reduce(dst)`` over the free dims (VectorE).
+
+    Only the default accumulator handling (``reduce_cmd=reset_reduce``, no ``reduce_init``, no negation) is
+    simulated so far; the other forms raise ``not-simulated``."""
+    api = "nisa.tensor_scalar_reduce"
+    d = _dst(dst, api)
+    if (
+        reduce_cmd != _b1.reduce_cmd.reset_reduce
+        or reduce_init is not None
+        or reduce_res_negate
+        or reduce_res is None
+    ):
+        raise UnsupportedError(
+            f"{api}: only reduce_cmd=reset_reduce with a reduce_res, no reduce_init and no reduce_res_negate is "
+            "simulated yet",
+            rule="not-simulated",
+        )
+    res = _b1.tensor_scalar_reduce(
+        data=data, op0=op0, operand0=operand0, reduce_op=reduce_op, reduce_res=reduce_res, reverse0=reverse0,
+        dtype=d.dtype,
+    )  # fmt: skip
+    _into(api, d, res)
+
+
+@_strict
+def dma_compute(
+    dst: Any,
+    srcs: Any,
+    reduce_op: Any,
+    scales: Any = None,
+    unique_indices: bool = True,
+    oob_mode: Any = oob_mode.error,
+    name: Any = None,
+) -> None:
+    """``dst = sum(srcs)`` through the DMA (add only, up to 16 sources, scales 1.0, fp32 internally)."""
+    api = "nisa.dma_compute"
+    m = _x.machine(api)
+    loc = user_location()
+    _member(oob_mode, _b1.oob_mode, api, "oob_mode")
+    d = _dst(dst, api, buffers=("sbuf", "hbm"))
+    try:
+        op = _b1._alu(reduce_op, api)
+    except KernelArgumentError:
+        op = None
+    if op != "add":
+        raise KernelArgumentError(f"{api}: reduce_op must be nl.add, got {reduce_op!r}", rule="bad-argument")
+    items = list(srcs) if isinstance(srcs, (list, tuple)) else [srcs]
+    if not 1 <= len(items) <= 16:
+        raise KernelArgumentError(f"{api}: between 1 and 16 sources, got {len(items)}", rule="bad-argument")
+    if scales is not None and any(float(v) != 1.0 for v in scales):
+        raise KernelArgumentError(f"{api}: scales must all be 1.0, got {list(scales)}", rule="bad-argument")
+    for i, t in enumerate(items):
+        if not isinstance(t, Tensor):
+            raise KernelArgumentError(
+                f"{api}: srcs[{i}] must be a tensor, got {type(t).__name__}", rule="bad-argument"
+            )
+        t.check_alive()
+        if t.st.buffer == "psum":
+            raise MemoryPlacementError(f"{api}: DMA cannot access PSUM (srcs[{i}])", rule="dma-psum")
+        if t.size != d.size:
+            raise TileShapeError(
+                f"{api}: srcs[{i}] {list(t.shape)} and dst {list(d.shape)} must have the same number of elements",
+                rule="shape-mismatch",
+            )
+        t.check_bounds(None, "dma_compute source")
+    d.check_bounds(None, "dma_compute destination")
+    for t in items:
+        m.check_read(t, loc)
+    m.check_write(d, loc)
+    m.emit(DMA, "dma_copy", items, [d], d.size * (len(items) - 1), {"indirect": False, "rmw": False}, loc)
+    if not m.numerics:
+        d.mark_written()
+        return
+    acc = np.zeros(d.shape, dtype=np.float32)
+    for t in items:
+        acc += t.read().reshape(d.shape).astype(np.float32)
+    d.write(_dt.round_to(acc, d.dtype))
+
+
+@_strict
+def range_select(
+    dst: Any,
+    on_true_tile: Any,
+    comp_op0: Any,
+    comp_op1: Any,
+    bound0: Any,
+    bound1: Any,
+    reduce_cmd: Any = reduce_cmd.reset_reduce,
+    reduce_res: Any = None,
+    reduce_op: Any = None,
+    range_start: Any = 0,
+    on_false_value: Any = _FP32_MIN,
+    name: Any = None,
+) -> None:
+    """Keep element ``j`` where both comparisons of ``range_start + j`` with the ``(P, 1)`` bounds hold, else
+    ``on_false_value``; optional max-reduce into ``reduce_res`` (VectorE, NeuronCore-v3+)."""
+    api = "nisa.range_select"
+    d = _dst(dst, api)
+    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    res = _b1.range_select(
+        on_true_tile=on_true_tile,
+        comp_op0=comp_op0,
+        comp_op1=comp_op1,
+        bound0=bound0,
+        bound1=bound1,
+        reduce_cmd=reduce_cmd,
+        reduce_res=reduce_res,
+        reduce_op=reduce_op if reduce_op is not None else np.maximum,
+        range_start=range_start,
+        on_false_value=on_false_value,
+        dtype=d.dtype,
+    )
+    _into(api, d, res)
+
+
+@_strict
+def local_gather(
+    dst: Any,
+    src_buffer: Any,
+    index: Any,
+    num_elem_per_idx: int = 1,
+    num_valid_indices: Any = None,
+    name: Any = None,
+) -> None:
+    """Per 16-partition GpSimd core, gather runs of ``num_elem_per_idx`` elements at the core's uint16 indices."""
+    api = "nisa.local_gather"
+    d = _dst(dst, api, buffers=("sbuf",))
+    res = _b1.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices)
+    _into(api, d, res)
+
+
+def _affine_values(
+    pattern: Any, offset: Any, channel_multiplier: Any, p: int, api: str
+) -> tuple[tuple, np.ndarray]:
+    """``offset + partition * channel_multiplier + sum(step * i)`` over a ``[step, count]`` pattern (int64)."""
+    try:
+        pairs = [(int(st), int(c)) for st, c in pattern]
+    except (TypeError, ValueError):
+        raise KernelArgumentError(
+            f"{api}: pattern must be [step, count] pairs, got {pattern!r}", rule="bad-argument"
+        ) from None
+    if not 1 <= len(pairs) <= 4:
+        raise KernelArgumentError(f"{api}: pattern must have 1 to 4 [step, count] pairs", rule="bad-argument")
+    shape = (p, *tuple(c for _, c in pairs))
+    v = np.full(shape, int(offset), dtype=np.int64)
+    v = v + int(channel_multiplier) * np.arange(p, dtype=np.int64).reshape((p,) + (1,) * len(pairs))
+    for ax, (step, count) in enumerate(pairs):
+        sh = [1] * len(shape)
+        sh[ax + 1] = count
+        v = v + step * np.arange(count, dtype=np.int64).reshape(sh)
+    return shape, v
+
+
+@_strict
+def affine_select(
+    dst: Any,
+    pattern: Any,
+    channel_multiplier: Any,
+    on_true_tile: Any,
+    on_false_value: Any,
+    cmp_op: Any = None,
+    offset: Any = 0,
+    name: Any = None,
+) -> None:
+    """``dst = on_true_tile`` where ``cmp_op(offset + p * channel_multiplier + sum(step * i), 0)`` holds, else the
+    fp32 scalar ``on_false_value`` (GpSimd, SBUF; ``cmp_op`` defaults to ``equal``)."""
+    api = "nisa.affine_select"
+    m = _x.machine(api)
+    loc = user_location()
+    d = _dst(dst, api, buffers=("sbuf",))
+    t = _x.tile(on_true_tile, api, "on_true_tile", psum=False)
+    op = _b1._alu(cmp_op if cmp_op is not None else "equal", api)
+    if op not in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal"):
+        raise KernelArgumentError(f"{api}: cmp_op must be a comparison, got {op}", rule="bad-alu-op")
+    shape, v = _affine_values(pattern, offset, channel_multiplier, t.partitions, api)
+    if int(np.prod(shape[1:])) != t.free_size:
+        raise TileShapeError(
+            f"{api}: the pattern covers {int(np.prod(shape[1:]))} elements per partition but on_true_tile "
+            f"{list(t.shape)} has {t.free_size}",
+            rule="shape-mismatch",
+        )
+    _check_fit(api, d, shape)
+    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
+    m.check_read(t, loc)
+    pend = m.emit(GPSIMD, "affine_select", [t], [out], t.size, None, loc)
+    vals = None
+    if m.numerics:
+        keep = _b1.ALU[op](v.astype(np.float32), np.float32(0)) != 0
+        vals = np.where(keep, t.read().astype(np.float32).reshape(shape), np.float32(on_false_value))
+    _into(api, d, _x.commit(m, pend, out, vals, None))
+
+
+@_strict
+def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
+    """Per partition, ``dst[p, j] = data[p].flat[indices[p, j]]`` (uint32 flat free indices, GpSimd)."""
+    api = "nisa.nc_n_gather"
+    m = _x.machine(api)
+    loc = user_location()
+    d = _dst(dst, api, buffers=("sbuf",))
+    t = _x.tile(data, api, "data", psum=False)
+    ix = _x.tile(indices, api, "indices", psum=False)
+    if _dt.name_of(ix.dtype) not in ("uint32", "int32", "uint16"):
+        raise DtypeError(f"{api}: indices must be uint32, got {_dt.name_of(ix.dtype)}", rule="dtype")
+    if ix.partitions != t.partitions:
+        raise PartitionMismatchError(
+            f"{api}: data and indices have different partition counts", rule="partition-mismatch"
+        )
+    shape = tuple(ix.shape)
+    _check_fit(api, d, shape)
+    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
+    m.check_read(t, loc)
+    m.check_read(ix, loc)
+    pend = m.emit(GPSIMD, "local_gather", [t, ix], [out], 0, {"op": "nc_n_gather"}, loc)
+    vals = None
+    if m.numerics:
+        flat = t.read().reshape(t.partitions, -1)
+        idx = ix.read().astype(np.int64).reshape(ix.partitions, -1)
+        if idx.size and (idx.min() < 0 or idx.max() >= flat.shape[1]):
+            raise BoundsError(
+                f"{api}: index {int(idx.max())} is outside the {flat.shape[1]} elements per partition of data",
+                rule="out-of-bounds",
+            )
+        g = np.take_along_axis(flat, idx, axis=1).reshape(shape)
+        vals = g.astype(np.float32) if _dt.is_float(t.dtype) else g
+    _into(api, d, _x.commit(m, pend, out, vals, None))
+
+
+def _match8(
+    api: str, data: Any, vals: Any, reverse: bool
+) -> tuple[Tensor, Tensor, np.ndarray | None, np.ndarray | None]:
+    """Per partition, the position of each of 8 values in ``data`` (-1 when unmatched).  A value occurring in
+    several slots takes successive matches: slot order ascending (find_index8) or from slot 7 down
+    (match_replace8)."""
+    m = _x.machine(api)
+    d = _x.tile(data, api, "data", psum=False)
+    v = _x.tile(vals, api, "vals", psum=False)
+    if v.free_size != 8:
+        raise TileShapeError(
+            f"{api}: vals must hold 8 values per partition, got {v.free_size}", rule="shape-mismatch"
+        )
+    if v.partitions != d.partitions:
+        raise PartitionMismatchError(
+            f"{api}: data and vals have different partition counts", rule="partition-mismatch"
+        )
+    if not m.numerics:
+        return d, v, None, None
+    x = d.read().astype(np.float32).reshape(d.partitions, -1)
+    want = v.read().astype(np.float32).reshape(v.partitions, 8)
+    idx = np.full((d.partitions, 8), -1, dtype=np.int64)
+    slots = range(7, -1, -1) if reverse else range(8)
+    for p in range(d.partitions):
+        taken: set[int] = set()
+        for j in slots:
+            hits = [int(i) for i in np.nonzero(x[p] == want[p, j])[0] if int(i) not in taken]
+            if hits:
+                idx[p, j] = hits[0]
+                taken.add(hits[0])
+    return d, v, x, idx
+
+
+@_strict
+def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
+    """Per partition, the index of the first match of each of 8 values; unmatched -> all ones (VectorE)."""
+    api = "nisa.nc_find_index8"
+    m = _x.machine(api)
+    loc = user_location()
+    dd = _dst(dst, api, buffers=("sbuf",))
+    if _dt.name_of(dd.dtype) not in ("uint32", "uint16"):
+        raise DtypeError(f"{api}: dst must be uint32 or uint16, got {_dt.name_of(dd.dtype)}", rule="dtype")
+    d, v, _, idx = _match8(api, data, vals, reverse=False)
+    _check_fit(api, dd, (d.partitions, 8))
+    out = _x.new_tile(m, (d.partitions, 8), dd.dtype, "sbuf", loc)
+    m.check_read(d, loc)
+    m.check_read(v, loc)
+    pend = m.emit(VECTOR, "nc_find_index8", [d, v], [out], d.size, None, loc)
+    vals_out = None
+    if idx is not None:
+        ones = np.iinfo(np.dtype(_dt.storage_dtype(dd.dtype))).max
+        vals_out = np.where(idx < 0, ones, idx).astype(_dt.storage_dtype(dd.dtype))
+    _into(api, dd, _x.commit(m, pend, out, vals_out, None, exact=True))
+
+
+@_strict
+def nc_match_replace8(
+    dst: Any, data: Any, vals: Any, imm: Any, dst_idx: Any = None, name: Any = None
+) -> None:
+    """``dst = data`` with the first match of each of 8 values replaced by ``imm``; ``dst_idx`` receives the
+    matched indices (duplicates are matched from slot 7 down) (VectorE)."""
+    api = "nisa.nc_match_replace8"
+    m = _x.machine(api)
+    loc = user_location()
+    dd = _dst(dst, api, buffers=("sbuf",))
+    d, v, x, idx = _match8(api, data, vals, reverse=True)
+    _check_fit(api, dd, (d.partitions, d.free_size))
+    out = _x.new_tile(m, tuple(d.shape), dd.dtype, "sbuf", loc)
+    m.check_read(d, loc)
+    m.check_read(v, loc)
+    di = None
+    if dst_idx is not None:
+        di = _dst(dst_idx, api, buffers=("sbuf",))
+        _check_fit(api, di, (d.partitions, 8))
+        m.check_write(di, loc)
+    pend = m.emit(
+        VECTOR, "nc_match_replace8", [d, v], [out] + ([di] if di is not None else []), d.size, None, loc
+    )
+    res = None
+    if x is not None and idx is not None:
+        y = x.copy()
+        for p in range(d.partitions):
+            for j in range(8):
+                if idx[p, j] >= 0:
+                    y[p, idx[p, j]] = np.float32(imm)
+        res = y.reshape(d.shape)
+        if di is not None:
+            ones = np.iinfo(np.dtype(_dt.storage_dtype(di.dtype))).max if _dt.is_int(di.dtype) else -1
+            di.write(_dt.round_to(np.where(idx < 0, ones, idx).reshape(di.shape), di.dtype))
+    elif di is not None:
+        di.mark_written()
+    _into(api, dd, _x.commit(m, pend, out, res, None))
+
+
+@_strict
+def tensor_scalar_cumulative(
+    dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = reduce_cmd.reset_reduce,
+    name: Any = None,
+) -> None:  # fmt: skip
+    """Per-partition running scan ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` (VectorE)."""
+    api = "nisa.tensor_scalar_cumulative"
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    _b1.tensor_scalar_cumulative(src=src, dst=d, op0=op0, op1=op1, imm0=imm0, imm1=imm1, reduce_cmd=rc)
+
+
+@_strict
+def sequence_bounds(dst: Any, segment_ids: Any, name: Any = None) -> None:
+    """``[start, end)`` of every element's segment, ``(1, 2, n)``; segment id 0 gives ``(n, -1)`` (GpSimd)."""
+    api = "nisa.sequence_bounds"
+    d = _dst(dst, api, buffers=("sbuf",))
+    _into(api, d, _b1.sequence_bounds(segment_ids=segment_ids, dtype=d.dtype))
+
+
+@_strict
+def exponential(
+    dst: Any,
+    src: Any,
+    max_value: Any = 0.0,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    reduce_init: Any = 0.0,
+    name: Any = None,
+) -> None:
+    """``dst = exp(src - max_value)`` with an optional running sum per partition into ``reduce_res`` (v4).
+
+    Accumulator: ``reset`` clears it, ``reduce`` adds the row sums, ``reset_reduce`` sets them, ``load_reduce``
+    sets ``reduce_init`` plus them, ``idle`` leaves it; ``reduce_res`` reads it."""
+    api = "nisa.exponential"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 4:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v4 (trn3), the target is {m.geometry.name}", rule="arch"
+        )
+    loc = user_location()
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    t = _x.tile(src, api, "src")
+    p = t.partitions
+    mx = _b1._vector_operand(max_value, p, api, "max_value")
+    shape = _x.aligned_shape(t)
+    _check_fit(api, d, shape)
+    rr = None
+    if reduce_res is not None:
+        rr = _x.tile(reduce_res, api, "reduce_res")
+        if rr.partitions != p or rr.free_size != 1:
+            raise TileShapeError(
+                f"{api}: reduce_res must be ({p}, 1), got {list(rr.shape)}", rule="vector-operand-shape"
+            )
+    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
+    ins = [t] + ([mx] if isinstance(mx, Tensor) else [])
+    for v in ins:
+        m.check_read(v, loc)
+    if rr is not None:
+        m.check_write(rr, loc)
+    pend = m.emit(
+        SCALAR, "activation", ins, [out] + ([rr] if rr is not None else []), 2 * t.size, {"func": "exp"}, loc
+    )
+    vals = None
+    if m.numerics:
+        x = _x.value_of(t, shape, None)
+        with np.errstate(over="ignore"):
+            vals = np.exp(x - _b1._val(mx, shape)).astype(np.float32)
+        acc = m.accumulators.setdefault("vector", np.zeros(128, np.float32))
+        rows = vals.reshape(p, -1).sum(axis=1, dtype=np.float32)
+        if rc == _b1.reduce_cmd.reset:
+            acc[:p] = 0.0
+        elif rc == _b1.reduce_cmd.reduce:
+            acc[:p] += rows
+        elif rc == _b1.reduce_cmd.reset_reduce:
+            acc[:p] = rows
+        elif rc == _b1.reduce_cmd.load_reduce:
+            acc[:p] = np.broadcast_to(_b1._val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
+        if rr is not None:
+            rr.write(_dt.round_to(acc[:p].reshape(rr.shape), rr.dtype))
+    elif rr is not None:
+        rr.mark_written()
+    _into(api, d, _x.commit(m, pend, out, vals, None))
+
+
+@_strict
+def nonzero_with_count(
+    dst: Any, src: Any, index_offset: int = 0, padding_val: Any = -1, name: Any = None
+) -> None:
+    """On partitions 0, 16, ..., 112: the indices (plus ``index_offset``) of the non-zero elements of ``src``,
+    then ``padding_val``, and the count in the last element of ``dst`` (GpSimd, NeuronCore-v3+)."""
+    api = "nisa.nonzero_with_count"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 3:
+        raise UnsupportedError(f"{api} needs NeuronCore-v3 (trn2) or newer", rule="arch")
+    loc = user_location()
+    d = _dst(dst, api, buffers=("sbuf",))
+    t = _x.tile(src, api, "src", psum=False)
+    f = t.free_size
+    if d.free_size != f + 1 or d.partitions != t.partitions:
+        raise TileShapeError(
+            f"{api}: dst {list(d.shape)} must have the partitions of src {list(t.shape)} and one more element "
+            "per partition (the count)",
+            rule="dst-shape",
+        )
+    m.check_read(t, loc)
+    m.check_write(d, loc)
+    m.emit(GPSIMD, "nonzero_with_count", [t], [d], t.size, None, loc)
+    if not m.numerics:
+        d.mark_written()
+        return
+    x = t.read().reshape(t.partitions, f)
+    cur = d.read(check_init=False).reshape(d.partitions, f + 1).astype(np.float64)
+    for p in range(0, t.partitions, 16):
+        nz = np.nonzero(x[p] != 0)[0]
+        row = np.full(f + 1, float(padding_val))
+        row[: nz.size] = nz + int(index_offset)
+        row[f] = nz.size
+        cur[p] = row
+    d.write(_dt.round_to(cur.reshape(d.shape), d.dtype))

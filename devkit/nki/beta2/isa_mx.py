@@ -1,0 +1,191 @@
+"""``nki.isa`` MX instructions (NeuronCore-v4): ``nc_matmul_mx`` and ``quantize_mx`` over packed x4 tiles
+(numerics in :mod:`devkit.sim.mx`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    DtypeError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
+from devkit.nki.beta2._convention import (
+    _accumulate_into,
+    _check_fit,
+    _dst,
+    _strict,
+)
+from devkit.sim import instr as _x
+from devkit.sim import mx as _mx
+from devkit.sim.tensor import Tensor
+from devkit.trace import TENSOR, VECTOR
+
+# ---- MX (NeuronCore-v4) --------------------------------------------------------------------------------------
+
+
+def _require_v4(api: str) -> Any:
+    m = _x.machine(api)
+    if m.geometry.nc_version < 4:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v4 (trn3); the simulated target is {m.geometry.name} "
+            "(select trn3 with NEURON_PLATFORM_TARGET_OVERRIDE=trn3 or nki.jit(platform_target='trn3'))",
+            rule="arch",
+        )
+    return m
+
+
+def _packed_tile(x: Any, api: str, name: str) -> Tensor:
+    t = _x.tile(x, api, name, psum=False)
+    if not _dt.is_packed(t.dtype):
+        raise DtypeError(
+            f"{api}: {name} must be an MX x4 type (float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4), "
+            f"got {_dt.name_of(t.dtype)}",
+            rule="dtype",
+        )
+    return t
+
+
+def _scale_tile(x: Any, api: str, name: str, data: Tensor) -> Tensor:
+    t = _x.tile(x, api, name, psum=False)
+    if _dt.name_of(t.dtype) not in ("uint8", "float8_e8m0fnu"):
+        raise DtypeError(
+            f"{api}: {name} must be uint8 or float8_e8m0fnu, got {_dt.name_of(t.dtype)}", rule="dtype"
+        )
+    rows = int(_mx.scale_rows(data.partitions).max()) + 1 if data.partitions >= 8 else 1
+    if t.partitions < rows or t.free_size != data.free_size:
+        raise TileShapeError(
+            f"{api}: {name} {list(t.shape)} must cover {rows} partitions and {data.free_size} elements per "
+            f"partition for data {list(data.shape)}",
+            rule="tile-shape",
+        )
+    return t
+
+
+def _scale_values(t: Tensor) -> np.ndarray:
+    v = t.read()
+    if _dt.name_of(t.dtype) == "float8_e8m0fnu":  # stored as the value 2**(s-127)
+        return (np.log2(v.astype(np.float64)) + 127).astype(np.int64).reshape(t.partitions, -1)
+    return v.astype(np.int64).reshape(t.partitions, -1)
+
+
+@_strict
+def nc_matmul_mx(
+    dst: Any,
+    stationary: Any,
+    moving: Any,
+    stationary_scale: Any,
+    moving_scale: Any,
+    tile_position: Any = None,
+    tile_size: Any = None,
+    accumulate: Any = None,
+    name: Any = None,
+) -> None:
+    """MX matmul: dequantise each 8x4 group by ``2**(scale-127)``, contract over partitions and the 4 packed
+    values: ``dst[M, N] (+)= sum_k sum_q st[k, M, q] * mv[k, N, q]`` (v4)."""
+    api = "nisa.nc_matmul_mx"
+    m = _require_v4(api)
+    loc = user_location()
+    d = _dst(dst, api, buffers=("psum",))
+    st = _packed_tile(stationary, api, "stationary")
+    mv = _packed_tile(moving, api, "moving")
+    ss = _scale_tile(stationary_scale, api, "stationary_scale", st)
+    ms = _scale_tile(moving_scale, api, "moving_scale", mv)
+    k = st.partitions
+    if k != mv.partitions:
+        raise TileShapeError(
+            f"{api}: stationary {list(st.shape)} and moving {list(mv.shape)} differ in partitions",
+            rule="matmul-contraction",
+        )
+    if k % 32 or k > 128:
+        raise TileShapeError(
+            f"{api}: the partition count must be a multiple of 32 up to 128, got {k}", rule="tile-shape"
+        )
+    mm, n = st.free_size, mv.free_size
+    if mm > 128 or mm % 2:
+        raise TileShapeError(
+            f"{api}: stationary free size must be even and at most 128, got {mm}",
+            rule="matmul-stationary-size",
+        )
+    nmax = 4096 if _dt.name_of(d.dtype) == "float32" else 8192
+    if n > nmax:
+        raise TileShapeError(f"{api}: moving free size {n} exceeds {nmax}", rule="matmul-moving-size")
+    if _dt.name_of(d.dtype) not in ("float32", "bfloat16"):
+        raise DtypeError(
+            f"{api}: dst must be float32 or bfloat16, got {_dt.name_of(d.dtype)}", rule="matmul-dst-dtype"
+        )
+    out = _x.new_tile(m, (mm, n), _dt.float32, "psum", loc)
+    for t in (st, mv, ss, ms):
+        m.check_read(t, loc)
+    attrs = {
+        "stationary_free": mm,
+        "moving_free": n,
+        "contract": 4 * k,
+        "accumulate": False,
+        "dtype": _dt.name_of(mv.dtype),
+        "mx": True,
+    }
+    p = m.emit(TENSOR, "nc_matmul", [st, mv, ss, ms], [out], 2 * 4 * k * mm * n, attrs, loc)
+    vals = None
+    if m.numerics:
+        a = _mx.dequantize(st.read().reshape(k, mm), st.dtype, _scale_values(ss))
+        b = _mx.dequantize(mv.read().reshape(k, n), mv.dtype, _scale_values(ms))
+        vals = np.einsum("kiq,kjq->ij", a, b).astype(np.float32)
+    res = _x.commit(m, p, out, vals, None)
+    _accumulate_into(api, d, res, accumulate)
+
+
+@_strict
+def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
+    """bf16/fp16 ``src[P, 4F]`` -> MX x4 ``dst[P, F]`` and 8-bit scales (one per 8x4 group) (v4, VectorE)."""
+    api = "nisa.quantize_mx"
+    m = _require_v4(api)
+    loc = user_location()
+    d = _dst(dst, api, buffers=("sbuf",))
+    if not _dt.is_packed(d.dtype) or _dt.name_of(d.dtype) == "float4_e2m1fn_x4":
+        raise DtypeError(
+            f"{api}: dst must be float8_e5m2_x4 or float8_e4m3fn_x4, got {_dt.name_of(d.dtype)}",
+            rule="dtype",
+        )
+    s = _x.tile(src, api, "src", psum=False)
+    if _dt.name_of(s.dtype) not in ("bfloat16", "float16"):
+        raise DtypeError(f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="dtype")
+    p = s.partitions
+    if p % 8 or s.free_size % 4:
+        raise TileShapeError(
+            f"{api}: src {list(s.shape)} must have a multiple of 8 partitions and of 4 elements per partition",
+            rule="tile-shape",
+        )
+    _check_fit(api, d, (p, s.free_size // 4))
+    sc = _dst(dst_scale, api, buffers=("sbuf",))
+    if _dt.name_of(sc.dtype) not in ("uint8", "float8_e8m0fnu"):
+        raise DtypeError(
+            f"{api}: dst_scale must be uint8 or float8_e8m0fnu, got {_dt.name_of(sc.dtype)}", rule="dtype"
+        )
+    rows = _mx.scale_rows(p)
+    if sc.partitions <= int(rows.max()) or sc.free_size != s.free_size // 4:
+        raise TileShapeError(
+            f"{api}: dst_scale {list(sc.shape)} must cover {int(rows.max()) + 1} partitions and {s.free_size // 4} "
+            "elements per partition",
+            rule="tile-shape",
+        )
+    m.check_read(s, loc)
+    m.check_write(d, loc)
+    m.check_write(sc, loc)
+    m.emit(VECTOR, "quantize_mx", [s], [d, sc], s.size, None, loc)
+    if not m.numerics:
+        d.mark_written()
+        sc.mark_written()
+        return
+    bits, scales = _mx.quantize(s.read().reshape(p, -1), d.dtype)
+    d.write(bits.reshape(d.shape))
+    cur = sc.read(check_init=False).reshape(sc.partitions, -1).copy()
+    if _dt.name_of(sc.dtype) == "float8_e8m0fnu":
+        cur[rows] = np.exp2(scales.astype(np.float64) - 127)
+    else:
+        cur[rows] = scales
+    sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype))

@@ -1,0 +1,394 @@
+"""``nki.language`` (NKI 0.x / Beta 2): tensors, buffers, loops, programs and the ``nl.*`` wrappers.
+
+What differs from Beta 1 (``reference/nki_beta2.md`` §3, §9): loops are plain Python ranges (``affine_range``
+is an alias of ``range``, so a loop-carried write is legal and tensors live as long as the kernel holds
+them); ``program_id(axis=0)`` and friends describe the logical-core launch ``kernel[lnc]``; tensors are
+created with ``ndarray(shape, dtype, buffer=sbuf, name='', address=None)``.  The element-wise, reduction
+and memory convenience wrappers (experimental in NKI 0.3.0+) are the Beta-1 functions of
+:mod:`devkit.nki.language`, which allocate and return a new tensor as NKI 0.x documents.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from devkit.errors import KernelArgumentError, UnsupportedError
+from devkit.nki import _buffers
+from devkit.nki import language as _b1
+from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
+from devkit.nki._tilesize import _TileSize
+from devkit.nki.beta2 import dtypes
+from devkit.nki.beta2.dtypes import *  # noqa: F403
+from devkit.nki.beta2.registers import VirtualRegister
+from devkit.sim import instr as _x
+from devkit.sim.index import ds
+from devkit.sim.tensor import HBM_BUFFERS, Tensor
+
+bool = dtypes.bool_
+
+__all__ = [
+    "NKIObject",
+    "affine_range",
+    "ds",
+    "dtypes",
+    "hbm",
+    "ndarray",
+    "private_hbm",
+    "program_id",
+    "psum",
+    "range",
+    "sbuf",
+    "sequential_range",
+    "shared_hbm",
+    "static_range",
+    "tile_size",
+]
+
+# ---- buffers -------------------------------------------------------------------------------------------------
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, Tensor):
+        return x.st.buffer
+    if isinstance(x, Buffer):
+        return x.kind
+    raise KernelArgumentError(f"expected a tensor or a buffer, got {type(x).__name__}", rule="bad-buffer")
+
+
+def is_sbuf(x: Any) -> builtins.bool:
+    return _kind(x) == "sbuf"
+
+
+def is_psum(x: Any) -> builtins.bool:
+    return _kind(x) == "psum"
+
+
+def is_hbm(x: Any) -> builtins.bool:
+    return _kind(x) in HBM_BUFFERS
+
+
+def is_on_chip(x: Any) -> builtins.bool:
+    return _kind(x) in ("sbuf", "psum")
+
+
+class _TileSize2(_TileSize):
+    """``nl.tile_size`` of NKI 0.x (adds the byte-aware PSUM bank limits of 0.4.0)."""
+
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+
+
+tile_size = _TileSize2()
+
+
+class NKIObject:
+    """Base class for user classes used inside kernels (NKI 0.x compiles only such classes)."""
+
+
+# ---- creation ---------------------------------------------------------------------------------------------------
+
+
+def _check_address(address: Any, buffer: Any) -> None:
+    if address is None:
+        return
+    try:
+        p, f = (int(a) for a in address)
+    except (TypeError, ValueError):
+        raise KernelArgumentError(
+            f"nl.ndarray: address must be (partition_offset, free_offset), got {address!r}",
+            rule="bad-argument",
+        ) from None
+    if p < 0 or f < 0:
+        raise KernelArgumentError(
+            f"nl.ndarray: address {address!r} must be non-negative", rule="bad-argument"
+        )
+    if _buffers.resolve(buffer).kind in HBM_BUFFERS:
+        raise KernelArgumentError(
+            "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-argument"
+        )
+
+
+def ndarray(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", address: Any = None) -> Tensor:
+    """An uninitialised tensor (reading an element before writing it is an UninitializedReadError).
+
+    ``address=`` is validated but the simulator's allocator places the tensor (capacity is still judged)."""
+    _check_address(address, buffer)
+    _allow_multibank_psum()
+    return _b1.ndarray(shape, dtype, buffer=buffer, name=name)
+
+
+def _allow_multibank_psum() -> None:
+    """An NKI 0.x PSUM tensor may span several 2 KiB banks (it starts on a bank boundary)."""
+    m = _x.current()
+    if m is not None:
+        m.psum_tile_banks = m.geometry.psum_banks
+
+
+def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
+    _allow_multibank_psum()
+    return _b1.zeros(shape, dtype, buffer=buffer, name=name)
+
+
+def ones(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
+    return _b1.ones(shape, dtype, buffer=buffer, name=name)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
+    return _b1.full(shape, fill_value, dtype, buffer=buffer, name=name)
+
+
+def zeros_like(x: Tensor, dtype: Any = None, buffer: Any = None, name: str = "") -> Tensor:
+    return _b1.zeros(x.shape, dtype or x.dtype, buffer=buffer or _buffer_of(x), name=name)
+
+
+def empty_like(x: Tensor, dtype: Any = None, buffer: Any = None, name: str = "") -> Tensor:
+    return _b1.ndarray(x.shape, dtype or x.dtype, buffer=buffer or _buffer_of(x), name=name)
+
+
+def _buffer_of(x: Tensor) -> Buffer:
+    return {"sbuf": sbuf, "psum": psum, "private_hbm": private_hbm, "shared_hbm": shared_hbm}.get(
+        x.st.buffer, sbuf
+    )
+
+
+rand = _b1.rand
+random_seed = _b1.random_seed
+shared_constant = _b1.shared_constant
+
+
+def shared_identity_matrix(n: int, dtype: Any = dtypes.uint8, dst: Any = None) -> Tensor:
+    """An ``n x n`` identity usable as an SBUF operand (e.g. the moving tensor of a TensorE transpose); with
+    ``dst`` (an SBUF ``n x n`` tensor) the identity is written there."""
+    from devkit import dtypes as _dt
+    from devkit.errors import user_location
+
+    api = "nl.shared_identity_matrix"
+    m = _x.machine(api)
+    if not isinstance(n, (int, np.integer)) or not 1 <= int(n) <= 128:
+        raise KernelArgumentError(f"{api}: n must be an integer in 1..128, got {n!r}", rule="bad-argument")
+    n = int(n)
+    if dst is not None:
+        if not isinstance(dst, Tensor) or dst.shape != (n, n):
+            raise KernelArgumentError(f"{api}: dst must be an ({n}, {n}) tensor", rule="bad-argument")
+        from devkit.nki.beta2 import isa as _isa
+
+        _isa.dma_copy(dst, shared_identity_matrix(n, dst.dtype))
+        return dst
+    try:
+        d = _dt.as_dtype(dtype)
+    except _dt.DtypeNotSupported as e:
+        raise KernelArgumentError(f"{api}: {e}", rule="bad-argument") from None
+    data = _dt.round_to(np.identity(n, dtype=np.float32), d) if m.numerics else None
+    st = m.new_storage(
+        (n, n), d, "sbuf", data=data, fill=None, kind="constant", name="identity", loc=user_location()
+    )
+    return Tensor.whole(st)
+
+
+# ---- loops and control flow --------------------------------------------------------------------------------------
+
+
+def _range(api: str, args: tuple, registers: builtins.bool = False) -> builtins.range:
+    if not 1 <= len(args) <= 3:
+        raise KernelArgumentError(f"{api} takes 1 to 3 integers, got {len(args)}", rule="bad-argument")
+    kinds = (int, np.integer, VirtualRegister) if registers else (int, np.integer)
+    for a in args:
+        if not isinstance(a, kinds) or isinstance(a, builtins.bool):
+            what = (
+                "integers or virtual registers" if registers else "integers known when the kernel is traced"
+            )
+            raise KernelArgumentError(f"{api} bounds must be {what}, got {a!r}", rule="bad-argument")
+    return builtins.range(*[int(a) for a in args])
+
+
+def affine_range(*args: int) -> builtins.range:
+    """Alias of ``range`` in NKI 0.x (iterations may depend on each other)."""
+    return _range("nl.affine_range", args)
+
+
+def sequential_range(*args: int) -> builtins.range:
+    """Alias of ``range`` in NKI 0.x."""
+    return _range("nl.sequential_range", args)
+
+
+def static_range(*args: int) -> builtins.range:
+    """Alias of ``range`` in NKI 0.x."""
+    return _range("nl.static_range", args)
+
+
+def range(*args: int) -> builtins.range:
+    """``nl.range`` (used by nki-library): Python's range."""
+    return _range("nl.range", args)
+
+
+def dynamic_range(*args: Any) -> builtins.range:
+    """A hardware loop on the device; the simulator runs it like ``range`` over the bounds' current values
+    (ints or virtual registers)."""
+    return _range("nl.dynamic_range", args, registers=True)
+
+
+def fori_loop(lower: int, upper: int, body_fun: Callable[[int], Any], step: int = 1) -> None:
+    """``for i in range(lower, upper, step): body_fun(i)`` (0.6.0); the body returns nothing."""
+    for i in _range("nl.fori_loop", (lower, upper, step), registers=True):
+        body_fun(i)
+
+
+def while_loop(init: Any, body_fun: Callable[[Any], Any]) -> None:
+    raise UnsupportedError(
+        "nl.while_loop needs virtual registers, which the devkit does not simulate yet", rule="not-simulated"
+    )
+
+
+@contextlib.contextmanager
+def no_reorder() -> Iterator[None]:
+    """Program order inside the block (the simulator always runs in program order)."""
+    yield
+
+
+# ---- programs (logical cores) ---------------------------------------------------------------------------------------
+
+
+def program_id(axis: int = 0) -> int:
+    """Index of this program in the launch ``kernel[lnc]`` (0 without a launch grid)."""
+    m = _x.machine("nl.program_id")
+    if axis != 0:
+        raise KernelArgumentError(
+            f"nl.program_id(axis={axis!r}): a logical-core launch has one axis", rule="program-id-axis"
+        )
+    return m.program_ids[0] if m.program_ids else 0
+
+
+def num_programs(axes: int = 0) -> int:
+    """Number of programs of the launch (1 without a grid)."""
+    m = _x.machine("nl.num_programs")
+    if axes != 0:
+        raise KernelArgumentError(
+            f"nl.num_programs(axes={axes!r}): a logical-core launch has one axis", rule="program-id-axis"
+        )
+    return m.grid[0] if m.grid else 1
+
+
+def program_ndim() -> int:
+    """Dimensions of the launch grid (0 without a grid, 1 under ``kernel[2]``)."""
+    return len(_x.machine("nl.program_ndim").grid)
+
+
+def device_print(prefix: str, tensor: Any) -> None:
+    """Print a tensor's values immediately (simulation)."""
+    _b1.device_print(prefix, tensor)
+
+
+# ---- convenience wrappers (NKI 0.3.0+; each allocates and returns a new tensor) and operator tokens -----------------
+
+# NKI 0.x signatures: ``op(x, y, dtype=None)``, ``op(x, dtype=None)``, ``reduce(x, axis, dtype=None, keepdims=False)``;
+# the functions keep their Beta-1 token attributes (``op=nl.add`` still names the ALU operation)
+_BINARY = (
+    "add subtract multiply divide maximum minimum power fmod mod "
+    "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor left_shift right_shift"
+).split()
+_COMPARE = "equal not_equal less less_equal greater greater_equal".split()
+_UNARY = (
+    "abs square exp log sqrt rsqrt reciprocal sin cos tan arctan tanh ceil floor trunc negative sign "
+    "relu sigmoid silu silu_dx gelu gelu_dx gelu_apprx_sigmoid gelu_apprx_tanh mish softplus erf erf_dx "
+    "invert logical_not"
+).split()
+_REDUCE = "sum max min mean prod".split()
+_AS_IS = "load_transpose2d matmul softmax rms_norm var all where dropout gather_flattened".split()
+
+
+def _binary(fn: Callable[..., Any], compare: builtins.bool) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, y: Any, dtype: Any = None) -> Tensor:
+        if dtype is None and compare:  # NKI 0.3.0: comparisons give 1/0 in the input dtype
+            dtype = x.dtype if isinstance(x, Tensor) else (y.dtype if isinstance(y, Tensor) else None)
+        return fn(x, y, dtype=dtype)
+
+    return op
+
+
+def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, dtype: Any = None) -> Tensor:
+        return fn(x, dtype=dtype)
+
+    return op
+
+
+def _reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def op(x: Any, axis: Any, dtype: Any = None, keepdims: builtins.bool = False) -> Tensor:
+        return fn(x, axis, dtype=dtype, keepdims=keepdims)
+
+    return op
+
+
+for _name in _BINARY + _COMPARE:
+    globals()[_name] = _binary(getattr(_b1, _name), _name in _COMPARE)
+for _name in _UNARY:
+    globals()[_name] = _unary(getattr(_b1, _name))
+for _name in _REDUCE:
+    globals()[_name] = _reduction(getattr(_b1, _name))
+for _name in _AS_IS:
+    globals()[_name] = getattr(_b1, _name)
+del _name
+
+
+def load(src: Tensor, dtype: Any = None) -> Tensor:
+    """A new SBUF tile holding HBM ``src`` (cast to ``dtype``)."""
+    return _b1.load(src, dtype=dtype)
+
+
+def store(dst: Tensor, value: Any) -> None:
+    """Write SBUF ``value`` into HBM ``dst`` (a PSUM value is not supported)."""
+    if isinstance(value, Tensor) and value.st.buffer == "psum":
+        raise KernelArgumentError(
+            "nl.store: the value cannot be in PSUM; copy it to SBUF first", rule="bad-argument"
+        )
+    _b1.store(dst, value)
+
+
+@functools.wraps(_b1.copy)
+def copy(x: Tensor, dtype: Any = None) -> Tensor:
+    """A new SBUF tile with ``x``'s values (cast to ``dtype``)."""
+    return _b1.copy(x, dtype=dtype)
+
+
+def transpose(x: Tensor, dtype: Any = None) -> Tensor:
+    """2-D partition/free transpose into a new tile."""
+    return _b1.transpose(x, dtype=dtype)
+
+
+def broadcast_to(x: Tensor, shape: Any, dtype: Any = None) -> Tensor:
+    """``x`` broadcast to ``shape`` (same rank) as a new tile."""
+    v = _b1.broadcast_to(x, shape=shape)
+    return _b1.copy(v, dtype=dtype) if dtype is not None else v
+
+
+def expand_dims(x: Tensor, axis: Any) -> Tensor:
+    return _b1.expand_dims(x, axis)
+
+
+def _token(name: str) -> Any:
+    class _Token:
+        """An operator token NKI 0.x passes as a value (``op=nl.bypass``)."""
+
+        __name__ = name
+        _nki_alu = name
+
+        def __repr__(self) -> str:
+            return f"nl.{name}"
+
+    return _Token()
+
+
+bypass = _token("bypass")
+prelu = _token("prelu")
+average = _token("average")
+abs_max = _token("abs_max")
+abs_min = _token("abs_min")

@@ -1,0 +1,56 @@
+"""Which NeuronCore a Beta-2 (NKI 0.x) simulation runs on.
+
+Order of precedence (``reference/nki_beta2.md`` §2): ``NEURON_PLATFORM_TARGET_OVERRIDE`` (AWS's simulator),
+then ``NKI_NC_VERSION`` (set by nki-library's harness before each simulated run), then the kernel's
+``nki.jit(platform_target=...)``, then ``DEVKIT_TARGET``, then trn3 -- AWS's simulator default when no chip
+is detected.
+"""
+
+from __future__ import annotations
+
+import os
+
+from devkit.errors import KernelArgumentError
+
+#: Accepted spellings -> the kit's target names.
+ALIASES = {
+    "trn1": "trn1",
+    "inf2": "inf2",
+    "gen2": "trn1",
+    "trn2": "trn2",
+    "gen3": "trn2",
+    "trn3": "trn3",
+    "gen4": "trn3",
+}
+NC_VERSION = {"trn1": 2, "inf2": 2, "trn2": 3, "trn3": 4}
+DEFAULT = "trn3"
+
+
+def resolve(name: str, source: str) -> str:
+    """A target spelling (``trn2``, ``gen3``...) -> the kit's target name; unknown names raise."""
+    key = str(name).strip().lower()
+    if key not in ALIASES:
+        raise KernelArgumentError(
+            f"{source}={name!r} is not a NeuronCore target; use one of {', '.join(sorted(ALIASES))}",
+            rule="bad-target",
+        )
+    return ALIASES[key]
+
+
+def selected_target(kernel_target: str | None) -> str:
+    """The target of a Beta-2 run given the kernel's own ``platform_target`` (or None)."""
+    for var in ("NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION"):
+        v = os.environ.get(var, "").strip()
+        if v:
+            return resolve(v, var)
+    if kernel_target:
+        return resolve(kernel_target, "platform_target")
+    v = os.environ.get("DEVKIT_TARGET", "").strip()
+    if v:
+        return resolve(v, "DEVKIT_TARGET")
+    return DEFAULT
+
+
+def target_nc_version(target: str) -> int:
+    """NeuronCore generation (2, 3, 4) of a kit target name."""
+    return NC_VERSION[target]

@@ -1,0 +1,502 @@
+"""NKI 0.x tensor views: ``strides``/``offset`` of a view and access patterns ``t.ap(...)``.
+
+A view addresses its storage as ``offset + sum(stride * index)`` in elements of the flattened storage
+(``reference/nki_beta2.md`` §4).  ``.ap(pattern, offset)`` builds a view from ``[step, count]`` pairs
+over the flattened storage, ignoring the current view's shape and strides; on SBUF/PSUM the first pair is
+the partition axis and its step must be the storage's per-partition element count.  ``dtype=``
+reinterprets the bytes first (steps and offset then count elements of the new dtype).
+
+A pattern whose steps are the storage's own strides becomes an affine (sliced) view; any other pattern
+becomes an explicitly indexed view (exact, slower).
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as dt
+from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.sim.tensor import Storage, Tensor
+
+
+def storage_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Row-major element strides of a storage shape."""
+    out = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        out[d] = out[d + 1] * shape[d + 1]
+    return tuple(out)
+
+
+def _flat_offsets(t: Tensor) -> np.ndarray:
+    """Element offsets (in the flattened storage) of every element of an explicitly indexed view."""
+    sst = storage_strides(t.st.shape)
+    flat = np.zeros(t.shape, dtype=np.int64)
+    for a, s in zip(t._garr, sst):  # type: ignore[arg-type]
+        flat = flat + np.broadcast_to(a, t.shape) * s
+    return flat
+
+
+def view_strides(t: Tensor) -> tuple[int, ...]:
+    """Element strides of each axis of view ``t`` (0 for broadcast axes).  An explicitly indexed view (an
+    access pattern that is not a slice of the storage) has strides when its offsets are affine."""
+    if t.dims is None:
+        flat = _flat_offsets(t)
+        origin = (0,) * t.ndim
+        out = []
+        for ax, n in enumerate(t.shape):
+            if n <= 1:
+                out.append(0)
+                continue
+            step = [0] * t.ndim
+            step[ax] = 1
+            out.append(int(flat[tuple(step)] - flat[origin]))
+        idx = np.indices(t.shape, dtype=np.int64) if t.size else None
+        if idx is not None and not np.array_equal(flat, flat[origin] + np.tensordot(out, idx, axes=1)):
+            raise UnsupportedError(
+                "strides of a gathered (non-affine) view are not defined", rule="unsupported"
+            )
+        return tuple(out)
+    sst = storage_strides(t.st.shape)
+    out = [0] * len(t.shape)
+    for d, e in enumerate(t.dims):
+        if not isinstance(e, int):
+            out[e[3]] += e[1] * sst[d]
+    return tuple(out)
+
+
+def view_offset(t: Tensor) -> int:
+    """Element offset of view ``t``'s first element in its flattened storage."""
+    if t.dims is None:
+        return int(_flat_offsets(t)[(0,) * t.ndim]) if t.size else 0
+    sst = storage_strides(t.st.shape)
+    off = 0
+    for d, e in enumerate(t.dims):
+        off += (e if isinstance(e, int) else e[0]) * sst[d]
+    return off
+
+
+_RAW = ("int8", "int16", "int32", "uint8", "uint16", "uint32", "float32", "bool")
+
+
+def _raw_bits(st: Storage) -> bool:
+    """Whether the storage array holds the declared dtype's raw bits (so a NumPy view reinterprets it)."""
+    return dt.is_packed(st.dtype) or dt.name_of(st.dtype) in _RAW
+
+
+def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
+    """A storage aliasing ``t``'s storage with ``dtype`` (last dimension scaled by the itemsize ratio)."""
+    try:
+        d = dt.as_dtype(dtype)
+    except dt.DtypeNotSupported as e:
+        raise DtypeError(f"{api}: {e}") from None
+    st = t.st
+    if d == st.dtype or dt.name_of(d) == dt.name_of(st.dtype):
+        return st
+    old, new = st.itemsize, dt.itemsize(d)
+    last_bytes = st.shape[-1] * old
+    if last_bytes % new:
+        raise KernelArgumentError(
+            f"{api}: cannot view {st.describe()} as {dt.name_of(d)}: the last dimension holds {last_bytes} bytes, "
+            f"not a multiple of {new}",
+            rule="bad-argument",
+        )
+    shape = (*st.shape[:-1], last_bytes // new)
+    data = None
+    if st.machine is not None and st.data is not None:
+        if not (_raw_bits(st) and (dt.is_packed(d) or dt.name_of(d) in _RAW)):
+            raise UnsupportedError(
+                f"{api}: reinterpreting {dt.name_of(st.dtype)} storage as {dt.name_of(d)} is not simulated yet "
+                "(only integer, float32 and packed x4 types are bit-aliased)",
+                rule="unsupported",
+            )
+        data = np.ascontiguousarray(st.data).view(dt.storage_dtype(d)).reshape(shape)
+    alias = Storage(
+        st.machine() if st.machine else None,
+        st.id,
+        shape,
+        d,
+        st.buffer,
+        st.par_axis,
+        data,
+        name=st.name,
+        kind=st.kind,
+        origin=st.origin,
+    )
+    if st.uninit is not None:
+        if old == new:
+            alias.uninit = st.uninit.reshape(shape)
+            alias.n_uninit = st.n_uninit
+        elif st.uninit.any():
+            raise UnsupportedError(
+                f"{api}: reinterpreting a partly written {st.describe()} as {dt.name_of(d)} is not simulated yet",
+                rule="unsupported",
+            )
+    alias.is_input = st.is_input
+    alias.addr = st.addr
+    alias.written = st.written
+    alias.machine = None  # the alias never frees the original's memory
+    _ALIASES[alias] = st  # the original lives as long as the alias does
+    return alias
+
+
+_ALIASES: weakref.WeakKeyDictionary[Storage, Storage] = weakref.WeakKeyDictionary()
+
+
+def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
+    try:
+        out = [(int(step), int(count)) for step, count in pattern]
+    except (TypeError, ValueError):
+        raise KernelArgumentError(
+            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="bad-argument"
+        ) from None
+    if not out or len(out) > 5:
+        raise KernelArgumentError(
+            f"{api}: pattern must have 1 to 5 [step, count] pairs, got {len(out)}", rule="bad-argument"
+        )
+    for _step, count in out:
+        if count < 1:
+            raise KernelArgumentError(
+                f"{api}: pattern counts must be positive, got {pattern!r}", rule="bad-argument"
+            )
+    return out
+
+
+def _dynamic_offset(x: Any, api: str, name: str) -> np.ndarray:
+    """Run-time values of an offset tensor (an integer SBUF tile); zeros in a cost-only run."""
+    from devkit.nki.beta2.registers import VirtualRegister
+
+    if isinstance(x, VirtualRegister):
+        return np.array([x.value], dtype=np.int64)
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(
+            f"{api}: {name} must be an SBUF tensor or a virtual register, got {type(x).__name__}",
+            rule="bad-argument",
+        )
+    return np.asarray(Tensor._ops.index_values(x), dtype=np.int64).reshape(-1)
+
+
+def access_pattern(
+    t: Tensor,
+    pattern: Any,
+    offset: Any = None,
+    scalar_offset: Any = None,
+    vector_offset: Any = None,
+    indirect_dim: int = 0,
+    dtype: Any = None,
+) -> Tensor:
+    """``t.ap(pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None)``.
+
+    ``scalar_offset`` (a 1x1 SBUF tile) adds ``value * prod(base.shape[indirect_dim + 1:])`` to the start;
+    ``vector_offset`` (an SBUF ``(P, 1)`` tile, ``indirect_dim=0`` only) starts output partition ``w`` at row
+    ``value[w]`` of the base tensor (the first pair's step is then ignored).  Dynamic accesses are bounds-checked
+    when the instruction runs, so ``oob_mode=skip`` can drop them."""
+    api = "tensor.ap"
+    t.check_alive()
+    if scalar_offset is not None and vector_offset is not None:
+        raise KernelArgumentError(
+            f"{api}: scalar_offset and vector_offset are mutually exclusive", rule="bad-argument"
+        )
+    pairs = _pairs(pattern, api)
+    base = t.st if dtype is None else reinterpret(t, dtype, api)
+    if offset is None:
+        off = view_offset(t) * t.st.itemsize // base.itemsize
+    else:
+        try:
+            off = int(offset)
+        except (TypeError, ValueError):
+            raise KernelArgumentError(
+                f"{api}: offset must be an integer, got {offset!r}", rule="bad-argument"
+            ) from None
+    shape = tuple(c for _, c in pairs)
+    sst = storage_strides(base.shape)
+    if not 0 <= int(indirect_dim) < max(base.ndim, 1):
+        raise KernelArgumentError(
+            f"{api}: indirect_dim {indirect_dim} is not a dimension of {base.describe()}", rule="bad-argument"
+        )
+    if base.on_chip:
+        if base.par_axis != 0:
+            raise UnsupportedError(
+                f"{api}: access patterns on tensors with block dimensions are not supported"
+            )
+        per_partition = sst[0] if base.ndim > 1 else 1
+        if pairs[0][0] != per_partition and vector_offset is None:
+            raise KernelArgumentError(
+                f"{api}: on {base.buffer} the first [step, count] pair is the partition axis and its step must be the "
+                f"per-partition element count {per_partition} of {base.describe()}, got {pairs[0][0]}",
+                rule="ap-partition-step",
+            )
+    dynamic = scalar_offset is not None or vector_offset is not None
+    if scalar_offset is not None:
+        off += int(_dynamic_offset(scalar_offset, api, "scalar_offset")[0]) * sst[int(indirect_dim)]
+    elif vector_offset is None:
+        fast = _affine(base, pairs, off, sst, shape)
+        if fast is not None:
+            return fast
+    flat = np.full(shape, off, dtype=np.int64)
+    for ax, (step, count) in enumerate(pairs):
+        sh = [1] * len(shape)
+        sh[ax] = count
+        if ax == 0 and vector_offset is not None:
+            if int(indirect_dim) != 0:
+                raise KernelArgumentError(f"{api}: vector_offset needs indirect_dim=0", rule="bad-argument")
+            rows = _dynamic_offset(vector_offset, api, "vector_offset")
+            if rows.size != count:
+                raise KernelArgumentError(
+                    f"{api}: vector_offset holds {rows.size} row indices but the pattern has {count} partitions",
+                    rule="bad-argument",
+                )
+            flat = flat + (rows * sst[0]).reshape(sh)
+        else:
+            flat = flat + step * np.arange(count, dtype=np.int64).reshape(sh)
+    size = int(np.prod(base.shape))
+    if not dynamic and flat.size and (flat.min() < 0 or flat.max() >= size):
+        bad = int(flat.max()) if flat.max() >= size else int(flat.min())
+        raise BoundsError(
+            f"{api}: the access pattern {[list(p) for p in pairs]} with offset {off} reaches element {bad} of "
+            f"{base.describe()}, which has {size} elements",
+            rule="out-of-bounds",
+        )
+    coords = []
+    rem = flat
+    for d, s in enumerate(sst):
+        coords.append(rem // s if d else np.floor_divide(rem, s))
+        rem = rem - (rem // s) * s
+    pax = 0 if base.on_chip else None
+    return Tensor(base, None, shape, pax, tuple(np.ascontiguousarray(c) for c in coords))
+
+
+def _affine(
+    base: Storage, pairs: list[tuple[int, int]], off: int, sst: tuple[int, ...], shape: tuple[int, ...]
+) -> Tensor | None:
+    """The pattern as an affine view when every moving step is one storage dimension's stride (each dim
+    used once, in range), else None."""
+    if off < 0 or off >= max(int(np.prod(base.shape)), 1):
+        return None
+    starts = []
+    rem = off
+    for s in sst:
+        starts.append(rem // s)
+        rem %= s
+    dims: list[Any] = list(starts)
+    used: set[int] = set()
+    for ax, (step, count) in enumerate(pairs):
+        partition = ax == 0 and base.on_chip
+        if count == 1 and not partition:
+            continue
+        if partition:
+            d: int | None = 0
+        else:
+            d = next(
+                (d for d, s in enumerate(sst) if s == step and d not in used and base.shape[d] > 1), None
+            )
+        if d is None:
+            return None
+        if starts[d] + count > base.shape[d]:
+            return None
+        used.add(d)
+        dims[d] = (starts[d], 1, count, ax)
+    return Tensor(base, tuple(dims), shape, 0 if base.on_chip else None)
+
+
+# ---- view methods of NKI 0.5 (built on access patterns) ---------------------------------------------------------
+
+
+def _layout(t: Tensor, api: str) -> tuple[list[list[int]], int]:
+    """The view as ``[[stride, count], ...]`` pairs and an element offset."""
+    try:
+        strides = view_strides(t)
+    except UnsupportedError:
+        raise UnsupportedError(
+            f"{api}: not defined for an explicitly indexed (gathered) view", rule="unsupported"
+        ) from None
+    return [[s, n] for s, n in zip(strides, t.shape)], view_offset(t)
+
+
+def _dim(t: Tensor, dim: Any, api: str, *, extra: int = 0) -> int:
+    nd = t.ndim + extra
+    try:
+        d = int(dim)
+    except (TypeError, ValueError):
+        raise KernelArgumentError(
+            f"{api}: dim must be an integer, got {dim!r}", rule="bad-argument"
+        ) from None
+    d = d + nd if d < 0 else d
+    if not 0 <= d < nd:
+        raise KernelArgumentError(f"{api}: dim {dim} is outside a {t.ndim}-D tensor", rule="bad-argument")
+    return d
+
+
+def _not_partition(t: Tensor, d: int, api: str) -> None:
+    if t.st.on_chip and d == 0:
+        raise KernelArgumentError(
+            f"{api}: dim 0 of an on-chip tensor is the partition dimension", rule="bad-argument"
+        )
+
+
+def _from_layout(t: Tensor, pairs: list[list[int]], offset: int) -> Tensor:
+    if not pairs:
+        pairs = [[1, 1]]
+    return access_pattern(t, pairs, offset=offset)
+
+
+def slice_view(t: Tensor, dim: Any, start: int, end: int, step: int = 1) -> Tensor:
+    """``t.slice(dim, start, end, step=1)``: elements ``start:end:step`` of one dimension."""
+    api = "tensor.slice"
+    d = _dim(t, dim, api)
+    n = t.shape[d]
+    if not (0 <= int(start) < int(end) <= n) or int(step) < 1:
+        raise BoundsError(
+            f"{api}: [{start}:{end}:{step}] is not inside dim {d} of size {n}", rule="out-of-bounds"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs[d][0]
+    pairs[d] = [stride * int(step), -(-(int(end) - int(start)) // int(step))]
+    return _from_layout(t, pairs, off + int(start) * stride)
+
+
+def select_view(t: Tensor, dim: Any, index: int) -> Tensor:
+    """``t.select(dim, index)``: one index of a dimension, which disappears."""
+    api = "tensor.select"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if isinstance(index, Tensor):
+        raise UnsupportedError(f"{api}: run-time select by a tensor is not simulated yet", rule="unsupported")
+    if not 0 <= int(index) < t.shape[d]:
+        raise BoundsError(
+            f"{api}: index {index} is outside dim {d} of size {t.shape[d]}", rule="out-of-bounds"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs.pop(d)[0]
+    return _from_layout(t, pairs, off + int(index) * stride)
+
+
+def permute_view(t: Tensor, dims: Any) -> Tensor:
+    """``t.permute(dims)``: reorder the dimensions (on-chip: ``dims[0] == 0``)."""
+    api = "tensor.permute"
+    order = [_dim(t, x, api) for x in dims]
+    if sorted(order) != list(range(t.ndim)):
+        raise KernelArgumentError(
+            f"{api}: {list(dims)} is not a permutation of {t.ndim} dims", rule="bad-argument"
+        )
+    if t.st.on_chip and order[0] != 0:
+        raise KernelArgumentError(
+            f"{api}: an on-chip tensor keeps its partition dim first", rule="bad-argument"
+        )
+    pairs, off = _layout(t, api)
+    return _from_layout(t, [pairs[i] for i in order], off)
+
+
+def broadcast_view(t: Tensor, dim: Any, size: int) -> Tensor:
+    """``t.broadcast(dim, size)``: a size-1 dimension repeated ``size`` times (a step of 0)."""
+    api = "tensor.broadcast"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if t.shape[d] != 1:
+        raise TileShapeError(f"{api}: dim {d} has size {t.shape[d]}, not 1", rule="broadcast")
+    pairs, off = _layout(t, api)
+    pairs[d] = [0, int(size)]
+    return _from_layout(t, pairs, off)
+
+
+def expand_dim_view(t: Tensor, dim: Any) -> Tensor:
+    """``t.expand_dim(dim)``: a new size-1 dimension at ``dim``."""
+    api = "tensor.expand_dim"
+    d = _dim(t, dim, api, extra=1)
+    _not_partition(t, d, api)
+    pairs, off = _layout(t, api)
+    pairs.insert(d, [1, 1])
+    return _from_layout(t, pairs, off)
+
+
+def squeeze_dim_view(t: Tensor, dim: Any) -> Tensor:
+    """``t.squeeze_dim(dim)``: remove a size-1 dimension."""
+    api = "tensor.squeeze_dim"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    if t.shape[d] != 1:
+        raise TileShapeError(f"{api}: dim {d} has size {t.shape[d]}, not 1", rule="reshape")
+    pairs, off = _layout(t, api)
+    pairs.pop(d)
+    return _from_layout(t, pairs, off)
+
+
+def reshape_dim_view(t: Tensor, dim: Any, shape: Any) -> Tensor:
+    """``t.reshape_dim(dim, shape)``: split one dimension into ``shape`` (row-major)."""
+    api = "tensor.reshape_dim"
+    d = _dim(t, dim, api)
+    _not_partition(t, d, api)
+    sizes = [int(x) for x in shape]
+    if int(np.prod(sizes)) != t.shape[d]:
+        raise TileShapeError(
+            f"{api}: {sizes} does not hold the {t.shape[d]} elements of dim {d}", rule="reshape"
+        )
+    pairs, off = _layout(t, api)
+    stride = pairs[d][0]
+    inner = [[stride * int(np.prod(sizes[i + 1 :])), n] for i, n in enumerate(sizes)]
+    return _from_layout(t, pairs[:d] + inner + pairs[d + 1 :], off)
+
+
+def flatten_dims_view(t: Tensor, start: Any, end: Any) -> Tensor:
+    """``t.flatten_dims(start, end)``: merge dims ``start..end`` (inclusive; they must be contiguous)."""
+    api = "tensor.flatten_dims"
+    a, b = _dim(t, start, api), _dim(t, end, api)
+    if a > b:
+        raise KernelArgumentError(f"{api}: start {start} is after end {end}", rule="bad-argument")
+    _not_partition(t, a, api)
+    pairs, off = _layout(t, api)
+    for i in range(a, b):
+        if pairs[i][0] != pairs[i + 1][0] * pairs[i + 1][1]:
+            raise KernelArgumentError(f"{api}: dims {a}..{b} are not contiguous in memory", rule="reshape")
+    merged = [pairs[b][0], int(np.prod([p[1] for p in pairs[a : b + 1]]))]
+    return _from_layout(t, [*pairs[:a], merged, *pairs[b + 1 :]], off)
+
+
+def get_pattern(t: Tensor) -> list[list[int]]:
+    """``t.get_pattern()``: the view's ``[[step, count], ...]`` access pattern."""
+    return _layout(t, "tensor.get_pattern")[0]
+
+
+def is_contiguous(t: Tensor) -> bool:
+    """``t.is_contiguous()``: whether the view's elements are consecutive in row-major order."""
+    pairs, _ = _layout(t, "tensor.is_contiguous")
+    expect = 1
+    for stride, count in reversed(pairs):
+        if count != 1 and stride != expect:
+            return False
+        expect *= count
+    return True
+
+
+def reinterpret_cast(t: Tensor, dtype: Any) -> Tensor:
+    """``t.reinterpret_cast(dtype)``: the same bytes as ``dtype``; the last dimension scales by the itemsize
+    ratio and must be contiguous."""
+    api = "tensor.reinterpret_cast"
+    pairs, off = _layout(t, api)
+    d = dt.as_dtype(dtype)
+    old, new = t.itemsize, dt.itemsize(d)
+    if pairs and pairs[-1][0] != 1 and pairs[-1][1] != 1:
+        raise KernelArgumentError(f"{api}: the last dimension must be contiguous", rule="reshape")
+    scaled = [[s * old // new, c] for s, c in pairs[:-1]] + [[1, pairs[-1][1] * old // new]]
+    if (pairs[-1][1] * old) % new or (off * old) % new:
+        raise KernelArgumentError(
+            f"{api}: the view's bytes do not split into {dt.name_of(d)} elements", rule="bad-argument"
+        )
+    return access_pattern(t, scaled, offset=off * old // new, dtype=d)
+
+
+VIEW_METHODS = {
+    "slice": slice_view,
+    "select": select_view,
+    "permute": permute_view,
+    "broadcast": broadcast_view,
+    "expand_dim": expand_dim_view,
+    "squeeze_dim": squeeze_dim_view,
+    "reshape_dim": reshape_dim_view,
+    "flatten_dims": flatten_dims_view,
+    "get_pattern": get_pattern,
+    "is_contiguous": is_contiguous,
+    "reinterpret_cast": reinterpret_cast,
+}
