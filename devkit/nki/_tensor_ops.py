@@ -78,11 +78,31 @@ def _inplace(name: str):  # type: ignore[no-untyped-def]
     return op
 
 
+def _all_integer(*xs: Any) -> bool:
+    """Whether every operand is an integer tile or a Python/NumPy integer."""
+    for x in xs:
+        if isinstance(x, Tensor):
+            if dt.is_float(x.dtype):
+                return False
+        elif isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            return False
+    return True
+
+
+def _true_divide(x: Any, y: Any) -> Tensor:
+    """``x / y``: Python's true division.  Of two integer operands it gives the fp32 quotient (no
+    integer rounding), which real code floors itself: nki-samples 0898a77 ``reference/vision.py``
+    (resize_nearest) computes ``nl.floor(position_tile / width, dtype=nl.int32)``."""
+    if _all_integer(x, y):
+        return nl.divide(x, y, dtype=nl.float32)
+    return nl.divide(x, y)
+
+
 for _name, _fn in (
     ("add", nl.add),
     ("sub", nl.subtract),
     ("mul", nl.multiply),
-    ("truediv", nl.divide),
+    ("truediv", _true_divide),
     ("pow", nl.power),
     ("mod", nl.mod),
     ("and", nl.bitwise_and),
@@ -117,6 +137,9 @@ for _name, _op in (
 
 
 def _floordiv(self: Tensor, other: Any) -> Tensor:
+    if _all_integer(self, other):
+        odt = self.dtype if not isinstance(other, Tensor) else dt.promote(self.dtype, other.dtype)
+        return nl.floor(nl.divide(self, other, dtype=nl.float32), dtype=odt)
     return nl.floor(nl.divide(self, other))
 
 

@@ -312,6 +312,8 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     shape = src.shape if src.ndim != 1 else (src.shape[0], 1)
     if len(shape) == 0:
         shape = (1, 1)
+    marr = _x.mask_array(mask, src.shape, "nl.load")
+    src.check_bounds(marr, "load")
     if shape[0] > _x.PMAX:
         raise TileShapeError(
             f"nl.load: the loaded tile would have {shape[0]} partitions (shape {list(shape)}); "
@@ -319,8 +321,6 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
             rule="partition-limit",
         )
     d = _x.out_dtype(dtype, src.dtype, "nl.load")
-    marr = _x.mask_array(mask, src.shape, "nl.load")
-    src.check_bounds(marr, "load")
     out = _x.new_tile(m, tuple(shape), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load", [src], [out], 0, {"indirect": src.dims is None}, loc)

@@ -451,6 +451,9 @@ def copy_into(m: Machine, dst: Tensor, src: Tensor, loc: tuple[str, int]) -> Non
     m.check_read(src, loc)
     m.check_write(dst, loc)
     hbm = dst.st.buffer in HBM_BUFFERS or src.st.buffer in HBM_BUFFERS
+    if hbm:  # an unmasked DMA: every element of both views is accessed
+        src.check_bounds(None, "copy source")
+        dst.check_bounds(None, "copy destination")
     engine, opcode = (DMA, "dma_copy") if hbm else (VECTOR, "tensor_copy")
     m.emit(engine, opcode, [src], [dst], 0, None, loc)
     if m.numerics:
