@@ -13,10 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from devkit.errors import KernelError, SpillWarning
+from devkit.errors import KernelError, PlacementNote, SpillWarning
 
 __version__ = "0.1.0"
-__all__ = ["KernelError", "SimOptions", "SpillWarning", "__version__", "estimate", "simulate"]
+__all__ = [
+    "KernelError",
+    "PlacementNote",
+    "SimOptions",
+    "SpillWarning",
+    "__version__",
+    "estimate",
+    "simulate",
+]
 
 
 def __getattr__(name: str) -> Any:

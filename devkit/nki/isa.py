@@ -26,6 +26,7 @@ from devkit.errors import (
 from devkit.nki import language as _nl
 from devkit.nki.language import _alu_name, fp32
 from devkit.sim import instr as _x
+from devkit.sim import placement as _placement
 from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
@@ -253,6 +254,10 @@ def matmul_core(
     """``stationary.T @ moving`` on the TensorE into a new PSUM tile (fp32 accumulate)."""
     m = _x.machine(api)
     loc = user_location()
+    stationary, moving = (
+        _placement.matmul_operand(api, stationary, "stationary", moving),
+        _placement.matmul_operand(api, moving, "moving", stationary),
+    )
     st = _x.tile(stationary, api, "stationary", psum=False)
     mv = _x.tile(moving, api, "moving", psum=False)
     double_row = perf_mode is not None and str(perf_mode).startswith("double_row")
