@@ -1013,14 +1013,33 @@ def gather_flattened(
     return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
 
 
+_LOOP_REDUCE_FNS = {
+    "add": np.add,
+    "multiply": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+}
+
+
 def loop_reduce(
     x: Tensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
-) -> Tensor:
-    raise UnsupportedError(
-        "nl.loop_reduce is not supported by the simulator; write b[...] = op(b, a) with b "
-        "allocated before the loop (the documented equivalent)",
-        rule="unsupported-api",
-    )
+) -> Any:
+    """Reduce ``x`` over loop iterations: ``b[...] = nl.loop_reduce(x, op, loop_indices=[i])`` updates
+    ``b`` (allocated before the loop) in place, ``b = op(b, x)``, every iteration."""
+    _x.machine("nl.loop_reduce")
+    name = _alu_name(op)
+    if name not in _LOOP_REDUCE_FNS:
+        raise KernelArgumentError(
+            f"nl.loop_reduce: {name} is not an associative reduction operator "
+            f"(use one of {', '.join(sorted(_LOOP_REDUCE_FNS))})",
+            rule="bad-reduce-op",
+        )
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(f"nl.loop_reduce: x must be a tile, got {type(x).__name__}")
+    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype)
 
 
 def all_reduce(
