@@ -21,6 +21,7 @@ _NAMES = (
     "neuronxcc.nki.typing",
     "neuronxcc.nki.compiler",
     "neuronxcc.nki.isa.constants",
+    "neuronxcc.nki.language.constants",
 )
 
 
@@ -52,6 +53,7 @@ def _modules() -> dict[str, Any]:
         compiler,
         isa,
         language,
+        language_constants,
         typing,
     )
 
@@ -69,6 +71,7 @@ def _modules() -> dict[str, Any]:
         "neuronxcc.nki.typing": typing,
         "neuronxcc.nki.compiler": compiler,
         "neuronxcc.nki.isa.constants": isa.constants,
+        "neuronxcc.nki.language.constants": language_constants,
     }
 
 
