@@ -10,9 +10,8 @@ import pytest
 
 
 def test_language_constants_sizeinbytes():
-    from neuronxcc.nki.language.constants import sizeinbytes
-
     import neuronxcc.nki.language as nl
+    from neuronxcc.nki.language.constants import sizeinbytes
 
     assert sizeinbytes(np.float32) == 4
     assert sizeinbytes(nl.bfloat16) == 2
