@@ -185,19 +185,16 @@ def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) 
     except _dt.DtypeNotSupported as e:
         raise DtypeError(f"{api}: {e}") from None
     if buf.kind in HBM_BUFFERS:
-        if fill != "poison":
-            raise KernelArgumentError(
-                f"{api}: HBM tensors cannot be created with an initial value; allocate with nl.ndarray and "
-                "write it with nl.store",
-                rule="hbm-init-value",
-            )
         if buf.kind == "shared_hbm" and m.loops:
             raise KernelArgumentError(
                 f"{api}: shared_hbm tensors must be created at the top level of the kernel, "
                 "not inside a loop",
                 rule="shared-hbm-scope",
             )
-        return _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
+        t = _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
+        if fill != "poison":
+            _buffers.fill_hbm(m, t, fill, loc)
+        return t
     if buf.direct is not None:
         if fill != "poison":
             raise KernelArgumentError(

@@ -1,0 +1,69 @@
+"""Issue 13: ``nl.zeros/ones/full(..., buffer=nl.shared_hbm)`` are accepted.  The Beta-1 API reference lists
+HBM among the buffers ``nl.zeros`` accepts and the published NeuronMM kernels (``two_mm.py``) allocate
+their outputs that way on hardware.  The tensor starts filled, by DMA writes that are traced and costed
+(one per 128 leading rows); reading a never-written ``nl.ndarray`` HBM tensor stays an error."""
+
+from __future__ import annotations
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.typing as nt
+import numpy as np
+import pytest
+from _nki_support import assert_blames
+
+import devkit
+from devkit.errors import UninitializedReadError
+from devkit.nki.runner import run_kernel
+from devkit.trace import Trace
+
+A = np.arange(64 * 512, dtype=np.float32).reshape(64, 512)
+
+
+@nki.jit
+def zeros_output_half_written(a):
+    out = nl.zeros((300, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out[0:64, :], value=nl.load(a))
+    return out
+
+
+@nki.jit
+def full_private_hbm_read_back(a):
+    out = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    scratch = nl.full((64, 512), 2.5, dtype=nl.bfloat16, buffer=nl.hbm)
+    nl.store(out, value=nl.add(nl.load(scratch), nl.load(a)))
+    return out
+
+
+def test_zero_filled_shared_hbm_output():
+    got = devkit.simulate(zeros_output_half_written, A)
+    np.testing.assert_array_equal(got[:64], A)
+    np.testing.assert_array_equal(got[64:], 0.0)
+
+
+def test_filled_private_hbm_scratch_reads_its_value():
+    np.testing.assert_array_equal(devkit.simulate(full_private_hbm_read_back, A), A + 2.5)
+
+
+def test_the_fill_is_traced_and_costed_as_dma_writes():
+    trace = Trace()
+    run_kernel(zeros_output_half_written.func, (A,), {}, sink=trace)
+    fills = [i for i in trace.instrs if (i.attrs or {}).get("fill") is not None]
+    assert [f.engine for f in fills] == ["dma"] * 3  # 300 rows: blocks of 128, 128 and 44
+    assert sum(f.outs[0].bytes for f in fills) == 300 * 512 * 4
+    with_fill = devkit.estimate(zeros_output_half_written, nt.tensor[[64, 512], nl.float32])
+    assert with_fill.hbm_write_bytes == 300 * 512 * 4 + 64 * 512 * 4
+
+
+@nki.jit
+def read_never_written_hbm(a):
+    out = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    scratch = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.hbm)
+    nl.store(out, value=nl.load(scratch))  # <- blame
+    return out
+
+
+def test_reading_a_never_written_ndarray_stays_an_error():
+    with pytest.raises(UninitializedReadError) as e:
+        devkit.simulate(read_never_written_hbm, A)
+    assert_blames(e, read_never_written_hbm)
