@@ -14,7 +14,8 @@ Usage::
 
 ``--corpus`` is the root of an extracted nki-samples checkout (with ``src/`` and ``test/``); by default
 ``../shared/corpora/nki-samples-0898a77.tar.gz`` next to the repository is extracted into a temporary
-directory.  ``--mem-limit-mb`` caps each child's address space (the machines are shared); a child that
+directory.  ``--extra-path`` adds PYTHONPATH entries (two test files import
+scipy for their references).  ``--mem-limit-mb`` caps each child's address space (the machines are shared); a child that
 hits it fails with a MemoryError and is reported as such.  Exits 1 if any file failed.
 """
 
@@ -58,11 +59,17 @@ def write_shim(into: Path) -> Path:
 
 
 def run_one(
-    root: Path, test_file: str, shim: Path, mem_limit_mb: int, timeout: float, k: str | None
+    root: Path,
+    test_file: str,
+    shim: Path,
+    mem_limit_mb: int,
+    timeout: float,
+    k: str | None,
+    extra_path: list[str] = (),  # type: ignore[assignment]
 ) -> dict[str, object]:
     """Run one test file in a fresh process; return its outcome, peak RSS (MiB) and wall time (s)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(shim), str(REPO)])
+    env["PYTHONPATH"] = os.pathsep.join([str(root / "src"), str(shim), str(REPO), *extra_path])
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     cmd = [sys.executable, "-m", "devkit", "simulate", "-m", "pytest", test_file, "--simulation-only", "-q"]
     cmd += ["-p", "no:cacheprovider"]
@@ -116,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-limit-mb", type=int, default=6000, help="address-space cap per child (0: none)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per file before it is killed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument(
+        "--extra-path", action="append", default=[], help="more PYTHONPATH entries (e.g. a dir with scipy)"
+    )
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_corpus_rss_"))
@@ -134,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         t0 = time.perf_counter()
         for f in files:
-            row = run_one(root, f, shim, args.mem_limit_mb, args.timeout, args.k)
+            row = run_one(root, f, shim, args.mem_limit_mb, args.timeout, args.k, args.extra_path)
             rows.append(row)
             if not args.json:
                 print(
