@@ -129,10 +129,16 @@ def records_overlapping(cands: Any, box: Box) -> list[list]:
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple[tuple[int, int], ...]:
-    """Indexes for a tensor's logical index space: each block dim exactly; otherwise the leading and
-    trailing non-partition dims, coarsely (about 64-256 buckets each)."""
+    """Indexes for a tensor's logical index space: each block dim exactly, plus the trailing free dim
+    coarsely (a loop writing one column of a block per iteration, as a depthwise convolution does, must not
+    compare against every earlier column of that block); without block dims, the leading and trailing
+    non-partition dims, coarsely (about 64-256 buckets each)."""
     if par_axis:
-        return tuple((d, 0) for d in range(par_axis))
+        spec = [(d, 0) for d in range(par_axis)]
+        last = len(shape) - 1
+        if last > par_axis and shape[last] > 64:
+            spec.append((last, max(0, shape[last].bit_length() - 6)))
+        return tuple(spec)
     if not shape:
         return ()
     spec = []
