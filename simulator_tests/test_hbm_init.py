@@ -67,3 +67,19 @@ def test_reading_a_never_written_ndarray_stays_an_error():
     with pytest.raises(UninitializedReadError) as e:
         devkit.simulate(read_never_written_hbm, A)
     assert_blames(e, read_never_written_hbm)
+
+
+@nki.jit
+def store_single_elements(a):
+    """One element per store, addressed by integers only (flash_attn_bwd stores its per-head sink
+    gradient as ``out[b, h]``)."""
+    out = nl.ndarray((2, 3), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a[0:2, 0:3])
+    for i in nl.affine_range(2):
+        for j in nl.affine_range(3):
+            nl.store(out[i, j], value=t[i : i + 1, j : j + 1])
+    return out
+
+
+def test_store_of_one_integer_addressed_element():
+    np.testing.assert_array_equal(devkit.simulate(store_single_elements, A), A[0:2, 0:3])

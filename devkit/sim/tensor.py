@@ -581,6 +581,12 @@ class Tensor:
             return
         if self.dims is not None and not self._oob:
             tgt = data[self._key]
+            if not isinstance(tgt, np.ndarray):  # one element addressed by integers (a 0-d view)
+                if mask is None or bool(np.asarray(mask).reshape(-1)[0]):
+                    data[self._key] = np.asarray(values).reshape(-1)[0]
+                if st.uninit is not None:
+                    _mark_init(st, self._key, None, None, None)
+                return
             if self._perm is not None:
                 tgt = tgt.transpose(self._perm)
             vals = np.broadcast_to(values, self.shape)
@@ -629,6 +635,13 @@ def mark_initialised(t: Tensor) -> None:
 
 def _mark_init(st: Storage, key: tuple, perm: Any, m: np.ndarray | None, bshape: Any) -> None:
     u = st.uninit[key]  # type: ignore[index]
+    if not isinstance(u, np.ndarray):  # one element addressed by integers
+        if u:
+            st.uninit[key] = False  # type: ignore[index]
+            st.n_uninit -= 1
+            if st.n_uninit <= 0:
+                st.uninit = None
+        return
     if perm is not None:
         u = u.transpose(perm)
     if m is None:
