@@ -198,11 +198,8 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
     alias.is_input = st.is_input
     alias.alive = st.alive
     alias.machine = None  # the alias never frees the original's memory
-    _ALIASES[id(alias)] = st  # keep the original alive while the alias is
+    alias.base = st  # keep the original alive while the alias is (and no longer)
     return Tensor.whole(alias)
-
-
-_ALIASES: dict[int, Storage] = {}
 
 
 def _broadcast_to(self: Tensor, shape: Any) -> Tensor:
@@ -283,7 +280,7 @@ def _view(self: Tensor, dtype: Any) -> Tensor:
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.machine = None
-    _ALIASES[id(alias)] = st
+    alias.base = st
     return Tensor(alias, self.dims, self.shape, self.pax, self._garr)
 
 

@@ -42,6 +42,7 @@ class Storage:
         "_data",
         "addr",
         "alive",
+        "base",
         "buffer",
         "bytes_pp",
         "depth",
@@ -96,6 +97,7 @@ class Storage:
         self.is_input = kind == "input"
         self.origin = origin
         self.alive = True
+        self.base: Storage | None = None  # the storage a reshape/view alias stands for (kept alive with it)
         self.addr: int | None = None
         self.spilled = False
         self.written = False
