@@ -224,6 +224,23 @@ def bench(base: Path, names: set[str]) -> None:
         )
     if "rmsnorm_quant" in names:
         rq = _load(base, "neuron-team-kernels/rmsnorm_quant.py")
+        h = 1024
+        hidden = rng.standard_normal((1, 256, h)).astype(np.float32)
+        gamma = rng.standard_normal((1, h)).astype(np.float32)
+        normed = hidden / np.sqrt((hidden * hidden).mean(-1, keepdims=True) + 1e-6) * gamma
+
+        def dequantised() -> np.ndarray:
+            out = np.asarray(devkit.simulate(rq.compatible_rmsnorm_quant, hidden, gamma, 0.0, "RMSNormQuant"))
+            scale = np.ascontiguousarray(out[:, :, h:]).view(np.float32)  # 4 fp8 bytes = one fp32 scale
+            return out[:, :, :h].astype(np.float32) * scale
+
+        # fp8 e4m3 keeps 3 mantissa bits: a relative error up to 1/16 of each row's largest value
+        numerics(
+            "rmsnorm_quant.py RMSNormQuant B=1 S=256 H=1024 -> fp8",
+            dequantised,
+            normed,
+            np.abs(normed).max() / 16,
+        )
         spec = (nt.tensor[[1, 4096, 4096], bf16], nt.tensor[[1, 4096], bf16])
         cost(
             "rmsnorm_quant.py compatible_rmsnorm_quant B=1 S=4096 H=4096",

@@ -83,3 +83,39 @@ def store_single_elements(a):
 
 def test_store_of_one_integer_addressed_element():
     np.testing.assert_array_equal(devkit.simulate(store_single_elements, A), A[0:2, 0:3])
+
+
+@nki.jit
+def fp32_scales_viewed_as_fp8(a):
+    """Four fp8 bytes per fp32 scale, stored next to the data (nki-samples 0898a77 rmsnorm_quant)."""
+    out = nl.ndarray((64, 4), dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
+    scales = nl.load(a[0:64, 0:1])
+    nl.store(out, value=scales.view(nl.float8_e4m3)[:, 0:4])
+    return out
+
+
+def test_view_that_changes_the_element_size_reinterprets_bytes():
+    import ml_dtypes
+
+    # bytes of finite fp8 values (NaN payloads are not preserved by copies yet, a numerics matter)
+    rng = np.random.default_rng(11)
+    a = rng.integers(0, 0x78, size=(64, 512 * 4), dtype=np.uint8).view(np.float32)
+    got = devkit.simulate(fp32_scales_viewed_as_fp8, a)
+    want = np.ascontiguousarray(a[:, 0:1]).view(ml_dtypes.float8_e4m3)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint8), want.view(np.uint8))
+
+
+@nki.jit
+def view_of_a_slice_changing_size(a):
+    out = nl.ndarray((64, 4), dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
+    t = nl.load(a[0:64, 0:2])
+    nl.store(out, value=t[:, 0:1].view(nl.float8_e4m3))  # <- blame
+    return out
+
+
+def test_size_changing_view_of_a_slice_is_refused_with_a_clear_error():
+    from devkit.errors import KernelArgumentError
+
+    with pytest.raises(KernelArgumentError, match="whole tensor") as e:
+        devkit.simulate(view_of_a_slice_changing_size, A)
+    assert_blames(e, view_of_a_slice_changing_size)

@@ -259,28 +259,38 @@ def _astype(self: Tensor, dtype: Any) -> Tensor:
 
 
 def _view(self: Tensor, dtype: Any) -> Tensor:
-    """Reinterpret the bytes as another dtype of the same size (whole tensors only)."""
+    """Reinterpret the bytes as another dtype.  Of the same size: any view of a whole tensor's storage.
+    Of another size (``fp32_tile.view(nl.float8_e4m3)``, as nki-samples 0898a77 ``rmsnorm_quant`` stores its
+    dequantisation scales): whole tensors only, the last dimension scaled by the size ratio."""
     self.check_alive()
     self.st.materialize()
     d = dt.as_dtype(dtype)
-    if dt.itemsize(d) != self.itemsize:
-        raise KernelArgumentError(
-            f"view({dt.name_of(d)}): itemsize {dt.itemsize(d)} differs from "
-            f"{self.itemsize}; only same-size reinterpretation is supported"
-        )
     st = self.st
+    shape = st.shape
+    if dt.itemsize(d) != self.itemsize:
+        old, new = self.itemsize, dt.itemsize(d)
+        whole = self.dims is not None and self.shape == st.shape and self.dims == Tensor.whole(st).dims
+        if not whole or not shape or (shape[-1] * old) % new:
+            raise KernelArgumentError(
+                f"view({dt.name_of(d)}): a view that changes the element size ({old} -> {new} bytes) is "
+                f"supported on a whole tensor whose last dimension holds a whole number of elements, got "
+                f"{list(self.shape)} of {list(st.shape)}"
+            )
+        shape = (*shape[:-1], shape[-1] * old // new)
     data = None
     if st.data is not None:
-        raw = dt.to_external(st.data, st.dtype)
+        raw = np.ascontiguousarray(dt.to_external(st.data, st.dtype))
         data = dt.to_storage(raw.view(np.dtype(d) if not isinstance(d, dt._TF32) else np.float32), d)
     m = st.machine() if st.machine else None
     alias = Storage(
-        m, st.id, st.shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
+        m, st.id, shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
     )
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.machine = None
     alias.base = st
+    if shape != st.shape:
+        return Tensor.whole(alias)
     return Tensor(alias, self.dims, self.shape, self.pax, self._garr)
 
 
