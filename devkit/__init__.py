@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from devkit.errors import KernelError, SpillWarning, UnwrittenOutputWarning
+from devkit.errors import KernelError, PlacementNote, SpillWarning, UnwrittenOutputWarning
 
 __version__ = "0.1.0"
 __all__ = [
     "KernelError",
+    "PlacementNote",
     "SimOptions",
     "SpillWarning",
     "UnwrittenOutputWarning",

@@ -27,6 +27,7 @@ _NAMES = (
     "neuronxcc.nki.typing",
     "neuronxcc.nki.compiler",
     "neuronxcc.nki.isa.constants",
+    "neuronxcc.nki.language.constants",
 )
 #: Beta-2 (NKI 0.x) module names below a root (``nki`` or ``nki_cpu_simulator.nki``).
 _BETA2_SUFFIXES = (
@@ -129,6 +130,7 @@ def _modules() -> dict[str, Any]:
         compiler,
         isa,
         language,
+        language_constants,
         typing,
     )
 
@@ -146,6 +148,7 @@ def _modules() -> dict[str, Any]:
         "neuronxcc.nki.typing": typing,
         "neuronxcc.nki.compiler": compiler,
         "neuronxcc.nki.isa.constants": isa.constants,
+        "neuronxcc.nki.language.constants": language_constants,
     }
 
 

@@ -163,5 +163,10 @@ class SpillWarning(UserWarning):
     """The live set of compiler-managed SBUF tensors exceeds capacity: the compiler would spill."""
 
 
+class PlacementNote(UserWarning):
+    """A performance note, not an error: the compiler legalises a placement (e.g. copies a Tensor-Engine
+    result from PSUM to SBUF before a matmul reads it) and the simulator models the implied copy."""
+
+
 class HardwareUnavailableError(RuntimeError):
     """A hardware run was requested but the Neuron device or the real SDK is missing."""

@@ -7,9 +7,10 @@ After changing a message on purpose, refresh the documented messages with::
     python simulator_tests/test_errors_doc.py --update
 
 Each example in the document is a ``python`` block followed by ``<!-- expect: ClassName rule-code -->``
-(or ``<!-- expect: SpillWarning -->`` for the warning) and a ``text`` block holding the message.  The
-examples run after the block marked ``<!-- prelude -->``, compiled under the file name ``errors.md`` with
-their real line numbers, so messages read ``errors.md:LINE: [rule] ...``.
+(or ``<!-- expect: SpillWarning -->`` / ``<!-- expect: PlacementNote -->`` for the warnings) and a
+``text`` block holding the message.  The examples run after the block marked ``<!-- prelude -->``,
+compiled under the file name ``errors.md`` with their real line numbers, so messages read
+``errors.md:LINE: [rule] ...``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "errors.md"
 FILENAME = "errors.md"
 MARK = "# <- error"
+
+#: warning categories documented with an example (a note, not an error)
+WARNINGS = ("SpillWarning", "PlacementNote")
 
 #: rule codes that appear in the source but that no public API can trigger today
 UNREACHABLE = {"operand-in-sbuf": "no instruction requires a PSUM-only operand yet"}
@@ -97,9 +101,9 @@ def normalise(msg: str) -> str:
 
 def actual_message(prelude: str, ex: Example) -> str:
     err, caught = run(prelude, ex)
-    if ex.cls == "SpillWarning":
-        spills = [w for w in caught if w.category.__name__ == "SpillWarning"]
-        return str(spills[0].message) if spills else f"<no SpillWarning; raised {err!r}>"
+    if ex.cls in WARNINGS:
+        notes = [w for w in caught if w.category.__name__ == ex.cls]
+        return str(notes[0].message) if notes else f"<no {ex.cls}; raised {err!r}>"
     return str(err) if err is not None else "<no error>"
 
 
@@ -119,10 +123,10 @@ def test_example_raises_what_the_document_says(ex: Example):
     err, caught = run(PRELUDE, ex)
     marked = [ex.line + i for i, text in enumerate(ex.code.splitlines()) if MARK in text]
     assert len(marked) == 1, f"the example at line {ex.line} must mark exactly one line with {MARK!r}"
-    if ex.cls == "SpillWarning":
+    if ex.cls in WARNINGS:
         assert err is None, f"expected only a warning, got {err!r}"
-        spills = [w for w in caught if issubclass(w.category, errors.SpillWarning)]
-        assert spills, "no SpillWarning"
+        spills = [w for w in caught if issubclass(w.category, getattr(errors, ex.cls))]
+        assert spills, f"no {ex.cls}"
         assert (spills[0].filename, spills[0].lineno) == (FILENAME, marked[0])
         got = str(spills[0].message)
     else:
@@ -162,7 +166,7 @@ def test_every_error_class_and_rule_code_is_documented():
     documented_rules = {ex.rule for ex in EXAMPLES if ex.rule}
     missing = _raised_rules() - documented_rules - set(UNREACHABLE)
     assert missing == set(), "rule codes without an example in docs/errors.md"
-    assert "SpillWarning" in documented_classes
+    assert set(WARNINGS) <= documented_classes
 
 
 def update() -> int:

@@ -601,12 +601,6 @@ def one_dim_sbuf_tile(a):
 
 
 @nki.jit
-def hbm_with_init_value(a):
-    out = nl.full((128, 512), 1.0, dtype=nl.float32, buffer=nl.shared_hbm)  # <- blame
-    return out
-
-
-@nki.jit
 def shared_hbm_in_loop(a):
     for _i in nl.affine_range(2):
         out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)  # <- blame
@@ -667,7 +661,6 @@ def unknown_dtype(a):
     ("kernel", "cls"),
     [
         (one_dim_sbuf_tile, TileShapeError),
-        (hbm_with_init_value, KernelArgumentError),
         (shared_hbm_in_loop, KernelArgumentError),
         (store_into_input, ImmutableInputError),
         (read_uninitialised, UninitializedReadError),

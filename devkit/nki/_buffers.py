@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from devkit import dtypes as dt
 from devkit.errors import CapacityError, KernelArgumentError, SpillWarning, TileShapeError
 from devkit.sim.tensor import Storage, Tensor
 
@@ -114,6 +115,34 @@ def hbm_tensor(
         return Tensor.whole(st)
     st = m.new_storage(shape, dtype, "private_hbm", name=name, kind="hbm", loc=loc)
     return Tensor.whole(st)
+
+
+#: rows of the leading dimension one fill DMA writes (one partition-sized block, as a kernel storing a
+#: memset tile would)
+FILL_ROWS = 128
+
+
+def fill_hbm(m: Any, t: Tensor, value: Any, loc: tuple[str, int]) -> None:
+    """Initialise HBM tensor ``t`` (``nl.zeros(..., buffer=nl.shared_hbm)``) with ``value``.
+
+    The Beta-1 API reference lists HBM among the buffers ``nl.zeros`` accepts, and the published NeuronMM
+    kernels (``neuron_kernels/two_mm.py``) rely on it; the compiler fills the tensor with DMA writes, so
+    the fill is traced as one DMA write per block of :data:`FILL_ROWS` leading rows (costed as HBM writes).
+    """
+    from devkit.trace import DMA
+
+    if not t.shape:
+        blocks = [t]
+    else:
+        n = t.shape[0]
+        blocks = [t[r : min(r + FILL_ROWS, n)] for r in range(0, max(n, 1), FILL_ROWS)] if n else []
+    for b in blocks:
+        m.check_write(b, loc)
+        m.emit(DMA, "dma_copy", [], [b], 0, {"fill": value}, loc)
+        if m.numerics:
+            b.write(dt.round_to(np.full(b.shape, value, dtype=np.float32), t.dtype))
+        else:
+            b.mark_written()
 
 
 # ---- direct allocation (nki.compiler) ------------------------------------------------------------------

@@ -78,11 +78,31 @@ def _inplace(name: str):  # type: ignore[no-untyped-def]
     return op
 
 
+def _all_integer(*xs: Any) -> bool:
+    """Whether every operand is an integer tile or a Python/NumPy integer."""
+    for x in xs:
+        if isinstance(x, Tensor):
+            if dt.is_float(x.dtype):
+                return False
+        elif isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
+            return False
+    return True
+
+
+def _true_divide(x: Any, y: Any) -> Tensor:
+    """``x / y``: Python's true division.  Of two integer operands it gives the fp32 quotient (no
+    integer rounding), which real code floors itself: nki-samples 0898a77 ``reference/vision.py``
+    (resize_nearest) computes ``nl.floor(position_tile / width, dtype=nl.int32)``."""
+    if _all_integer(x, y):
+        return nl.divide(x, y, dtype=nl.float32)
+    return nl.divide(x, y)
+
+
 for _name, _fn in (
     ("add", nl.add),
     ("sub", nl.subtract),
     ("mul", nl.multiply),
-    ("truediv", nl.divide),
+    ("truediv", _true_divide),
     ("pow", nl.power),
     ("mod", nl.mod),
     ("and", nl.bitwise_and),
@@ -117,6 +137,9 @@ for _name, _op in (
 
 
 def _floordiv(self: Tensor, other: Any) -> Tensor:
+    if _all_integer(self, other):
+        odt = self.dtype if not isinstance(other, Tensor) else dt.promote(self.dtype, other.dtype)
+        return nl.floor(nl.divide(self, other, dtype=nl.float32), dtype=odt)
     return nl.floor(nl.divide(self, other))
 
 
@@ -175,11 +198,8 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
     alias.is_input = st.is_input
     alias.alive = st.alive
     alias.machine = None  # the alias never frees the original's memory
-    _ALIASES[id(alias)] = st  # keep the original alive while the alias is
+    alias.base = st  # keep the original alive while the alias is (and no longer)
     return Tensor.whole(alias)
-
-
-_ALIASES: dict[int, Storage] = {}
 
 
 def _broadcast_to(self: Tensor, shape: Any) -> Tensor:
@@ -239,28 +259,38 @@ def _astype(self: Tensor, dtype: Any) -> Tensor:
 
 
 def _view(self: Tensor, dtype: Any) -> Tensor:
-    """Reinterpret the bytes as another dtype of the same size (whole tensors only)."""
+    """Reinterpret the bytes as another dtype.  Of the same size: any view of a whole tensor's storage.
+    Of another size (``fp32_tile.view(nl.float8_e4m3)``, as nki-samples 0898a77 ``rmsnorm_quant`` stores its
+    dequantisation scales): whole tensors only, the last dimension scaled by the size ratio."""
     self.check_alive()
     self.st.materialize()
     d = dt.as_dtype(dtype)
-    if dt.itemsize(d) != self.itemsize:
-        raise KernelArgumentError(
-            f"view({dt.name_of(d)}): itemsize {dt.itemsize(d)} differs from "
-            f"{self.itemsize}; only same-size reinterpretation is supported"
-        )
     st = self.st
+    shape = st.shape
+    if dt.itemsize(d) != self.itemsize:
+        old, new = self.itemsize, dt.itemsize(d)
+        whole = self.dims is not None and self.shape == st.shape and self.dims == Tensor.whole(st).dims
+        if not whole or not shape or (shape[-1] * old) % new:
+            raise KernelArgumentError(
+                f"view({dt.name_of(d)}): a view that changes the element size ({old} -> {new} bytes) is "
+                f"supported on a whole tensor whose last dimension holds a whole number of elements, got "
+                f"{list(self.shape)} of {list(st.shape)}"
+            )
+        shape = (*shape[:-1], shape[-1] * old // new)
     data = None
     if st.data is not None:
-        raw = dt.to_external(st.data, st.dtype)
+        raw = np.ascontiguousarray(dt.to_external(st.data, st.dtype))
         data = dt.to_storage(raw.view(np.dtype(d) if not isinstance(d, dt._TF32) else np.float32), d)
     m = st.machine() if st.machine else None
     alias = Storage(
-        m, st.id, st.shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
+        m, st.id, shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
     )
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.machine = None
-    _ALIASES[id(alias)] = st
+    alias.base = st
+    if shape != st.shape:
+        return Tensor.whole(alias)
     return Tensor(alias, self.dims, self.shape, self.pax, self._garr)
 
 

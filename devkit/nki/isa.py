@@ -37,6 +37,7 @@ from devkit.nki._alu import (
 )
 from devkit.nki.language import fp32
 from devkit.sim import instr as _x
+from devkit.sim import placement as _placement
 from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.tensor import HBM_BUFFERS, Tensor
@@ -197,6 +198,10 @@ def matmul_core(
     """``stationary.T @ moving`` on the TensorE into a new PSUM tile (fp32 accumulate)."""
     m = _x.machine(api)
     loc = user_location()
+    stationary, moving = (
+        _placement.matmul_operand(api, stationary, "stationary", moving),
+        _placement.matmul_operand(api, moving, "moving", stationary),
+    )
     st = _x.tile(stationary, api, "stationary", psum=False)
     mv = _x.tile(moving, api, "moving", psum=False)
     double_row = perf_mode is not None and str(perf_mode).startswith("double_row")
@@ -1539,7 +1544,7 @@ def dma_copy(
     skip = int(oob_mode) == 1
     marr = _x.mask_array(mask, dst.shape, api)
     if not skip:
-        src.check_bounds(None if marr is None or src.shape != dst.shape else marr, "dma_copy source")
+        src.check_bounds(None if marr is None else marr.reshape(src.shape), "dma_copy source")
         dst.check_bounds(marr, "dma_copy destination")
     m.check_read(src, loc)
     m.check_write(dst, loc, accumulate=rmw is not None)
@@ -1563,7 +1568,7 @@ def dma_copy(
             sel &= ~sb.reshape(dst.shape) if sb.size == sel.size else True
         if db is not None:
             sel &= ~db
-    v = src.read(None if not skip else (sel if src.shape == dst.shape else None))
+    v = src.read(None if marr is None and not skip else sel.reshape(src.shape))
     v = v.reshape(dst.shape)
     v = v.astype(np.float32) if _dt.is_float(src.dtype) else v
     if rmw is not None:
@@ -1601,12 +1606,13 @@ def dma_transpose(
         )
     odt = _x.out_dtype(dtype, src.dtype, api)
     marr = _x.mask_array(mask, out_shape, api)
+    src.check_bounds(None if marr is None else marr.transpose(np.argsort(ax)), "dma_transpose source")
     out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
     m.check_read(src, loc)
     pend = m.emit(DMA, "dma_transpose", [src], [out], 0, {"transpose": True}, loc)
     vals = None
     if m.numerics:
-        v = src.read().transpose(ax)
+        v = src.read(None if marr is None else marr.transpose(np.argsort(ax))).transpose(ax)
         vals = v.astype(np.float32) if _dt.is_float(odt) else v
     return _x.commit(m, pend, out, vals, marr)
 

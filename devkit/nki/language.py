@@ -190,19 +190,16 @@ def _alloc(api: str, shape: Any, dtype: Any, buffer: Any, name: str, fill: Any) 
     except _dt.DtypeNotSupported as e:
         raise DtypeError(f"{api}: {e}") from None
     if buf.kind in HBM_BUFFERS:
-        if fill != "poison":
-            raise KernelArgumentError(
-                f"{api}: HBM tensors cannot be created with an initial value; allocate with nl.ndarray and "
-                "write it with nl.store",
-                rule="hbm-init-value",
-            )
         if buf.kind == "shared_hbm" and m.loops:
             raise KernelArgumentError(
                 f"{api}: shared_hbm tensors must be created at the top level of the kernel, "
                 "not inside a loop",
                 rule="shared-hbm-scope",
             )
-        return _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
+        t = _buffers.hbm_tensor(m, shp, d, buf.kind, name, loc)
+        if fill != "poison":
+            _buffers.fill_hbm(m, t, fill, loc)
+        return t
     if buf.direct is not None:
         if fill != "poison":
             raise KernelArgumentError(
@@ -317,6 +314,8 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     shape = src.shape if src.ndim != 1 else (src.shape[0], 1)
     if len(shape) == 0:
         shape = (1, 1)
+    marr = _x.mask_array(mask, src.shape, "nl.load")
+    src.check_bounds(marr, "load")
     if shape[0] > _x.PMAX:
         raise TileShapeError(
             f"nl.load: the loaded tile would have {shape[0]} partitions (shape {list(shape)}); "
@@ -324,8 +323,6 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
             rule="partition-limit",
         )
     d = _x.out_dtype(dtype, src.dtype, "nl.load")
-    marr = _x.mask_array(mask, src.shape, "nl.load")
-    src.check_bounds(marr, "load")
     out = _x.new_tile(m, tuple(shape), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load", [src], [out], 0, {"indirect": src.dims is None}, loc)
@@ -940,14 +937,33 @@ def gather_flattened(
     return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
 
 
+_LOOP_REDUCE_FNS = {
+    "add": np.add,
+    "multiply": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+}
+
+
 def loop_reduce(
     x: Tensor, op: Any, loop_indices: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any
-) -> Tensor:
-    raise UnsupportedError(
-        "nl.loop_reduce is not supported by the simulator; write b[...] = op(b, a) with b "
-        "allocated before the loop (the documented equivalent)",
-        rule="unsupported-api",
-    )
+) -> Any:
+    """Reduce ``x`` over loop iterations: ``b[...] = nl.loop_reduce(x, op, loop_indices=[i])`` updates
+    ``b`` (allocated before the loop) in place, ``b = op(b, x)``, every iteration."""
+    _x.machine("nl.loop_reduce")
+    name = _alu_name(op)
+    if name not in _LOOP_REDUCE_FNS:
+        raise KernelArgumentError(
+            f"nl.loop_reduce: {name} is not an associative reduction operator "
+            f"(use one of {', '.join(sorted(_LOOP_REDUCE_FNS))})",
+            rule="bad-reduce-op",
+        )
+    if not isinstance(x, Tensor):
+        raise KernelArgumentError(f"nl.loop_reduce: x must be a tile, got {type(x).__name__}")
+    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype)
 
 
 def all_reduce(

@@ -106,7 +106,7 @@ class Evacuation:
     """``fn`` of a PSUM region once its detached accumulation ``entries`` are added (``nl.copy(acc)``),
     computed when first needed: item 0 is the fp32 result, item 1 the result rounded to ``dtype``."""
 
-    __slots__ = ("_value", "chains", "data", "dtype", "entries", "fn", "key", "perm", "sids")
+    __slots__ = ("_value", "chains", "data", "dtype", "entries", "fn", "held", "key", "perm", "sids")
 
     def __init__(
         self, entries: list, data: np.ndarray, key: tuple, perm: Any, fn: Callable, dtype: Any
@@ -116,6 +116,7 @@ class Evacuation:
         self._value: tuple[np.ndarray, np.ndarray] | None = None
         self.chains: Chains | None = None  # where it is registered as a reader of ``sids``
         self.sids: tuple[int, ...] = ()
+        self.held = sum(e[3].a.nbytes + e[3].b.nbytes for e in entries)  # operand bytes kept alive
 
     def value(self) -> tuple[np.ndarray, np.ndarray]:
         v = self._value
@@ -158,10 +159,19 @@ class Chains:
     out of PSUM that wait for their chain (:class:`Evacuation`), and HBM writes that wait for a copy."""
 
     MAX_WRITES = 64  # pending writes per destination before they are carried out (bounds held memory)
+    #: operand bytes one pending chain may hold before it is added in (a product keeps its operands' memory
+    #: alive: a chain accumulating over a whole kernel, as flash-attention's dV/dK accumulators do, would
+    #: otherwise keep every iteration's tiles)
+    MAX_CHAIN_BYTES = 64 << 20
+    #: operand bytes all pending chains together may hold before every chain is added in
+    MAX_PENDING_BYTES = 256 << 20
 
     def __init__(self) -> None:
         # storage id -> [(target array, index key, axis permutation or None, Product), ...] in program order
         self.pending: dict[int, list[Entry]] = {}
+        self.held: dict[int, int] = {}  # storage id -> operand bytes its pending chain holds
+        self.held_total = 0
+        self.evac_held = 0  # operand bytes the uncomputed evacuations hold
         self.sources: dict[int, int] = {}  # storage id -> pending products reading its writable memory
         self.readers: dict[int, list[Evacuation]] = {}  # storage id -> evacuations that will use its memory
         # HBM storage id -> [(data, key, perm, value, value dtype, destination dtype, shape), ...] in order
@@ -172,6 +182,14 @@ class Chains:
         self.pending.setdefault(sid, []).append((target, key, perm, product))
         for s in product.sources:
             self.sources[s] = self.sources.get(s, 0) + 1
+        nbytes = product.a.nbytes + product.b.nbytes
+        held = self.held.get(sid, 0) + nbytes
+        self.held[sid] = held
+        self.held_total += nbytes
+        if held > self.MAX_CHAIN_BYTES:
+            self.settle(sid)
+        elif self.held_total > self.MAX_PENDING_BYTES:
+            self.settle_all()
 
     def busy(self) -> bool:
         return bool(self.pending or self.readers or self.writes)
@@ -200,6 +218,7 @@ class Chains:
 
     def _detach(self, sid: int) -> list[Entry]:
         entries = self.pending.pop(sid, None) or []
+        self.held_total -= self.held.pop(sid, 0)
         for e in entries:
             for s in e[3].sources:
                 n = self.sources[s] - 1
@@ -230,10 +249,22 @@ class Chains:
         ev.chains, ev.sids = self, tuple({sid} | {s for e in entries for s in e[3].sources})
         for s in ev.sids:
             self.readers.setdefault(s, []).append(ev)
+        self.evac_held += ev.held
+        if self.evac_held > self.MAX_PENDING_BYTES:
+            self.relieve()
         return ev
+
+    def relieve(self) -> None:
+        """Carry out the waiting writes and copies (batched as usual) so that the tiles their products
+        read can be freed: deferral must not keep a whole kernel's operands alive."""
+        for sid in list(self.writes):
+            self.carry_out_writes(sid)
+        for sid in list(self.readers):
+            self.force_readers(sid)
 
     def unregister(self, ev: Evacuation) -> None:
         """A computed evacuation no longer waits on any memory."""
+        self.evac_held -= ev.held
         for s in ev.sids:
             lst = self.readers.get(s)
             if lst is not None:

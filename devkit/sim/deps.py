@@ -20,25 +20,33 @@ Box = tuple[tuple[int, int], ...]
 SPREAD = 8  # a record covering up to this many buckets of an index is filed under each of them
 
 
+IndexSpec = tuple[tuple[int, int], ...]  # ((axis, shift), ...): buckets keyed by (lo >> shift) per axis
+
+
 class _Space:
     """Access records of one address space, indexed along a few coordinates.
 
-    ``keyspec`` is a tuple of ``(axis, shift)``; each entry is an independent index that buckets records
-    by ``lo >> shift`` on that axis.  A record spanning up to :data:`SPREAD` buckets goes into each of
-    them; wider ones go to the index's "wide" list.  A query uses the most selective index on which it
-    falls in one bucket, so tile-structured access patterns compare against a handful of records; only
-    queries wide on every indexed axis scan everything.
+    ``keyspec`` is a tuple of index specs.  An index spec is ``(axis, shift)`` (buckets by
+    ``lo >> shift`` on that axis) or a tuple of such pairs (a composite index keyed by the bucket on each
+    of its axes: e.g. the block coordinates and a coarse column of a tile with block dimensions).  A record
+    spanning up to :data:`SPREAD` buckets of an index goes into each of them; wider ones go to that index's
+    "wide" list.  A query reads the index with the fewest candidates among those on which it spans at most
+    :data:`SPREAD` buckets, so tile-structured access patterns compare against a handful of records; only
+    queries wide on every index scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec")
+    __slots__ = ("all", "indexes", "keyspec", "parts")
 
-    def __init__(self, keyspec: tuple[tuple[int, int], ...]) -> None:
+    def __init__(self, keyspec: tuple) -> None:
         self.all: dict[int, list] = {}
         self.set_keyspec(keyspec)
 
-    def set_keyspec(self, keyspec: tuple[tuple[int, int], ...]) -> None:
+    def set_keyspec(self, keyspec: tuple) -> None:
         self.keyspec = keyspec
-        self.indexes: list[tuple[dict[int, list[list]], list[list]]] = [({}, []) for _ in keyspec]
+        self.parts: tuple[IndexSpec, ...] = tuple(
+            (spec,) if isinstance(spec[0], int) else tuple(spec) for spec in keyspec
+        )
+        self.indexes: list[tuple[dict[Any, list[list]], list[list]]] = [({}, []) for _ in keyspec]
         for rec in self.all.values():
             self._index(rec)
 
@@ -50,23 +58,37 @@ class _Space:
 
     def overlapping(self, box: Box) -> list[list]:
         best: tuple | None = None
-        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            ks = self._span(box, axis, shift)
-            if ks is None or len(ks) > 1:
-                continue  # (a query over several buckets would need their union: scan another index)
-            lst = buckets.get(ks[0])
-            n = len(wide) + (len(lst) if lst else 0)
+        for parts, (buckets, wide) in zip(self.parts, self.indexes):
+            ks = self._keys(box, parts)
+            if ks is None:
+                continue
+            if len(ks) == 1:
+                lst = buckets.get(ks[0])
+                lists = [lst] if lst else []
+                n = len(wide) + (len(lst) if lst else 0)
+            else:
+                lists = [lst for lst in (buckets.get(k) for k in ks) if lst]
+                n = len(wide) + sum(len(lst) for lst in lists)
             if best is None or n < best[0]:
-                best = (n, wide, lst)
+                best = (n, wide, lists)
                 if n == 0:
                     return []
         if best is None:
-            cands: Any = self.all.values()
-        elif best[2]:
-            cands = best[1] + best[2] if best[1] else best[2]
-        else:
-            cands = best[1]
-        return records_overlapping(cands, box)
+            return records_overlapping(self.all.values(), box)
+        _, wide, lists = best
+        if len(lists) <= 1:
+            if not lists:
+                return records_overlapping(wide, box)
+            return records_overlapping(wide + lists[0] if wide else lists[0], box)
+        # a record spanning several of the buckets is filed under each: report it once
+        found = records_overlapping(wide, box) if wide else []
+        seen: set[int] = set()
+        for lst in lists:
+            for rec in records_overlapping(lst, box):
+                if id(rec) not in seen:
+                    seen.add(id(rec))
+                    found.append(rec)
+        return found
 
     @staticmethod
     def _span(box: Box, axis: int, shift: int) -> range | None:
@@ -76,10 +98,25 @@ class _Space:
         last = (hi - 1) >> shift if hi - 1 > lo else k
         return range(k, last + 1) if last - k < SPREAD else None
 
+    @staticmethod
+    def _keys(box: Box, parts: IndexSpec) -> list | None:
+        """The bucket keys of ``box`` in the index made of ``parts`` (None: more than SPREAD of them)."""
+        if len(parts) == 1:
+            axis, shift = parts[0]
+            r = _Space._span(box, axis, shift)
+            return None if r is None else list(r)
+        keys: list[tuple] = [()]
+        for axis, shift in parts:
+            r = _Space._span(box, axis, shift)
+            if r is None or len(keys) * len(r) > SPREAD:
+                return None
+            keys = [(*k, i) for k in keys for i in r]
+        return keys
+
     def _index(self, rec: list) -> None:
         box = rec[0]
-        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            ks = self._span(box, axis, shift)
+        for parts, (buckets, wide) in zip(self.parts, self.indexes):
+            ks = self._keys(box, parts)
             if ks is None:
                 wide.append(rec)
                 continue
@@ -98,8 +135,8 @@ class _Space:
         if self.all.pop(id(rec), None) is None:
             return
         box = rec[0]
-        for (axis, shift), (buckets, wide) in zip(self.keyspec, self.indexes):
-            ks = self._span(box, axis, shift)
+        for parts, (buckets, wide) in zip(self.parts, self.indexes):
+            ks = self._keys(box, parts)
             for k in (None,) if ks is None else ks:
                 lst = wide if k is None else buckets.get(k)
                 if not lst:
@@ -128,11 +165,18 @@ def records_overlapping(cands: Any, box: Box) -> list[list]:
     return found
 
 
-def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple[tuple[int, int], ...]:
-    """Indexes for a tensor's logical index space: each block dim exactly; otherwise the leading and
-    trailing non-partition dims, coarsely (about 64-256 buckets each)."""
+def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
+    """Indexes for a tensor's logical index space: each block dim exactly, plus the trailing free dim
+    coarsely (a loop writing one column of a block per iteration, as a depthwise convolution does, must not
+    compare against every earlier column of that block); without block dims, the leading and trailing
+    non-partition dims, coarsely (about 64-256 buckets each)."""
     if par_axis:
-        return tuple((d, 0) for d in range(par_axis))
+        spec: list = [(d, 0) for d in range(par_axis)]
+        last = len(shape) - 1
+        if last > par_axis and shape[last] > 64:
+            col = (last, max(0, shape[last].bit_length() - 6))
+            spec.append((*spec, col))  # composite: this block's coarse column
+        return tuple(spec)
     if not shape:
         return ()
     spec = []
@@ -219,7 +263,7 @@ class DependencyTracker:
         # later must wait for (write-after-read / write-after-write through address reuse)
         self._tombstones: dict[str, _IntervalMap] = {}
 
-    def space(self, key: object, keyspec: tuple[tuple[int, int], ...]) -> _Space:
+    def space(self, key: object, keyspec: tuple) -> _Space:
         sp = self._spaces.get(key)
         if sp is None:
             sp = _Space(keyspec)

@@ -264,6 +264,11 @@ def elementwise(
                 f"{api}: index expressions cannot be used as data; materialise them with nisa.iota first",
                 rule="index-as-data",
             )
+        elif isinstance(x, LoopReduction):
+            raise KernelArgumentError(
+                f"{api}: the value of nl.loop_reduce can only be assigned into the tensor it reduces into "
+                "(b[...] = nl.loop_reduce(a, op, loop_indices=[i]), b allocated before the loop)"
+            )
         else:
             raise KernelArgumentError(
                 f"{api}: operand #{i} must be a tile or a scalar, got {type(x).__name__}"
@@ -349,10 +354,60 @@ def defer_store(m: Machine, v: Tensor, dst: Tensor) -> bool:
 # ---- assignment: dst[...] = value, dst[...] += value ----------------------------------------------------
 
 
+class LoopReduction:
+    """The value of ``nl.loop_reduce(x, op, loop_indices)``: assigned into ``b[...]``, it updates ``b`` in
+    place, ``b = op(b, x)`` (the documented equivalent [B1-NL]), one associative reduction per iteration
+    (legal in ``affine_range`` like ``b[...] += x``)."""
+
+    __slots__ = ("dtype", "fn", "mask", "op", "value")
+
+    def __init__(self, value: Tensor, op: str, fn: Callable, mask: Any, dtype: Any) -> None:
+        self.value = value
+        self.op = op
+        self.fn = fn
+        self.mask = mask
+        self.dtype = dtype
+
+
+#: loop_reduce operators -> the race checker's class of commutative updates
+_LOOP_REDUCE_CLASS = {
+    "add": "add",
+    "multiply": "mul",
+    "max": "max",
+    "min": "min",
+    "bitwise_and": "and",
+    "bitwise_or": "or",
+    "bitwise_xor": "xor",
+}
+
+
+def _reduce_into(m: Machine, dst: Tensor, r: LoopReduction, loc: tuple[str, int]) -> None:
+    prev = m.reducing
+    m.reducing = (dst.st, dst.box(), _LOOP_REDUCE_CLASS[r.op])
+    try:
+        res = elementwise(
+            "nl.loop_reduce",
+            VECTOR,
+            "tensor_tensor",
+            r.fn,
+            [dst, r.value],
+            dtype=dst.dtype if r.dtype is None else r.dtype,
+            mask=r.mask,
+            attrs={"op": r.op},
+            bitwise=r.op.startswith("bitwise"),
+        )
+        retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
+    finally:
+        m.reducing = prev
+
+
 def assign(dst: Tensor, value: Any) -> None:
     """``dst[idx] = value`` inside a kernel."""
     m = machine("tensor assignment")
     loc = user_location()
+    if isinstance(value, LoopReduction):
+        _reduce_into(m, dst, value, loc)
+        return
     if isinstance(value, Tensor):
         if value._fresh is ASSIGNED:
             value._fresh = None
@@ -451,6 +506,9 @@ def copy_into(m: Machine, dst: Tensor, src: Tensor, loc: tuple[str, int]) -> Non
     m.check_read(src, loc)
     m.check_write(dst, loc)
     hbm = dst.st.buffer in HBM_BUFFERS or src.st.buffer in HBM_BUFFERS
+    if hbm:  # an unmasked DMA: every element of both views is accessed
+        src.check_bounds(None, "copy source")
+        dst.check_bounds(None, "copy destination")
     engine, opcode = (DMA, "dma_copy") if hbm else (VECTOR, "tensor_copy")
     m.emit(engine, opcode, [src], [dst], 0, None, loc)
     if m.numerics:

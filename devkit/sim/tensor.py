@@ -42,6 +42,7 @@ class Storage:
         "_data",
         "addr",
         "alive",
+        "base",
         "buffer",
         "bytes_pp",
         "depth",
@@ -96,6 +97,7 @@ class Storage:
         self.is_input = kind == "input"
         self.origin = origin
         self.alive = True
+        self.base: Storage | None = None  # the storage a reshape/view alias stands for (kept alive with it)
         self.addr: int | None = None
         self.spilled = False
         self.written = False
@@ -208,6 +210,7 @@ class Tensor:
         "_garr",
         "_key",
         "_oob",
+        "_oob_why",
         "_perm",
         "dims",
         "omask",
@@ -235,6 +238,9 @@ class Tensor:
         self._garr = garr
         self.omask: np.ndarray | None = None
         self._fresh: Any = None
+        # why a static slice of an HBM tensor runs past its end (the access, not the slice, is checked:
+        # the access's mask may legalise it)
+        self._oob_why: str | None = None
         if dims is None:
             self._key = self._perm = self._bshape = self._bcast = None
             self._oob = False
@@ -500,6 +506,8 @@ class Tensor:
         if mask is not None:
             bad = bad & np.broadcast_to(mask, self.shape)
         if bad.any():
+            if self._oob_why is not None:
+                raise BoundsError(self._oob_why)
             pos = tuple(int(i[0]) for i in np.nonzero(bad))
             coords = tuple(int(np.broadcast_to(a, self.shape)[pos]) for a in self._index_arrays())
             raise BoundsError(
@@ -575,6 +583,12 @@ class Tensor:
             return
         if self.dims is not None and not self._oob:
             tgt = data[self._key]
+            if not isinstance(tgt, np.ndarray):  # one element addressed by integers (a 0-d view)
+                if mask is None or bool(np.asarray(mask).reshape(-1)[0]):
+                    data[self._key] = np.asarray(values).reshape(-1)[0]
+                if st.uninit is not None:
+                    _mark_init(st, self._key, None, None, None)
+                return
             if self._perm is not None:
                 tgt = tgt.transpose(self._perm)
             vals = np.broadcast_to(values, self.shape)
@@ -623,6 +637,13 @@ def mark_initialised(t: Tensor) -> None:
 
 def _mark_init(st: Storage, key: tuple, perm: Any, m: np.ndarray | None, bshape: Any) -> None:
     u = st.uninit[key]  # type: ignore[index]
+    if not isinstance(u, np.ndarray):  # one element addressed by integers
+        if u:
+            st.uninit[key] = False  # type: ignore[index]
+            st.n_uninit -= 1
+            if st.n_uninit <= 0:
+                st.uninit = None
+        return
     if perm is not None:
         u = u.transpose(perm)
     if m is None:
@@ -771,6 +792,7 @@ def _expand_implicit_dims(t: Tensor, keys: list[Any], n_given: int) -> list[Any]
 
 def _operand_mask(t: Tensor, m: MaskExpr) -> Tensor:
     v = Tensor(t.st, t.dims, t.shape, t.pax, t._garr)
+    v._oob_why = t._oob_why
     try:
         arr = np.broadcast_to(m.arr, t.shape)
     except ValueError as e:
@@ -794,7 +816,7 @@ def _basic(t: Tensor, keys: list[Any]) -> Tensor:
         if hit is not None:
             return Tensor(t.st, hit[0], hit[1], hit[2])
     out = _basic_now(t, keys)
-    if memo is not None:
+    if memo is not None and out._oob_why is None:
         if len(_BASIC) >= _COMPILED_MAX:
             _BASIC.clear()
         _BASIC[memo] = (out.dims, out.shape, out.pax)
@@ -826,6 +848,9 @@ def _basic_now(t: Tensor, keys: list[Any]) -> Tensor:
     new_axis_of: list[int | None] = []  # old view axis -> new axis (None if dropped)
     sel: list[Any] = []
     keep: set[int] = set()
+    # A slice of an HBM tensor past its end is not an access yet: the DMA that uses the view checks the
+    # elements its mask selects (on-chip tiles are checked here, where the slice is taken).
+    defer_why = None
     if t.st.on_chip and t.pax is not None:
         # on-chip tiles stay at least 2-D: t[:, i] of a (P, F) tile is (P, 1), as NKI's tiles are
         ints = [ax for ax, k in enumerate(keys) if _as_int(k) is not None and ax > t.pax]
@@ -865,13 +890,18 @@ def _basic_now(t: Tensor, keys: list[Any]) -> Tensor:
         if count > 0:
             last = start + step * (count - 1)
             if min(start, last) < 0 or max(start, last) >= n:
-                raise BoundsError(
-                    f"slice {start}:{stop}:{step} is outside dim {ax} of size {n} of {t.st.describe()}"
-                )
+                why = f"slice {start}:{stop}:{step} is outside dim {ax} of size {n} of {t.st.describe()}"
+                if t.st.on_chip or t.dims is None:
+                    raise BoundsError(why)
+                defer_why = defer_why or why
         sel.append((start, step, count))
         new_axis_of.append(len(shape))
         shape.append(count)
     pax = new_axis_of[t.pax] if t.pax is not None else None
+    if defer_why is not None:
+        view = _compose_adv(t, sel, new_axis_of, tuple(shape), pax)
+        view._oob_why = defer_why
+        return view
     return _compose(t, sel, new_axis_of, tuple(shape), pax)
 
 

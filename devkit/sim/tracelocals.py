@@ -33,6 +33,20 @@ def _plain(v: Any) -> bool:
         return False
 
 
+def _differs(now: Any, saved: Any) -> bool:
+    """Whether a local no longer holds its saved plain value.  Only plain values are compared: a local the
+    kernel re-bound to an index expression or a tile is never evaluated as a boolean (``expr != v`` of an
+    ``nl.arange`` expression is a mask, not a truth value) -- it simply differs."""
+    if now is saved:
+        return False
+    if not _plain(now):
+        return True
+    try:
+        return bool(now != saved)
+    except Exception:  # an exotic plain value without a truth value: restore it
+        return True
+
+
 if sys.version_info >= (3, 13):  # PEP 667: frame.f_locals is a write-through proxy
 
     def _write_back(frame: FrameType, values: dict[str, Any]) -> None:
@@ -72,7 +86,7 @@ class LocalsGuard:
         changed = {
             k: v
             for k, v in self.saved.items()
-            if k in cur and cur[k] is not v and cur[k] != v and k not in loop_var_names
+            if k in cur and k not in loop_var_names and _differs(cur[k], v)
         }
         if changed:
             _write_back(frame, changed)
