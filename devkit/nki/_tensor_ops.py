@@ -16,7 +16,7 @@ from devkit.errors import IndexingError, KernelArgumentError, TileShapeError
 from devkit.nki import language as nl
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
-from devkit.sim.tensor import Storage, Tensor
+from devkit.sim.tensor import Storage, Tensor, alias_of
 
 
 class _Ops:
@@ -198,7 +198,7 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
     alias.is_input = st.is_input
     alias.alive = st.alive
     alias.machine = None  # the alias never frees the original's memory
-    alias.base = st  # keep the original alive while the alias is (and no longer)
+    alias_of(alias, st)  # keeps the original alive while the alias is (and no longer)
     return Tensor.whole(alias)
 
 
@@ -288,7 +288,7 @@ def _view(self: Tensor, dtype: Any) -> Tensor:
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.machine = None
-    alias.base = st
+    alias_of(alias, st)
     if shape != st.shape:
         return Tensor.whole(alias)
     return Tensor(alias, self.dims, self.shape, self.pax, self._garr)

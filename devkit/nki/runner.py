@@ -22,7 +22,7 @@ from devkit import dtypes as dt
 from devkit.errors import DtypeError, KernelArgumentError
 from devkit.sim.machine import Machine
 from devkit.sim.options import Geometry, SimOptions
-from devkit.sim.tensor import Tensor
+from devkit.sim.tensor import Tensor, ever_written
 from devkit.targets import TARGETS, load_target
 from devkit.trace import MemoryStats, NullSink, TraceSink
 
@@ -91,7 +91,7 @@ def unwritten_outputs(result: Any) -> tuple[str, ...]:
     walk(result)
     out = []
     for i, t in enumerate(flat):
-        if t.st.written or t.st.is_input:
+        if ever_written(t.st) or t.st.is_input:
             continue
         label = "the returned tensor" if len(flat) == 1 else f"returned tensor {i}"
         fn, ln = t.st.origin

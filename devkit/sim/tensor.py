@@ -41,6 +41,7 @@ class Storage:
         "__weakref__",
         "_data",
         "addr",
+        "aliases",
         "alive",
         "base",
         "buffer",
@@ -98,6 +99,7 @@ class Storage:
         self.origin = origin
         self.alive = True
         self.base: Storage | None = None  # the storage a reshape/view alias stands for (kept alive with it)
+        self.aliases: list[Storage] | None = None  # reshape/view aliases of this storage (see alias_of)
         self.addr: int | None = None
         self.spilled = False
         self.written = False
@@ -1136,3 +1138,24 @@ def _from_view_coords(t: Tensor, vals: list[np.ndarray], bshape: tuple[int, ...]
                 arr = np.where(ext_oob, ext[d], arr)
         arrs.append(np.ascontiguousarray(np.broadcast_to(arr, bshape)))
     return Tensor(t.st, None, bshape, pax, tuple(arrs))
+
+
+def alias_of(alias: Storage, base: Storage) -> None:
+    """Record that ``alias`` (a reshape/reinterpret view with its own Storage) stands for ``base``.
+
+    The alias keeps ``base`` alive and ``base`` lists its aliases, so that a write made through an alias
+    counts as a write of ``base`` (:func:`ever_written`) even after the alias itself went out of scope.
+    The two form a cycle that dies with the last outside reference (aliases share ``base``'s data, so
+    they cost a few hundred bytes each, never a copy).
+    """
+    alias.base = base
+    if base.aliases is None:
+        base.aliases = []
+    base.aliases.append(alias)
+
+
+def ever_written(st: Storage) -> bool:
+    """Whether any instruction wrote ``st`` directly or through one of its aliases."""
+    if st.written:
+        return True
+    return any(ever_written(a) for a in (st.aliases or ()))

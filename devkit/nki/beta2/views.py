@@ -12,14 +12,13 @@ becomes an explicitly indexed view (exact, slower).
 
 from __future__ import annotations
 
-import weakref
 from typing import Any
 
 import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
-from devkit.sim.tensor import Storage, Tensor
+from devkit.sim.tensor import Storage, Tensor, alias_of
 
 
 def storage_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -138,11 +137,8 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
     alias.addr = st.addr
     alias.written = st.written
     alias.machine = None  # the alias never frees the original's memory
-    _ALIASES[alias] = st  # the original lives as long as the alias does
+    alias_of(alias, st)  # the original lives as long as the alias does
     return alias
-
-
-_ALIASES: weakref.WeakKeyDictionary[Storage, Storage] = weakref.WeakKeyDictionary()
 
 
 def _pairs(pattern: Any, api: str) -> list[tuple[int, int]]:
