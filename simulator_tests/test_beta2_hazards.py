@@ -46,8 +46,8 @@ def runs(kernel, *args):
 @nki.jit
 def load_past_the_end(a, rows=200):
     t = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
-    src = a[rows - 128 : rows, :]  # <- blame
-    nisa.dma_copy(t, src)
+    src = a[rows - 128 : rows, :]  # a view of HBM past its end is not an access yet ...
+    nisa.dma_copy(t, src)  # <- blame  (... the DMA that reads it is, as oob_mode is the instruction's)
     return t
 
 

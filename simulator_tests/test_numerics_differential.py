@@ -647,6 +647,48 @@ def test_nl_reductions(name, data, p, f, g, dtype, keep):
     assert_close(got, want, od, slack=slack, what=name)
 
 
+_LOOP_IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
+
+
+def _loop_reduce_kernel(op: str):
+    fn = getattr(np, op)
+
+    @nki.jit
+    def kernel(xs):
+        n, p, f = xs.shape
+        out = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.full((p, f), _LOOP_IDENTITY[op], dtype=nl.float32)
+        for i in nl.affine_range(n):
+            acc[...] = nl.loop_reduce(nl.load(xs[i]), op=fn, loop_indices=[i])
+        nl.store(out, value=acc)
+        return out
+
+    return kernel
+
+
+@pytest.mark.parametrize("op", sorted(_LOOP_IDENTITY))
+@EX
+@given(data=st.data(), n=st.integers(1, 4), p=parts, f=frees, dtype=dtypes_float)
+def test_nl_loop_reduce(op, data, n, p, f, dtype):
+    """``b[...] = nl.loop_reduce(x, op, loop_indices=[i])`` updates ``b`` in place as ``b = op(b, x)``
+    every iteration [B1-NL], computed in fp32 into an fp32 ``b``.  Reading: the order in which affine
+    iterations fold is undocumented (an associative reduction), so add/multiply are checked against
+    the n-term bound (multiply drawn from magnitudes in [2**-8, 2**8]); maximum/minimum exactly, NaN
+    propagating."""
+    lo, hi = (2.0**-8, 2.0**8) if op == "multiply" else (0.0, 2.0**100)
+    xs = data.draw(arrays(dtype, (n, p, f), lo=lo, hi=hi))
+    got = devkit.simulate(_loop_reduce_kernel(op), xs)
+    x32 = to_f32(xs).astype(np.float64)
+    with np.errstate(all="ignore"):
+        if op in ("maximum", "minimum"):
+            want = getattr(np, op).reduce(to_f32(xs), axis=0)
+            assert_same(got, cast(want, F32), op)
+            return
+        want = x32.sum(axis=0) if op == "add" else x32.prod(axis=0)
+        slack = n * EPS32 * np.abs(x32).sum(axis=0) if op == "add" else 2 * n * EPS32 * np.abs(want)
+    assert_close(got, want, F32, slack=slack, what=op)
+
+
 @pytest.mark.parametrize("op", ["add", "max", "multiply", "bitwise_or"])
 @EX
 @given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
@@ -1335,12 +1377,11 @@ def test_nl_rms_norm(data, p, f, dtype):
     "call",
     [
         lambda t: nl.all_reduce(t, np.add, program_axes=[0]),
-        lambda t: nl.loop_reduce(t, np.add, loop_indices=[]),
         lambda t: nl.gemm_grid(t),
         lambda t: nl.gemm_stationary_grid(t),
         lambda t: nisa.builtin_custom_op(t),
     ],
-    ids=["all_reduce", "loop_reduce", "gemm_grid", "gemm_stationary_grid", "builtin_custom_op"],
+    ids=["all_reduce", "gemm_grid", "gemm_stationary_grid", "builtin_custom_op"],
 )
 def test_unsimulated_ops_refuse_cleanly(call):
     """Collectives, custom ops and undocumented grids are not simulated: a clear UnsupportedError, not
@@ -1410,7 +1451,7 @@ COVERED = {
     "softmax": "test_nl_softmax",
     "rms_norm": "test_nl_rms_norm",
     "all_reduce": "test_unsimulated_ops_refuse_cleanly",
-    "loop_reduce": "test_unsimulated_ops_refuse_cleanly",
+    "loop_reduce": "test_nl_loop_reduce",
     "gemm_grid": "test_unsimulated_ops_refuse_cleanly",
     "gemm_stationary_grid": "test_unsimulated_ops_refuse_cleanly",
     "builtin_custom_op": "test_unsimulated_ops_refuse_cleanly",
