@@ -43,6 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", action="store_true", help="include the engine timeline in the JSON")
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE.json",
+        help="also write the scheduled trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev)",
+    )
     p.set_defaults(func=run)
 
 
@@ -70,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"devkit cost: {e}", file=sys.stderr)
         return 2
     try:
-        report = devkit.estimate(kernel, *specs, grid=grid, target=args.target, **kwargs)
+        report = devkit.estimate(kernel, *specs, grid=grid, target=args.target, trace=args.trace, **kwargs)
     except devkit.KernelError as e:
         print(f"devkit cost: kernel fault: {e}", file=sys.stderr)
         return 1
