@@ -27,7 +27,7 @@ from kernels import tutorial
 from simulator_tests import _json_schema
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "chrome_trace.schema.json").read_text())
-K, M, N = 256, 256, 1024  # 2 x 2 output tiles, 2 contraction steps: 48 instructions
+K, M, N = 256, 256, 1024  # 2 x 2 output tiles, 2 contraction steps: 36 instructions
 TUTORIAL_FILE = os.path.abspath(tutorial.__file__)
 
 
