@@ -21,9 +21,14 @@ ARGS = ["--arg", "bfloat16[256,256]", "--arg", "bfloat16[256,1024]"]
 def _devkit(*argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
     return subprocess.run(
-        [sys.executable, "-m", "devkit", *argv], cwd=ROOT, env=env, capture_output=True, text=True,
-        timeout=300, stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+        [sys.executable, "-m", "devkit", *argv],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 @pytest.fixture(scope="module")

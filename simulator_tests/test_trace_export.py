@@ -14,6 +14,7 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
+import _json_schema
 import pytest
 
 import devkit
@@ -24,7 +25,6 @@ from devkit.nki.runner import TensorSpec, run_kernel
 from devkit.targets import load_target
 from devkit.trace import ENGINES, MemoryStats
 from kernels import tutorial
-from simulator_tests import _json_schema
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "chrome_trace.schema.json").read_text())
 K, M, N = 256, 256, 1024  # 2 x 2 output tiles, 2 contraction steps: 36 instructions
@@ -172,8 +172,12 @@ def test_occupancy_counters_reach_the_reported_peaks(exported: tuple[dict, devki
 
 def test_past_the_limit_the_rest_is_aggregated_and_totals_hold() -> None:
     sched = tracing_scheduler("trn1", kernel_name="tiled_matmul", limit=100)
-    run_kernel(tutorial.tiled_matmul, (TensorSpec((1024, 256), "bfloat16"), TensorSpec((1024, 2048), "bfloat16")),
-               {}, sink=sched)  # fmt: skip
+    run_kernel(
+        tutorial.tiled_matmul,
+        (TensorSpec((1024, 256), "bfloat16"), TensorSpec((1024, 2048), "bfloat16")),
+        {},
+        sink=sched,
+    )
     report = sched.report()
     data = build_trace(sched.recorder, report, sched.target)
     assert _json_schema.errors(data, SCHEMA) == []
@@ -219,8 +223,19 @@ def test_cli_cost_trace_writes_the_file(tmp_path: Path) -> None:
     from devkit.cli import main
 
     out = tmp_path / "t.json"
-    rc = main(["cost", f"{TUTORIAL_FILE}:tiled_matmul", "--arg", f"bfloat16[{K},{M}]", "--arg",
-               f"bfloat16[{K},{N}]", "--json", "--trace", str(out)])  # fmt: skip
+    rc = main(
+        [
+            "cost",
+            f"{TUTORIAL_FILE}:tiled_matmul",
+            "--arg",
+            f"bfloat16[{K},{M}]",
+            "--arg",
+            f"bfloat16[{K},{N}]",
+            "--json",
+            "--trace",
+            str(out),
+        ]
+    )
     assert rc == 0
     data = json.loads(out.read_text())
     assert data["otherData"]["devkit"]["kernel"] == "tiled_matmul"

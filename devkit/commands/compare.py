@@ -31,14 +31,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("a", metavar="A", help="baseline: report.json or FILE.py:KERNEL")
     p.add_argument("b", metavar="B", help="candidate: report.json or FILE.py:KERNEL")
-    p.add_argument("--arg", action="append", default=[], metavar="DTYPE[D0,D1,...]",
-                   help="positional tensor argument for FILE.py:KERNEL sides (repeat in order)")  # fmt: skip
-    p.add_argument("--kwarg", action="append", default=[], metavar="NAME=VALUE",
-                   help="keyword argument (Python literal) for FILE.py:KERNEL sides")  # fmt: skip
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="DTYPE[D0,D1,...]",
+        help="positional tensor argument for FILE.py:KERNEL sides (repeat in order)",
+    )
+    p.add_argument(
+        "--kwarg",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="keyword argument (Python literal) for FILE.py:KERNEL sides",
+    )
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid for kernel sides")
     p.add_argument("--target", default="trn1", help="target for kernel sides (default trn1)")
-    p.add_argument("--fail-above", type=float, default=None, metavar="PCT",
-                   help="exit 1 when B's latency exceeds A's by more than PCT percent")  # fmt: skip
+    p.add_argument(
+        "--fail-above",
+        type=float,
+        default=None,
+        metavar="PCT",
+        help="exit 1 when B's latency exceeds A's by more than PCT percent",
+    )
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     p.set_defaults(func=run)
 

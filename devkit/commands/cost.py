@@ -49,6 +49,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.json",
         help="also write the scheduled trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev)",
     )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png|FILE.svg",
+        help="also write the kernel's roofline chart (intensity and throughput under the target's roofs)",
+    )
     p.set_defaults(func=run)
 
 
@@ -71,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
                 raise CostUsageError(f"--arg {a!r}: {e.detail}") from None
         kwargs = dict(parse_kwarg(k) for k in args.kwarg)
         grid = tuple(int(g) for g in args.grid.split(",")) if args.grid else None
+        if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+            raise CostUsageError(f"--plot {args.plot!r}: the file must end in .png or .svg")
         kernel = load_kernel(args.kernel)
     except (CostUsageError, KernelRefError) as e:
         print(f"devkit cost: {e}", file=sys.stderr)
@@ -80,6 +88,14 @@ def run(args: argparse.Namespace) -> int:
     except devkit.KernelError as e:
         print(f"devkit cost: kernel fault: {e}", file=sys.stderr)
         return 1
+    if args.plot:
+        from devkit.cost.roofline import point_of, report_roofs
+        from devkit.workflow.report import roofline_figure, save_figure
+
+        fig = roofline_figure(
+            [point_of(report)], report_roofs(report), title=f"{report.kernel} on {report.target}: roofline"
+        )
+        save_figure(fig, args.plot)
     if args.json:
         print(json.dumps(report.to_dict(include_timeline=args.timeline), indent=2))
     else:

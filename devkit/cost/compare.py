@@ -50,8 +50,14 @@ class Row:
         return self.b / self.a
 
     def to_dict(self) -> dict[str, Any]:
-        return {"group": self.group, "name": self.name, "a": self.a, "b": self.b, "unit": self.unit,
-                "ratio": self.ratio}  # fmt: skip
+        return {
+            "group": self.group,
+            "name": self.name,
+            "a": self.a,
+            "b": self.b,
+            "unit": self.unit,
+            "ratio": self.ratio,
+        }
 
 
 @dataclass(frozen=True)
@@ -110,8 +116,9 @@ def _num(d: dict[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], *, label_a: str = "A", label_b: str = "B",
-            hotspots: int = 5) -> Comparison:  # fmt: skip
+def compare(
+    a: dict[str, Any], b: dict[str, Any], *, label_a: str = "A", label_b: str = "B", hotspots: int = 5
+) -> Comparison:
     """Line up two cost reports (dicts); both are checked with :func:`check_report` first."""
     check_report(a, label_a)
     check_report(b, label_b)
@@ -124,8 +131,15 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, label_a: str = "A", label_b
     levels = list(dict.fromkeys([*a.get("bytes_by_level", {}), *b.get("bytes_by_level", {})]))
     if levels:
         for name in levels:
-            rows.append(Row("bytes", name, _num(a.get("bytes_by_level", {}), name),
-                            _num(b.get("bytes_by_level", {}), name), "bytes"))  # fmt: skip
+            rows.append(
+                Row(
+                    "bytes",
+                    name,
+                    _num(a.get("bytes_by_level", {}), name),
+                    _num(b.get("bytes_by_level", {}), name),
+                    "bytes",
+                )
+            )
     else:
         rows.append(Row("bytes", "hbm_read", _num(a, "hbm_read_bytes"), _num(b, "hbm_read_bytes"), "bytes"))
         rows.append(
@@ -136,12 +150,17 @@ def compare(a: dict[str, Any], b: dict[str, Any], *, label_a: str = "A", label_b
     for e in engines:
         rows.append(Row("engine busy", e, _num(a["engine_busy_us"], e), _num(b["engine_busy_us"], e), "us"))
     rows += [
-        Row("utilisation", "tensor_utilization", _num(a, "tensor_utilization"), _num(b, "tensor_utilization"),
-            "ratio"),
+        Row(
+            "utilisation",
+            "tensor_utilization",
+            _num(a, "tensor_utilization"),
+            _num(b, "tensor_utilization"),
+            "ratio",
+        ),
         Row("utilisation", "mbu", _num(a, "mbu"), _num(b, "mbu"), "ratio"),
         Row("on-chip", "sbuf_peak_bytes", _num(a, "sbuf_peak_bytes"), _num(b, "sbuf_peak_bytes"), "bytes"),
         Row("on-chip", "psum_peak_bytes", _num(a, "psum_peak_bytes"), _num(b, "psum_peak_bytes"), "bytes"),
-    ]  # fmt: skip
+    ]
     notes = []
     if a["target"] != b["target"]:
         notes.append(f"different targets: A on {a['target']}, B on {b['target']}")

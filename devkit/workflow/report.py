@@ -10,7 +10,10 @@ Plots:
 * :func:`plot_timeline` - which engine is busy when: a Gantt chart of the first scheduled
   instructions and a utilisation strip over the whole run, from a scheduler
   :class:`~devkit.cost.timeline.Timeline`;
-* :func:`plot_measured_vs_predicted` - hardware P50 against the cost model's prediction.
+* :func:`plot_measured_vs_predicted` - hardware P50 against the cost model's prediction;
+* :func:`plot_roofline` / :func:`roofline_figure` - kernels' arithmetic intensity and achieved
+  throughput under the target's compute, HBM and DMA roofs (:mod:`devkit.cost.roofline`), with
+  the uncertainty band as error bars when known.
 """
 
 from __future__ import annotations
@@ -204,6 +207,88 @@ def plot_measured_vs_predicted(
     ax.grid(True, alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     return _png(fig)
+
+
+def roofline_figure(points: Sequence[Any], roofs: Any, *, title: str) -> Any:
+    """A matplotlib figure: log-log roofline of ``roofs`` (:class:`~devkit.cost.roofline.Roofs`) with
+    one marker per :class:`~devkit.cost.roofline.RooflinePoint` (error bars = its ``band``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.8, 4.6))
+    finite = [p for p in points if p.hbm_bytes > 0 and p.flops > 0 and p.latency_us > 0]
+    xs = [p.intensity for p in finite] + [roofs.ridge_flop_per_byte]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(
+        grid,
+        [roofs.attainable_tflops(x) for x in grid],
+        color="#222222",
+        linewidth=2,
+        label=f"roof: {roofs.peak_tflops:g} TFLOP/s ({roofs.dtype}), {roofs.memory_gbps:g} GB/s",
+    )
+    if roofs.hbm_gbps != roofs.memory_gbps:
+        ax.plot(
+            grid,
+            [min(roofs.peak_tflops, roofs.hbm_gbps * x / 1000) for x in grid],
+            color="#888888",
+            linestyle="--",
+            linewidth=1,
+            label=f"HBM {roofs.hbm_gbps:g} GB/s (above the DMA engines' {roofs.dma_gbps:g} GB/s)",
+        )
+    labels = list(dict.fromkeys(p.label for p in finite))
+    markers = "osD^v<>P*"
+    for i, label in enumerate(labels):
+        sel = [p for p in finite if p.label == label]
+        ys = [p.achieved_tflops for p in sel]
+        err = None
+        if all(p.band for p in sel):
+            err = [
+                [y - y / (1 + p.band) for y, p in zip(ys, sel)],
+                [y / (1 - p.band) - y for y, p in zip(ys, sel)],
+            ]
+        ax.errorbar(
+            [p.intensity for p in sel],
+            ys,
+            yerr=err,
+            fmt=markers[i % len(markers)],
+            label=label,
+            color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+            markersize=6,
+            capsize=3,
+            linewidth=1,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = roofs.peak_tflops * 2
+    bottom = min([p.achieved_tflops for p in finite] + [roofs.attainable_tflops(lo)]) / 3
+    ax.set_ylim(bottom, top)
+    ax.axvline(roofs.ridge_flop_per_byte, color="#bbbbbb", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("arithmetic intensity (TensorE FLOP per HBM byte)")
+    ax.set_ylabel("achieved throughput (TFLOP/s, modelled)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(frameon=False, fontsize=7.5, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(points: Sequence[Any], roofs: Any, *, title: str) -> str:
+    """:func:`roofline_figure` as a base64 PNG for the HTML report."""
+    return _png(roofline_figure(points, roofs, title=title))
+
+
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Write a figure to ``path`` in the format its suffix names (``.png`` or ``.svg``), atomically."""
+    out = Path(path)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        _pyplot().close(fig)
+        raise ValueError(f"{out}: plot files must end in .png or .svg")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    data = buf.getvalue()
+    return atomic.write_with(out, lambda tmp: tmp.write_bytes(data))
 
 
 def source_line(filename: str, lineno: int) -> str:

@@ -267,6 +267,8 @@ class Summary:
     mlp_rows: list[dict[str, Any]]
     timeline: TaskResult | None
     estimate_errors: list[TaskResult]
+    #: Every estimate task's result, in plan order (results.json / CSV and the roofline chart).
+    estimates: list[TaskResult] = field(default_factory=list)
 
     @property
     def failures(self) -> list[TaskResult]:
@@ -348,4 +350,4 @@ def summarise(results: Iterable[TaskResult]) -> Summary:
                 }
             )
     timeline = next((r for r in estimates if r.task.timeline and r.ok and r.report is not None), None)
-    return Summary(validations, paper_rows, mlp_rows, timeline, errors)
+    return Summary(validations, paper_rows, mlp_rows, timeline, errors, estimates)
