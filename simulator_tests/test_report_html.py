@@ -59,6 +59,10 @@ def _context(**over):
         "mlp": None,
         "timeline": None,
         "hardware": None,
+        "hardware_howto": "no measurements",
+        "uncertainty": {"pct": None, "based_on": "none"},
+        "roofline": None,
+        "results_files": [],
         "errors": [],
         "notes": [],
     }

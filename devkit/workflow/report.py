@@ -62,8 +62,10 @@ def plot_sweep(
     ylabel: str,
     title: str,
     xlabel: str = "sequence length S (tokens)",
+    band: float | None = None,
 ) -> str:
-    """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``."""
+    """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``;
+    ``band`` (a fraction, e.g. 0.12) shades ``y x (1 ± band)`` around each line."""
     plt = _pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
@@ -82,6 +84,15 @@ def plot_sweep(
             linewidth=1.8,
             markersize=5,
         )
+        if band:
+            ax.fill_between(
+                [p[0] for p in pts],
+                [p[1] * (1 - band) for p in pts],
+                [p[1] * (1 + band) for p in pts],
+                color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+                alpha=0.15,
+                linewidth=0,
+            )
     if len(set(x)) > 1:
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -96,7 +107,9 @@ def plot_sweep(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(frameon=False)
+    ax.legend(
+        frameon=False, title=f"shaded: ±{band:.0%} model uncertainty" if band else None, title_fontsize=8
+    )
     return _png(fig)
 
 

@@ -200,5 +200,9 @@ def report_context(rows: list[Comparison], slack: float, results: str | Path) ->
         "timeline": None,
         "errors": [],
         "hardware": hardware_section(rows, slack, caption),
+        "hardware_howto": "",
+        "uncertainty": {"pct": None, "based_on": ""},
+        "roofline": None,
+        "results_files": [],
         "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
     }
