@@ -212,3 +212,25 @@ def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
     assert "Hardware: measured vs predicted" in html
     assert html.count("data:image/png;base64,") == 1
     assert 'class="bad">1.30x' in html  # outside the ±25 % band
+
+
+def test_run_report_embeds_the_whole_kernel_trace(tiny, tmp_path, capsys):
+    import json
+
+    out_dir = tmp_path / "report"
+    assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
+    capsys.readouterr()
+    trace = json.loads((out_dir / "trace.json").read_text())
+    info = trace["otherData"]["devkit"]
+    assert info["kernel"] == "xuv_fused" and info["aggregated_instructions"] == 0
+    html = (out_dir / "index.html").read_text()
+    assert 'id="timeline-viewer"' in html and 'href="trace.json"' in html
+    view = json.loads(
+        html.split('<script type="application/json" class="tv-data">', 1)[1].split("</script>", 1)[0]
+    )
+    # every instruction of the kernel is drawn, each DMA queue on its own row, up to the modelled latency
+    drawn = sum(len(t["slices"]) for t in view["tracks"])
+    assert drawn == info["instructions"] - info["elided_instructions"]
+    assert sum(t["name"].startswith("dma") for t in view["tracks"]) >= 2
+    assert view["end_us"] == pytest.approx(info["latency_us"])
+    assert all(0 <= s[4] <= 1 for t in view["tracks"] for s in t["slices"])

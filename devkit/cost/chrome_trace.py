@@ -149,7 +149,7 @@ def build_trace(
     report: CostReport,
     target: Target,
     *,
-    flow_limit: int = 20_000,
+    flow_limit: int = 5_000,
 ) -> dict[str, Any]:
     """The trace-event JSON object (see module docstring) of a recorded, finished schedule."""
     events: list[dict[str, Any]] = []
@@ -313,7 +313,7 @@ def _occupancy_events(rec: TraceRecorder) -> list[dict[str, Any]]:
     return out
 
 
-def tracing_scheduler(target: str | Target = "trn1", *, kernel_name: str = "", limit: int = 30_000) -> Any:
+def tracing_scheduler(target: str | Target = "trn1", *, kernel_name: str = "", limit: int = 20_000) -> Any:
     """A :class:`devkit.cost.scheduler.Scheduler` with a :class:`TraceRecorder` attached (``.recorder``)."""
     from devkit.cost.scheduler import Scheduler
 

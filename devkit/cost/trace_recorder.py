@@ -101,7 +101,7 @@ class TraceRecorder:
     def __init__(
         self,
         *,
-        limit: int = 30_000,
+        limit: int = 20_000,
         bins: int = 256,
         dma_timing: Callable[[Instr], tuple] | None = None,
     ) -> None:

@@ -304,6 +304,87 @@ def save_figure(fig: Any, path: str | os.PathLike) -> Path:
     return atomic.write_with(out, lambda tmp: tmp.write_bytes(data))
 
 
+def trace_view_data(trace: Mapping[str, Any], *, title: str, max_slices: int = 60_000) -> dict[str, Any]:
+    """Compact data of the zoomable timeline (``templates/trace_viewer.html.j2``) from an exported
+    Chrome/Perfetto trace (:func:`devkit.cost.chrome_trace.build_trace`): tracks in the trace's order,
+    slices as ``[start us, duration us, name index, source index, busy fraction 0..1, count]``, and the
+    occupancy counters.  Past ``max_slices`` the shortest slices are dropped (the note says so)."""
+    info = dict(trace.get("otherData", {}).get("devkit", {}))
+    dma_engines = max(1, int(info.get("dma_engines", 1)))
+    names: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    threads: dict[int, str] = {}
+    order: dict[int, int] = {}
+    counters: dict[str, list[list[float]]] = {}
+    slices: dict[int, list[list[Any]]] = {}
+    for ev in trace.get("traceEvents", ()):
+        ph = ev.get("ph")
+        if ph == "M" and ev.get("name") == "thread_name":
+            threads[ev["tid"]] = ev["args"]["name"]
+        elif ph == "M" and ev.get("name") == "thread_sort_index":
+            order[ev["tid"]] = ev["args"]["sort_index"]
+        elif ph == "X":
+            a = ev.get("args", {})
+            dur = float(ev["dur"])
+            busy_us = float(a.get("engine_ns", a.get("busy_ns", 0.0))) * 1e-3
+            engines = dma_engines if a.get("engine") == "dma" else 1
+            frac = min(1.0, busy_us / (dur * engines)) if dur > 0 else 1.0
+            n = names.setdefault(ev["name"], len(names))
+            src = sources.setdefault(str(a.get("source", "?")), len(sources))
+            slices.setdefault(ev["tid"], []).append(
+                [float(ev["ts"]), dur, n, src, round(frac, 3), int(a.get("count", 1))]
+            )
+        elif ph == "C":
+            value = next(iter(ev["args"].values()))
+            counters.setdefault(ev["name"], []).append([float(ev["ts"]), float(value)])
+    total = sum(len(v) for v in slices.values())
+    dropped = 0
+    if total > max_slices:  # drop exactly the shortest (ties: the later ones in program order)
+        ranked = sorted((sl[1], -i, tid) for tid, v in slices.items() for i, sl in enumerate(v))
+        gone: dict[int, set[int]] = {}
+        for _, neg_i, tid in ranked[: total - max_slices]:
+            gone.setdefault(tid, set()).add(-neg_i)
+        for tid, idx in gone.items():
+            slices[tid] = [sl for i, sl in enumerate(slices[tid]) if i not in idx]
+        dropped = total - max_slices
+    tracks = []
+    for tid in sorted(slices, key=lambda t: (order.get(t, 1 << 30), t)):
+        name = threads.get(tid, f"track {tid}")
+        tracks.append({"name": name, "engine": name.split(" ")[0], "slices": sorted(slices[tid])})
+    all_slices = [s for t in tracks for s in t["slices"]]
+    end_us = max([s[0] + s[1] for s in all_slices], default=0.0)
+    note = f"Whole kernel: {info.get('aggregation', 'all instructions')}."
+    if dropped:
+        note += f" {dropped:,} of the shortest slices are not drawn here (the trace file has them)."
+    return {
+        "title": title,
+        "end_us": max(end_us, float(info.get("latency_us") or 0.0)),
+        "max_dur_us": max([s[1] for s in all_slices], default=0.0),
+        "tracks": tracks,
+        "names": list(names),
+        "sources": [short_path(src.rpartition(":")[0]) + ":" + src.rpartition(":")[2] for src in sources],
+        "counters": [
+            {
+                "name": f"{name.split()[0]} peak {max(v for _, v in pts):,.0f} B/partition",
+                "points": pts,
+                "max": max(1.0, max(v for _, v in pts)),
+            }
+            for name, pts in counters.items()
+        ]
+        or None,
+        "note": note,
+    }
+
+
+def render_trace_page(trace: Mapping[str, Any], *, title: str) -> str:
+    """A standalone HTML page showing one exported trace with the zoomable timeline (no external files)."""
+    return (
+        environment()
+        .get_template("trace_page.html.j2")
+        .render(view=trace_view_data(trace, title=title), viewer_id="trace-viewer", title=title)
+    )
+
+
 def source_line(filename: str, lineno: int) -> str:
     """The stripped text of a kernel source line (empty when unavailable)."""
     return linecache.getline(filename, lineno).strip()

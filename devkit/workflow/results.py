@@ -1,4 +1,5 @@
-"""``devkit run`` results as data: ``results.json``, ``validations.csv`` and ``estimates.csv`` next to the HTML.
+"""``devkit run`` results as data: ``results.json``, ``validations.csv`` and ``estimates.csv`` next to the HTML
+(and ``trace.json``, the Chrome/Perfetto trace of the timeline kernel).
 
 :func:`results_data` holds every row the run's tables show: each validation (kernel, shape, dtype,
 pass/fail, max error, tolerance, seconds, detail), each estimate (the cost report's figures plus its
@@ -118,8 +119,12 @@ def write_results(summary: main_job.Summary, out_dir: str | Path, *, target: str
     """Write ``results.json``, ``validations.csv`` and ``estimates.csv`` into ``out_dir``; returns the paths."""
     data = results_data(summary, target=target, quick=quick)
     out = Path(out_dir)
-    return [
+    paths = [
         atomic.write_text(out / "results.json", json.dumps(data, indent=1, default=str) + "\n"),
         atomic.write_text(out / "validations.csv", _csv(data["validations"], VALIDATION_COLUMNS)),
         atomic.write_text(out / "estimates.csv", _csv(data["estimates"], ESTIMATE_COLUMNS)),
     ]
+    if summary.timeline is not None and summary.timeline.trace is not None:
+        trace = json.dumps(summary.timeline.trace, separators=(",", ":"))
+        paths.append(atomic.write_text(out / "trace.json", trace))
+    return paths

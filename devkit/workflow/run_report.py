@@ -25,7 +25,7 @@ def report_context(
     from devkit.cost.uncertainty import no_band_text
     from devkit.targets import load_target
     from devkit.workflow.hw.host import git_commit
-    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline
+    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline, trace_view_data
 
     band = uncertainty_band(target)
     frac = band.fraction if band is not None else None
@@ -97,6 +97,10 @@ def report_context(
                 rep.timeline, dma_engines=tgt.dma.engines, latency_us=rep.latency_us, title=t.kernel
             ),
             "hotspots": hotspot_rows(rep, code=summary.timeline.figures.get("hotspot_code")),
+            "view": trace_view_data(summary.timeline.trace, title=label)
+            if summary.timeline.trace is not None
+            else None,
+            "trace_file": TRACE_FILE if summary.timeline.trace is not None else None,
         }
     validations = [
         {
@@ -148,6 +152,8 @@ def report_context(
 
 #: Files ``devkit run`` writes next to index.html (:mod:`devkit.workflow.results`).
 RESULTS_FILES = ("results.json", "validations.csv", "estimates.csv")
+#: The exported trace of the timeline kernel, next to index.html (open it in ui.perfetto.dev).
+TRACE_FILE = "trace.json"
 #: What the report says in place of the measured-vs-predicted section while there are no measurements.
 HARDWARE_HOWTO = (
     "No hardware measurements yet. On a Trainium host with the Neuron SDK: `devkit promote KERNEL` writes "
