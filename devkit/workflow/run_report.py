@@ -159,8 +159,8 @@ HARDWARE_HOWTO = (
     "No hardware measurements yet. On a Trainium host with the Neuron SDK: `devkit promote KERNEL` writes "
     "hw_tests/test_KERNEL.py, `devkit hw run` runs it (numerics checked strictly, latency recorded in "
     "results/), then `devkit run` or `devkit hw report` shows measured against predicted here. "
-    "Published numbers can be imported with `devkit calibrate --import FILE` (nki.benchmark output or "
-    "neuron-profile JSON)."
+    "Latencies captured with nki.benchmark or a neuron-profile summary can be fitted with `devkit calibrate "
+    "FILE` (docs: Hardware stage)."
 )
 
 
