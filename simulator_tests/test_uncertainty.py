@@ -47,3 +47,22 @@ def test_malformed_residuals_are_refused(tmp_path) -> None:
     bad.write_text("schema = 2\n")
     with pytest.raises(ResidualsError, match="schema = 1"):
         load_residuals(str(bad))
+
+
+def test_cost_table_shows_the_band_or_says_there_is_none() -> None:
+    import io
+
+    from rich.console import Console
+
+    from devkit.cost.render import render_table
+    from devkit.cost.trace_builder import TraceBuilder
+
+    b = TraceBuilder("k.py")
+    b.matmul(deps=[b.dma(bytes_per_partition=1024)])
+    for target, expected in (
+        ("trn1", f"±{band('trn1').pct:.0f} %"),
+        ("trn2", "no uncertainty band for trn2"),
+    ):
+        out = io.StringIO()
+        Console(file=out, width=200).print(render_table(b.schedule(target)))
+        assert expected in out.getvalue()
