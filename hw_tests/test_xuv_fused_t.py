@@ -88,9 +88,7 @@ def test_numerics(case, nki, kernel_registry, hw_context, results_store):
 
 
 @pytest.mark.parametrize("case", CASES, ids=hw.Case.test_id)
-def test_latency(
-    case, nki, kernel_registry, hw_context, results_store, latency_slack, regression_threshold
-):
+def test_latency(case, nki, kernel_registry, hw_context, results_store, latency_slack, regression_threshold):
     run = hw.prepare(kernel_registry, case, seed=SEED)
     bench = nki.benchmark(warmup=WARMUP, iters=ITERS)(run.kernel)
     bench(*run.inputs, **case.blocks)
