@@ -105,6 +105,7 @@ def test_run_report_renders_without_console_errors(
 
     monkeypatch.setattr(main_job, "plan", tiny._tiny_plan)
     out = browser_tmp / "report"
+    (browser_tmp / "none").mkdir(exist_ok=True)  # an empty results store
     assert cli.main(["run", "--out", str(out), "--jobs", "1", "--results", str(browser_tmp / "none")]) == 0
     page = out / "index.html"
     probe = _probe(page, browser_tmp)

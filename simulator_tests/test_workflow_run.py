@@ -120,6 +120,7 @@ def test_run_writes_every_row_as_json_and_csv(tiny, tmp_path, capsys):
     import json
 
     out_dir = tmp_path / "report"
+    (tmp_path / "none").mkdir()  # an empty results store
     assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
     capsys.readouterr()
     data = json.loads((out_dir / "results.json").read_text())
@@ -218,6 +219,7 @@ def test_run_report_embeds_the_whole_kernel_trace(tiny, tmp_path, capsys):
     import json
 
     out_dir = tmp_path / "report"
+    (tmp_path / "none").mkdir()  # an empty results store
     assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
     capsys.readouterr()
     trace = json.loads((out_dir / "trace.json").read_text())
