@@ -76,12 +76,15 @@ def estimate(
     target: str = "trn1",
     numerics: bool | None = None,
     options: Any = None,
+    trace: Any = None,
     **kwargs: Any,
 ) -> Any:
     """Cost-model ``kernel`` on ``target`` and return a CostReport (``.to_dict()`` gives the JSON object).
 
     Arguments may be arrays or ``nt.tensor[[shape], dtype]`` placeholders; placeholders (or
     ``numerics=False``) mean cost-only: the same control flow and bookkeeping without arithmetic.
+    ``trace`` (a path) also writes the scheduled instruction trace as Chrome/Perfetto trace-event
+    JSON (:mod:`devkit.cost.chrome_trace`; open it in ui.perfetto.dev or chrome://tracing).
     """
     from devkit.cost.scheduler import Scheduler
     from devkit.nki import _tensor_ops  # noqa: F401
@@ -95,15 +98,27 @@ def estimate(
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
     _check_call(func, args_or_specs, kwargs, "devkit.estimate")
-    sink = Scheduler(target)
+    name = getattr(func, "__name__", "kernel")
+    if trace is not None:
+        from devkit.cost.chrome_trace import tracing_scheduler
+
+        sink = tracing_scheduler(target, kernel_name=name)
+    else:
+        sink = Scheduler(target)
     programs = getattr(kernel, "program_runner", None)
     run = run_kernel(
         func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink, programs=programs
     )
-    report = sink.report(kernel_name=getattr(func, "__name__", "kernel"))
-    return dataclasses.replace(
-        report, checks_skipped=skipped_checks(opts, run.numerics), outputs_unwritten=run.unwritten
+    report = dataclasses.replace(
+        sink.report(kernel_name=name),
+        checks_skipped=skipped_checks(opts, run.numerics),
+        outputs_unwritten=run.unwritten,
     )
+    if trace is not None:
+        from devkit.cost.chrome_trace import write_trace
+
+        write_trace(trace, sink.recorder, report, sink.target)
+    return report
 
 
 def _param_names(func: Any) -> list[str]:

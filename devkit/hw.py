@@ -13,6 +13,7 @@ from devkit.workflow.hw.fake import FakeNki, fake_nki
 from devkit.workflow.hw.harness import (
     Case,
     check_numerics,
+    judge_latency,
     latency_percentiles,
     latency_record,
     numerics_record,
@@ -30,6 +31,7 @@ __all__ = [
     "check_numerics",
     "check_requirements",
     "fake_nki",
+    "judge_latency",
     "latency_percentiles",
     "latency_record",
     "load_sdk",

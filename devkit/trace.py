@@ -94,6 +94,11 @@ class MemoryStats:
     psum_peak_bytes_per_partition: int = 0
     spill_bytes: int = 0
     partitions: int = 128
+    #: On request only (a sink whose ``wants_occupancy`` is true): on-chip bytes per partition live
+    #: over the run, ``{"sbuf": [(instruction id, bytes), ...], "psum": [...]}``, a step function
+    #: that holds from each id to the next (PSUM counted in whole banks), downsampled to keep each
+    #: window's peak.  It covers tiles whose lifetimes the allocator tracks (not direct allocations).
+    occupancy: dict[str, list[tuple[int, int]]] | None = None
 
 
 class TraceSink(Protocol):

@@ -47,6 +47,14 @@ def pytest_addoption(parser: Any) -> None:
         help="override the slack written into the tests: |P50 - predicted| <= slack * predicted",
     )
     group.addoption(
+        "--regression-threshold",
+        type=float,
+        default=0.10,
+        metavar="FRACTION",
+        help="fail a latency test when P50 exceeds the previous measurement of the same case by more "
+        "than this fraction (default 0.10)",
+    )
+    group.addoption(
         "--hw-target",
         default=None,
         metavar="TARGET",
@@ -157,3 +165,8 @@ def results_store(request: Any) -> hw.ResultsStore:
 @pytest.fixture(scope="session")
 def latency_slack(request: Any) -> float | None:
     return request.config.getoption("--latency-slack")
+
+
+@pytest.fixture(scope="session")
+def regression_threshold(request: Any) -> float:
+    return request.config.getoption("--regression-threshold")

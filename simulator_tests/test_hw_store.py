@@ -284,3 +284,46 @@ def test_store_file_is_plain_json_lines(tmp_path):
         assert key in rec
     assert os.path.getsize(tmp_path / "xuv_fused.jsonl") == len(line) + 1
     assert Path(tmp_path / "xuv_fused.jsonl").read_bytes().endswith(b"\n")
+
+
+def test_compare_shows_the_latest_run_against_the_previous_one():
+    rows = hw_compare.compare([_latency(p50=p) for p in (100.0, 110.0, 300.0)] + [_latency(s=256, p50=50.0)])
+    assert rows[0].last_p50_us == 300.0 and rows[0].previous_p50_us == 110.0
+    assert rows[0].change == pytest.approx(300.0 / 110.0 - 1)
+    assert rows[1].change is None  # a single run: nothing to compare with
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=220).print(hw_compare.comparison_table(rows, 0.25, threshold=0.10))
+    assert "+172.7% regression" in out.getvalue()
+    section = hw_compare.hardware_section(rows, 0.25, "c")
+    assert [r["change_class"] for r in section["rows"]] == ["bad", ""]
+    assert section["rows"][0]["change_text"] == "+172.7%"
+
+
+def _case() -> hw_harness.Case:
+    return hw_harness.Case("xuv_fused", {"S": 128, "H": 256, "r": 128, "N": 512}, "bfloat16", slack=0.25)
+
+
+def test_judge_latency_compares_with_the_previous_measurement_of_the_same_case(tmp_path):
+    store = hw_store.ResultsStore(tmp_path)
+    first = hw_harness.judge_latency(store, CTX, _case(), {"p50": 100.0}, 90.0, 0.25, 0.10)
+    assert first.previous_p50_us is None and not first.regression and "baseline" in first.message
+    store.append(_latency(p50=100.0, backend="fake"))
+    store.append(_latency(s=256, p50=10.0, backend="fake"))  # another shape: not the same case
+    within = hw_harness.judge_latency(store, CTX, _case(), {"p50": 109.0}, 90.0, 0.25, 0.10)
+    assert within.previous_p50_us == 100.0 and not within.regression
+    slower = hw_harness.judge_latency(store, CTX, _case(), {"p50": 111.0}, 90.0, 0.25, 0.10)
+    assert slower.regression and "+11.0%" in slower.message
+
+
+def test_model_disagreement_is_a_note_not_a_regression(tmp_path):
+    store = hw_store.ResultsStore(tmp_path)
+    j = hw_harness.judge_latency(store, CTX, _case(), {"p50": 300.0}, 100.0, 0.25, 0.10)
+    assert not j.regression
+    assert j.model_ratio == pytest.approx(3.0) and "model error: measured/predicted = 3.00" in j.model_note
+    assert hw_harness.judge_latency(store, CTX, _case(), {"p50": 110.0}, 100.0, 0.25, 0.10).model_note == ""
+    rec = hw_harness.latency_record(CTX, _case(), {"p50": 300.0}, 100.0, 0.25, 1, 5, j)
+    assert rec["model_ratio"] == pytest.approx(3.0) and rec["regression"] is False

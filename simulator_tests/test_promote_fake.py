@@ -108,14 +108,42 @@ def test_fake_backend_passes_and_records_every_run(generated, tmp_path):
         assert r["measured_us"]["p50"] == pytest.approx(r["predicted_us"], rel=1e-3)
 
 
-def test_slow_device_fails_the_latency_test_with_both_numbers(generated, tmp_path):
+def test_model_disagreement_is_reported_not_failed(generated, tmp_path):
+    """A device 3x slower than the model with no earlier measurement: model error, recorded and warned."""
+    proc = _pytest(generated, "--fake-neuron", "slow", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "4 passed" in proc.stdout
+    assert "model error: measured/predicted = 3.00" in proc.stdout
+    lat = [r for r in hw_store.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
+    assert len(lat) == 2
+    for r in lat:
+        assert r["measured_us"]["p50"] > 2.9 * r["predicted_us"]
+        assert r["model_ratio"] == pytest.approx(3.0, rel=1e-3)
+        assert r["previous_p50_us"] is None and r["regression"] is False
+
+
+def test_regression_against_the_previous_measurement_fails(generated, tmp_path):
+    assert _pytest(generated, "--fake-neuron", "ok", "--results-dir", str(tmp_path)).returncode == 0
     proc = _pytest(generated, "--fake-neuron", "slow", "--results-dir", str(tmp_path))
     assert proc.returncode == 1
     assert "2 failed, 2 passed" in proc.stdout
-    assert "measured P50" in proc.stdout and "vs predicted" in proc.stdout and "ratio 3.00" in proc.stdout
-    # the failing runs were recorded before the assertion
+    assert "latency regression" in proc.stdout and "+200.0%" in proc.stdout
     lat = [r for r in hw_store.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
-    assert len(lat) == 2 and all(r["measured_us"]["p50"] > 2.9 * r["predicted_us"] for r in lat)
+    first, second = lat[:2], lat[2:]
+    assert len(second) == 2
+    for before, after in zip(first, second):
+        assert after["previous_id"] == before["id"]
+        assert after["previous_p50_us"] == before["measured_us"]["p50"]
+        assert after["regression"] is True
+
+
+def test_same_speed_again_is_within_the_threshold(generated, tmp_path):
+    for _ in range(2):
+        proc = _pytest(generated, "--fake-neuron", "ok", "--results-dir", str(tmp_path), "-k", "latency")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    lat = [r for r in hw_store.ResultsStore(tmp_path).read().records if r["kind"] == "latency"]
+    assert len(lat) == 4 and [r["regression"] for r in lat] == [False] * 4
+    assert [r["previous_p50_us"] is None for r in lat] == [True, True, False, False]
 
 
 def test_wrong_outputs_fail_the_numerics_test(generated, tmp_path):

@@ -59,6 +59,10 @@ def _context(**over):
         "mlp": None,
         "timeline": None,
         "hardware": None,
+        "hardware_howto": "no measurements",
+        "uncertainty": {"pct": None, "based_on": "none"},
+        "roofline": None,
+        "results_files": [],
         "errors": [],
         "notes": [],
     }
@@ -105,3 +109,28 @@ def test_fmt_us(us, text):
 def test_fmt_bytes():
     assert report.fmt_bytes(512) == "512 B"
     assert report.fmt_bytes(3 * 2**20) == "3.0 MiB"
+
+
+def test_trace_view_keeps_the_longest_slices_past_its_limit(tmp_path):
+    import json
+
+    import devkit
+    from devkit.nki.runner import TensorSpec
+    from kernels import tutorial
+
+    path = tmp_path / "t.json"
+    devkit.estimate(tutorial.tiled_matmul, TensorSpec((256, 256), "bfloat16"), TensorSpec((256, 1024), "bfloat16"),
+                    trace=path)  # fmt: skip
+    trace = json.loads(path.read_text())
+    full = report.trace_view_data(trace, title="t")
+    n = sum(len(t["slices"]) for t in full["tracks"])
+    assert [t["name"] for t in full["tracks"]][:2] == ["tensor", "vector"]
+    assert full["counters"] and "SBUF peak" in full["counters"][0]["name"]
+    cut = report.trace_view_data(trace, title="t", max_slices=n // 2)
+    kept = [s for t in cut["tracks"] for s in t["slices"]]
+    assert len(kept) == n // 2 and "not drawn here" in cut["note"]
+    shortest_kept = min(s[1] for s in kept)
+    dropped = sorted(s[1] for t in full["tracks"] for s in t["slices"])[: n - n // 2]
+    assert max(dropped) <= shortest_kept
+    page = report.render_trace_page(trace, title="t")
+    assert page.startswith("<!DOCTYPE html>") and "tv-canvas" in page and "</script>" in page

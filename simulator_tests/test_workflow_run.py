@@ -106,9 +106,53 @@ def test_run_passes_prints_tables_and_writes_the_report(tiny, tmp_path, capsys):
     html = (out_dir / "index.html").read_text()
     assert "All 2 validations passed" in html
     images = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', html)
-    assert len(images) == 3  # latency, HBM traffic, engine timeline
+    assert len(images) == 4  # latency, HBM traffic, roofline, engine timeline
     assert "Hotspots" in html and "Engine timeline: xuv_fused" in html
-    assert "Hardware: measured vs predicted" not in html  # empty store: no section
+    assert "Roofline (modelled on trn1)" in html
+    # empty store: the measured-vs-predicted section is a placeholder that says how to fill it
+    assert "Hardware: measured vs predicted" in html and "No hardware measurements yet" in html
+    assert "devkit hw run" in html
+    # the uncertainty band is shown in the tables and explained
+    assert re.search(r"&plusmn;\d+%", html) and "largest |predicted/measured - 1|" in html
+
+
+def test_run_writes_every_row_as_json_and_csv(tiny, tmp_path, capsys):
+    import csv
+    import json
+
+    out_dir = tmp_path / "report"
+    (tmp_path / "none").mkdir()  # an empty results store
+    assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
+    capsys.readouterr()
+    data = json.loads((out_dir / "results.json").read_text())
+    assert data["schema"] == "devkit-run-results/1" and data["passed"] is True
+    tasks = _tiny_plan(quick=False)
+    assert [(v["kernel"], v["dtype"]) for v in data["validations"]] == [
+        (t.kernel, t.dtype) for t in tasks if t.kind == "validate"
+    ]
+    assert all(v["passed"] and v["max_error"] <= v["tolerance"] for v in data["validations"])
+    est = data["estimates"]
+    assert [(e["kernel"], e["label"]) for e in est] == [
+        (t.kernel, t.label) for t in tasks if t.kind == "estimate"
+    ]
+    band = data["uncertainty"]["pct"]
+    assert band and "trn1" in data["uncertainty"]["based_on"]
+    for e in est:
+        assert e["ok"] and e["latency_us"] > 0 and e["band_pct"] == band
+        assert e["latency_low_us"] < e["latency_us"] < e["latency_high_us"]
+        assert e["arithmetic_intensity"] == e["flops"] / (e["hbm_read_bytes"] + e["hbm_write_bytes"])
+    # the paper table's rows are the same numbers
+    paper = data["paper_rows"][0]
+    fused = next(e for e in est if e["label"] == "fused")
+    assert paper["latency_us"]["fused"] == fused["latency_us"]
+    with open(out_dir / "estimates.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == len(est)
+    assert [float(r["latency_us"]) for r in rows] == [e["latency_us"] for e in est]
+    with open(out_dir / "validations.csv", newline="") as f:
+        vrows = list(csv.DictReader(f))
+    assert [r["kernel"] for r in vrows] == [v["kernel"] for v in data["validations"]]
+    assert all(r["passed"] == "True" for r in vrows)
 
 
 def test_run_fails_with_a_summary_when_a_validation_fails(tiny, tmp_path, capsys, monkeypatch):
@@ -171,3 +215,26 @@ def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
     assert "Hardware: measured vs predicted" in html
     assert html.count("data:image/png;base64,") == 1
     assert 'class="bad">1.30x' in html  # outside the ±25 % band
+
+
+def test_run_report_embeds_the_whole_kernel_trace(tiny, tmp_path, capsys):
+    import json
+
+    out_dir = tmp_path / "report"
+    (tmp_path / "none").mkdir()  # an empty results store
+    assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
+    capsys.readouterr()
+    trace = json.loads((out_dir / "trace.json").read_text())
+    info = trace["otherData"]["devkit"]
+    assert info["kernel"] == "xuv_fused" and info["aggregated_instructions"] == 0
+    html = (out_dir / "index.html").read_text()
+    assert 'id="timeline-viewer"' in html and 'href="trace.json"' in html
+    view = json.loads(
+        html.split('<script type="application/json" class="tv-data">', 1)[1].split("</script>", 1)[0]
+    )
+    # every instruction of the kernel is drawn, each DMA queue on its own row, up to the modelled latency
+    drawn = sum(len(t["slices"]) for t in view["tracks"])
+    assert drawn == info["instructions"] - info["elided_instructions"]
+    assert sum(t["name"].startswith("dma") for t in view["tracks"]) >= 2
+    assert view["end_us"] == pytest.approx(info["latency_us"])
+    assert all(0 <= s[4] <= 1 for t in view["tracks"] for s in t["slices"])

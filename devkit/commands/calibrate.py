@@ -1,8 +1,10 @@
 """``devkit calibrate``: refit the cost model's calibrated parameters to measured latencies.
 
-Sources: ``--from results/`` (the hardware results store written by hw_tests), or one JSON-lines
-file: either store records or measurement records in the format of :mod:`devkit.cost.calibrate`
-(``kernel``, ``target``, ``measured_us`` and ``args``).  Each measured call is traced once (cost-only)
+Sources: ``--from results/`` (the hardware results store written by hw_tests), or one file: store
+records or measurement records in the format of :mod:`devkit.cost.calibrate` (``kernel``, ``target``,
+``measured_us`` and ``args``), ``nki.benchmark`` percentile records or a neuron-profile summary
+(``total_time``; give the call with ``--kernel``/``--arg``/``--target``), see
+:mod:`devkit.workflow.hw.imports`.  Each measured call is traced once (cost-only)
 and rescheduled for every trial parameter set; the fit minimises the mean squared log error per target
 (:func:`devkit.cost.calibrate.fit`).  Nothing is written without ``--write``, which stores the fitted
 values as per-target overrides in the parameter file (default: the bundled ``params.toml``), with the
@@ -30,6 +32,9 @@ _EXAMPLES = """examples:
   devkit calibrate --from results/                 # dry run: show the fit per target
   devkit calibrate --from results/ --write         # store the fitted values in params.toml
   devkit calibrate measurements.jsonl --params dma_fixed_latency_ns,dma_queue_busy_ns
+  devkit calibrate bench.jsonl --percentile 99     # nki.benchmark percentile records
+  devkit calibrate profile_summary.json --kernel kernels/tutorial.py:tiled_matmul \
+      --arg 'bfloat16[8192,4096]' --arg 'bfloat16[8192,8192]' --target trn1
 """
 
 
@@ -62,6 +67,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--include-fake", action="store_true", help="also use records of the fake backend (tests)")
     p.add_argument("--max-evaluations", type=int, default=400, metavar="N", help="Nelder-Mead budget (400)")
     p.add_argument("--json", action="store_true", help="print the fits as JSON")
+    p.add_argument(
+        "--percentile",
+        type=int,
+        default=50,
+        metavar="P",
+        help="percentile of nki.benchmark records to fit (0,1,10,25,50,90,99,100; default 50)",
+    )
+    p.add_argument(
+        "--kernel",
+        default=None,
+        metavar="FILE.py:KERNEL",
+        help="the profiled call of a neuron-profile summary (a FILE.py:KERNEL or registry name)",
+    )
+    p.add_argument(
+        "--arg",
+        action="append",
+        default=[],
+        metavar="DTYPE[D0,D1,...]",
+        help="arguments of the profiled call, in order (with --kernel)",
+    )
     p.set_defaults(func=run)
 
 
@@ -88,7 +113,18 @@ def run(args: argparse.Namespace) -> int:
             raise hw_predict.CalibrationInputError(
                 f"--params: fit 1 to 6 of {', '.join(Params.names())} (unknown: {unknown})"
             )
-        ms = hw_predict.gather(args.store or args.measurements, args.include_fake, warn)
+        profile_call = {
+            "kernel": args.kernel,
+            "target": args.target,
+            "args": {f"arg{i}": a for i, a in enumerate(args.arg)},
+        }
+        ms = hw_predict.gather(
+            args.store or args.measurements,
+            args.include_fake,
+            warn,
+            percentile=args.percentile,
+            profile_call=profile_call,
+        )
         if not ms:
             hint = "" if args.include_fake else " (records of the fake backend are left out; --include-fake)"
             raise hw_predict.CalibrationInputError(

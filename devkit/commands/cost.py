@@ -43,6 +43,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target", default="trn1", help="trn1, inf2, trn2 or trn3 (default trn1)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", action="store_true", help="include the engine timeline in the JSON")
+    p.add_argument(
+        "--trace",
+        default=None,
+        metavar="FILE.json",
+        help="also write the scheduled trace as Chrome/Perfetto trace-event JSON (ui.perfetto.dev)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="FILE.png|FILE.svg",
+        help="also write the kernel's roofline chart (intensity and throughput under the target's roofs)",
+    )
     p.set_defaults(func=run)
 
 
@@ -60,11 +72,26 @@ def run(args: argparse.Namespace) -> int:
     specs = [_tensor_spec(a) for a in args.arg]
     kwargs = dict(parse_kwarg(k) for k in args.kwarg)
     grid = parse_grid(args.grid)
+    if args.plot and not args.plot.lower().endswith((".png", ".svg")):
+        raise bad_value("--plot", args.plot, "a file name ending in .png or .svg")
+    from devkit.commands._outputs import check_file
+
+    for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
+        if path:
+            check_file(path, flag)
     kernel = _load(args.kernel)
     _check_signature(kernel, specs, kwargs)
     work = sum(itemsize(s.dtype) * math.prod(s.shape) for s in specs)
     with _progress.Heartbeat("devkit cost", work_bytes=work):
-        report = devkit.estimate(kernel, *specs, grid=grid, target=args.target, **kwargs)
+        report = devkit.estimate(kernel, *specs, grid=grid, target=args.target, trace=args.trace, **kwargs)
+    if args.plot:
+        from devkit.cost.roofline import point_of, report_roofs
+        from devkit.workflow.report import roofline_figure, save_figure
+
+        fig = roofline_figure(
+            [point_of(report)], report_roofs(report), title=f"{report.kernel} on {report.target}: roofline"
+        )
+        save_figure(fig, args.plot)
     if args.json:
         print(json.dumps(report.to_dict(include_timeline=args.timeline), indent=2))
     else:

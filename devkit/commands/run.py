@@ -274,4 +274,7 @@ def _write_report(summary: main_job.Summary, args: argparse.Namespace, wall: flo
     context = report_context(
         summary, target=args.target, quick=args.quick, wall_s=wall, results_dir=args.results
     )
+    from devkit.workflow.results import write_results
+
+    write_results(summary, args.out, target=args.target, quick=args.quick)
     return write_report(context, args.out)

@@ -44,7 +44,11 @@ def render_table(report: CostReport, hotspots: int = 10) -> Group:
     summary = Table(title=title, show_header=False)
     summary.add_column("metric")
     summary.add_column("value", justify="right")
-    summary.add_row("latency", f"{report.latency_us:,.2f} us")
+    from devkit.cost.uncertainty import band
+
+    b = band(report.target)
+    spread = f" ±{b.pct:.0f} %" if b is not None else f" (no uncertainty band for {report.target})"
+    summary.add_row("latency", f"{report.latency_us:,.2f} us{spread}")
     summary.add_row("bound by", f"{report.bound_by} (lower bound {report.roofline_us:,.2f} us)")
     summary.add_row("instructions", f"{report.instructions:,}")
     summary.add_row("TensorE FLOPs", f"{report.flops:,}")

@@ -49,6 +49,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from devkit.cost.dma_pool import DmaPool
 from devkit.cost.hbm import HbmLedger
@@ -59,6 +60,19 @@ from devkit.cost.timeline import Timeline
 from devkit.cost.totals import ScheduleTotals
 from devkit.targets import Target
 from devkit.trace import DMA, ENGINES, PSUM, SBUF, TENSOR, Instr, MemoryStats
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Recorder(Protocol):
+        """Sees every instruction where the scheduler placed it (opt-in; nothing is kept without one)."""
+
+        def record(self, instr: Instr, engine: int, start_ns: float, end_ns: float, busy_ns: float) -> None:
+            """``engine`` indexes :data:`devkit.trace.ENGINES`; ``busy_ns`` is engine time (DMA: summed
+            over the DMA engines the transfer used), ``-1.0`` for an instruction the compiler elides."""
+
+        def finish(self, stats: MemoryStats) -> None: ...
+
 
 _CODE = {name: i for i, name in enumerate(ENGINES)}
 _T, _DMA = _CODE[TENSOR], _CODE[DMA]
@@ -71,7 +85,9 @@ class Scheduler:
 
     ``target`` is a name (``"trn1"``, ``"inf2"``, ``"trn2"``) or a :class:`Target`; ``params``
     defaults to the bundled calibrated values for that target.  ``timeline_limit`` bounds the
-    verbatim part of the timeline sample.
+    verbatim part of the timeline sample.  ``recorder``, when given, is called once per instruction
+    as it is placed (see :class:`Recorder`; e.g. :class:`devkit.cost.chrome_trace.TraceRecorder`);
+    without one the hot path only pays a ``None`` test.
 
     For speed, ``emit`` is a closure over the scheduler state built per instance (the method below
     documents it and is replaced in ``__init__``).
@@ -84,6 +100,7 @@ class Scheduler:
         *,
         kernel_name: str = "",
         timeline_limit: int = 20_000,
+        recorder: Recorder | None = None,
     ) -> None:
         self.cost = CostModel(target, params)
         self.target = self.cost.target
@@ -98,6 +115,7 @@ class Scheduler:
         self._hot: dict[tuple[str, int], list] = {}
         self._free = [0.0, 0.0, 0.0, 0.0]
         self._codes = bytearray()
+        self.recorder = recorder
         self.emit, self._scalars = self._build_core()  # type: ignore[method-assign]
 
     def emit(self, instr: Instr) -> None:  # replaced per instance by the closure of _build_core
@@ -108,6 +126,13 @@ class Scheduler:
         """End of the kernel run: keep the allocator's statistics (untraced spills are charged in totals)."""
         self.stats = stats
         self.finished = True
+        if self.recorder is not None:
+            self.recorder.finish(stats)
+
+    @property
+    def wants_occupancy(self) -> bool:
+        """Whether the simulator should attach on-chip occupancy over time to the MemoryStats it sends."""
+        return self.recorder is not None and getattr(self.recorder, "wants_occupancy", False)
 
     def _build_core(self) -> tuple[Callable[[Instr], None], Callable[[], dict[str, float]]]:
         """The hot path: one closure per scheduler, all state in local cells."""
@@ -149,6 +174,7 @@ class Scheduler:
         tl_limit = timeline.limit
         tl_lo, tl_hi, tl_acc = timeline.lo, timeline.hi, timeline.acc
         code_of = _CODE.get
+        record = self.recorder.record if self.recorder is not None else None
         flops_total = 0
         other_flops = 0
         peak_time = 0.0
@@ -186,6 +212,8 @@ class Scheduler:
                     avail.append(ready)
                     codes.append(e)
                     line[e] += 1
+                    if record is not None:
+                        record(instr, e, ready, ready, -1.0)
                     return
                 busy = cycles * nspc[e]
                 slot = slot_of[e]
@@ -319,6 +347,8 @@ class Scheduler:
                 tl_acc[e] += busy
             else:
                 tl_add(e, first, end, busy)
+            if record is not None:
+                record(instr, e, first, end, busy)
 
         def scalars() -> dict[str, float]:
             return {

@@ -83,6 +83,31 @@ class _Intervals:
         culprit = int(idx[order][over[0]]) if over.size else -1
         return peak, culprit
 
+    def steps(self, max_points: int) -> list[tuple[int, int]]:
+        """Live weight over instruction ids as ``(id, level)`` steps, at most ``max_points`` of them:
+        past that, each window of ids keeps its peak (occupancy is never under-drawn)."""
+        n = len(self.first)
+        if n == 0:
+            return [(0, 0)]
+        first = np.frombuffer(self.first, dtype=np.int64)
+        last = np.frombuffer(self.last, dtype=np.int64)
+        w = np.frombuffer(self.weight, dtype=np.int64)
+        times = np.concatenate([first, last + 1])
+        deltas = np.concatenate([w, -w])
+        order = np.argsort(times, kind="stable")
+        times, level = times[order], np.cumsum(deltas[order])
+        # one level per distinct id: the level after all changes at that id
+        keep = np.append(times[1:] != times[:-1], True)
+        times, level = times[keep], level[keep]
+        if times.size > max_points:
+            width = -(-int(times[-1] + 1) // max_points)
+            window = times // width
+            starts = np.flatnonzero(np.append(True, window[1:] != window[:-1]))
+            level = np.maximum.reduceat(level, starts)
+            times = window[starts] * width
+        steps = [(int(t), int(v)) for t, v in zip(times, level)]
+        return steps if steps[0][0] == 0 else [(0, 0), *steps]
+
 
 class Liveness:
     """Records logical tiles' lifetimes during a run and judges capacity at the end."""
@@ -160,6 +185,15 @@ class Liveness:
         """(allocation site, description) of the tensor behind site index ``k``."""
         origin, fields = self._sites[k]
         return origin, describe_storage(*fields)
+
+    def occupancy(self, max_points: int = 4000) -> dict[str, list[tuple[int, int]]]:
+        """Bytes per partition live over instruction ids (see :attr:`devkit.trace.MemoryStats.occupancy`);
+        call after :meth:`verdict` (which closes the open tiles)."""
+        bank = self.geometry.psum_bank_bytes
+        return {
+            "sbuf": self.sbuf.steps(max_points),
+            "psum": [(i, banks * bank) for i, banks in self.psum.steps(max_points)],
+        }
 
     def verdict(self) -> Verdict:
         for sid in list(self._open):

@@ -149,6 +149,8 @@ class Machine:
             spill_bytes=v.spill_bytes,
             partitions=self.geometry.partitions,
         )
+        if getattr(self.sink, "wants_occupancy", False):  # opt-in (trace export): costs nothing otherwise
+            stats.occupancy = self.liveness.occupancy()
         self.sink.finish(stats)
         return stats
 

@@ -10,7 +10,10 @@ Plots:
 * :func:`plot_timeline` - which engine is busy when: a Gantt chart of the first scheduled
   instructions and a utilisation strip over the whole run, from a scheduler
   :class:`~devkit.cost.timeline.Timeline`;
-* :func:`plot_measured_vs_predicted` - hardware P50 against the cost model's prediction.
+* :func:`plot_measured_vs_predicted` - hardware P50 against the cost model's prediction;
+* :func:`plot_roofline` / :func:`roofline_figure` - kernels' arithmetic intensity and achieved
+  throughput under the target's compute, HBM and DMA roofs (:mod:`devkit.cost.roofline`), with
+  the uncertainty band as error bars when known.
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ def plot_sweep(
     ylabel: str,
     title: str,
     xlabel: str = "sequence length S (tokens)",
+    band: float | None = None,
 ) -> str:
-    """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``."""
+    """Lines of ``series[name][i]`` at ``x[i]`` (None = missing point), log-log, tick labels at ``x``;
+    ``band`` (a fraction, e.g. 0.12) shades ``y x (1 ± band)`` around each line."""
     plt = _pyplot()
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
@@ -79,6 +84,15 @@ def plot_sweep(
             linewidth=1.8,
             markersize=5,
         )
+        if band:
+            ax.fill_between(
+                [p[0] for p in pts],
+                [p[1] * (1 - band) for p in pts],
+                [p[1] * (1 + band) for p in pts],
+                color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+                alpha=0.15,
+                linewidth=0,
+            )
     if len(set(x)) > 1:
         ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -93,7 +107,9 @@ def plot_sweep(
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=11)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(frameon=False)
+    ax.legend(
+        frameon=False, title=f"shaded: ±{band:.0%} model uncertainty" if band else None, title_fontsize=8
+    )
     return _png(fig)
 
 
@@ -204,6 +220,169 @@ def plot_measured_vs_predicted(
     ax.grid(True, alpha=0.3)
     ax.legend(frameon=False, fontsize=8)
     return _png(fig)
+
+
+def roofline_figure(points: Sequence[Any], roofs: Any, *, title: str) -> Any:
+    """A matplotlib figure: log-log roofline of ``roofs`` (:class:`~devkit.cost.roofline.Roofs`) with
+    one marker per :class:`~devkit.cost.roofline.RooflinePoint` (error bars = its ``band``)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.8, 4.6))
+    finite = [p for p in points if p.hbm_bytes > 0 and p.flops > 0 and p.latency_us > 0]
+    xs = [p.intensity for p in finite] + [roofs.ridge_flop_per_byte]
+    lo, hi = min(xs) / 4, max(xs) * 4
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(
+        grid,
+        [roofs.attainable_tflops(x) for x in grid],
+        color="#222222",
+        linewidth=2,
+        label=f"roof: {roofs.peak_tflops:g} TFLOP/s ({roofs.dtype}), {roofs.memory_gbps:g} GB/s",
+    )
+    if roofs.hbm_gbps != roofs.memory_gbps:
+        ax.plot(
+            grid,
+            [min(roofs.peak_tflops, roofs.hbm_gbps * x / 1000) for x in grid],
+            color="#888888",
+            linestyle="--",
+            linewidth=1,
+            label=f"HBM {roofs.hbm_gbps:g} GB/s (above the DMA engines' {roofs.dma_gbps:g} GB/s)",
+        )
+    labels = list(dict.fromkeys(p.label for p in finite))
+    markers = "osD^v<>P*"
+    for i, label in enumerate(labels):
+        sel = [p for p in finite if p.label == label]
+        ys = [p.achieved_tflops for p in sel]
+        err = None
+        if all(p.band for p in sel):
+            err = [
+                [y - y / (1 + p.band) for y, p in zip(ys, sel)],
+                [y / (1 - p.band) - y for y, p in zip(ys, sel)],
+            ]
+        ax.errorbar(
+            [p.intensity for p in sel],
+            ys,
+            yerr=err,
+            fmt=markers[i % len(markers)],
+            label=label,
+            color=KERNEL_COLOURS[i % len(KERNEL_COLOURS)],
+            markersize=6,
+            capsize=3,
+            linewidth=1,
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    top = roofs.peak_tflops * 2
+    bottom = min([p.achieved_tflops for p in finite] + [roofs.attainable_tflops(lo)]) / 3
+    ax.set_ylim(bottom, top)
+    ax.axvline(roofs.ridge_flop_per_byte, color="#bbbbbb", linewidth=0.8, linestyle=":")
+    ax.set_xlabel("arithmetic intensity (TensorE FLOP per HBM byte)")
+    ax.set_ylabel("achieved throughput (TFLOP/s, modelled)")
+    ax.set_title(title, fontsize=11)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(frameon=False, fontsize=7.5, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def plot_roofline(points: Sequence[Any], roofs: Any, *, title: str) -> str:
+    """:func:`roofline_figure` as a base64 PNG for the HTML report."""
+    return _png(roofline_figure(points, roofs, title=title))
+
+
+def save_figure(fig: Any, path: str | os.PathLike) -> Path:
+    """Write a figure to ``path`` in the format its suffix names (``.png`` or ``.svg``), atomically."""
+    out = Path(path)
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in ("png", "svg"):
+        _pyplot().close(fig)
+        raise ValueError(f"{out}: plot files must end in .png or .svg")
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=110, bbox_inches="tight")
+    _pyplot().close(fig)
+    data = buf.getvalue()
+    return atomic.write_with(out, lambda tmp: tmp.write_bytes(data))
+
+
+def trace_view_data(trace: Mapping[str, Any], *, title: str, max_slices: int = 60_000) -> dict[str, Any]:
+    """Compact data of the zoomable timeline (``templates/trace_viewer.html.j2``) from an exported
+    Chrome/Perfetto trace (:func:`devkit.cost.chrome_trace.build_trace`): tracks in the trace's order,
+    slices as ``[start us, duration us, name index, source index, busy fraction 0..1, count]``, and the
+    occupancy counters.  Past ``max_slices`` the shortest slices are dropped (the note says so)."""
+    info = dict(trace.get("otherData", {}).get("devkit", {}))
+    dma_engines = max(1, int(info.get("dma_engines", 1)))
+    names: dict[str, int] = {}
+    sources: dict[str, int] = {}
+    threads: dict[int, str] = {}
+    order: dict[int, int] = {}
+    counters: dict[str, list[list[float]]] = {}
+    slices: dict[int, list[list[Any]]] = {}
+    for ev in trace.get("traceEvents", ()):
+        ph = ev.get("ph")
+        if ph == "M" and ev.get("name") == "thread_name":
+            threads[ev["tid"]] = ev["args"]["name"]
+        elif ph == "M" and ev.get("name") == "thread_sort_index":
+            order[ev["tid"]] = ev["args"]["sort_index"]
+        elif ph == "X":
+            a = ev.get("args", {})
+            dur = float(ev["dur"])
+            busy_us = float(a.get("engine_ns", a.get("busy_ns", 0.0))) * 1e-3
+            engines = dma_engines if a.get("engine") == "dma" else 1
+            frac = min(1.0, busy_us / (dur * engines)) if dur > 0 else 1.0
+            n = names.setdefault(ev["name"], len(names))
+            src = sources.setdefault(str(a.get("source", "?")), len(sources))
+            slices.setdefault(ev["tid"], []).append(
+                [float(ev["ts"]), dur, n, src, round(frac, 3), int(a.get("count", 1))]
+            )
+        elif ph == "C":
+            value = next(iter(ev["args"].values()))
+            counters.setdefault(ev["name"], []).append([float(ev["ts"]), float(value)])
+    total = sum(len(v) for v in slices.values())
+    dropped = 0
+    if total > max_slices:  # drop exactly the shortest (ties: the later ones in program order)
+        ranked = sorted((sl[1], -i, tid) for tid, v in slices.items() for i, sl in enumerate(v))
+        gone: dict[int, set[int]] = {}
+        for _, neg_i, tid in ranked[: total - max_slices]:
+            gone.setdefault(tid, set()).add(-neg_i)
+        for tid, idx in gone.items():
+            slices[tid] = [sl for i, sl in enumerate(slices[tid]) if i not in idx]
+        dropped = total - max_slices
+    tracks = []
+    for tid in sorted(slices, key=lambda t: (order.get(t, 1 << 30), t)):
+        name = threads.get(tid, f"track {tid}")
+        tracks.append({"name": name, "engine": name.split(" ")[0], "slices": sorted(slices[tid])})
+    all_slices = [s for t in tracks for s in t["slices"]]
+    end_us = max([s[0] + s[1] for s in all_slices], default=0.0)
+    note = f"Whole kernel: {info.get('aggregation', 'all instructions')}."
+    if dropped:
+        note += f" {dropped:,} of the shortest slices are not drawn here (the trace file has them)."
+    return {
+        "title": title,
+        "end_us": max(end_us, float(info.get("latency_us") or 0.0)),
+        "max_dur_us": max([s[1] for s in all_slices], default=0.0),
+        "tracks": tracks,
+        "names": list(names),
+        "sources": [short_path(src.rpartition(":")[0]) + ":" + src.rpartition(":")[2] for src in sources],
+        "counters": [
+            {
+                "name": f"{name.split()[0]} peak {max(v for _, v in pts):,.0f} B/partition",
+                "points": pts,
+                "max": max(1.0, max(v for _, v in pts)),
+            }
+            for name, pts in counters.items()
+        ]
+        or None,
+        "note": note,
+    }
+
+
+def render_trace_page(trace: Mapping[str, Any], *, title: str) -> str:
+    """A standalone HTML page showing one exported trace with the zoomable timeline (no external files)."""
+    return (
+        environment()
+        .get_template("trace_page.html.j2")
+        .render(view=trace_view_data(trace, title=title), viewer_id="trace-viewer", title=title)
+    )
 
 
 def source_line(filename: str, lineno: int) -> str:

@@ -99,6 +99,7 @@ class TaskResult:
     tolerance: float | None = None
     figures: dict[str, Any] = field(default_factory=dict)
     report: Any = None  # the CostReport (with its timeline) when task.timeline
+    trace: Any = None  # the exported Chrome/Perfetto trace (a dict) when task.timeline
 
 
 def _shape(d: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
@@ -184,6 +185,21 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
+    """Cost-only estimate with the scheduled trace recorded: (CostReport, trace-event dict)."""
+    from devkit import _unwrap
+    from devkit.cost.chrome_trace import build_trace, tracing_scheduler
+    from devkit.nki import _tensor_ops  # noqa: F401
+    from devkit.nki.runner import run_kernel
+
+    func, grid = _unwrap(spec.kernel(), None)
+    sched = tracing_scheduler(task.target, kernel_name=task.kernel)
+    args = spec.arg_specs(task.shape_dict, task.dtype)
+    run_kernel(func, args, {}, grid=grid, target=task.target, sink=sched)
+    report = sched.report()
+    return report, build_trace(sched.recorder, report, sched.target)
+
+
 def run_task(task: Task) -> TaskResult:
     """Execute one task in this process (the worker entry point)."""
     from kernels import registry
@@ -203,7 +219,11 @@ def run_task(task: Task) -> TaskResult:
                 max_error=float(res.max_error),
                 tolerance=float(res.tolerance),
             )
-        report = spec.estimate(task.shape_dict, task.dtype, task.target)
+        trace = None
+        if task.timeline:  # the report's timeline: the whole scheduled trace (devkit.cost.chrome_trace)
+            report, trace = _traced_estimate(spec, task)
+        else:
+            report = spec.estimate(task.shape_dict, task.dtype, task.target)
         figures = {
             k: v
             for k, v in report.to_dict().items()
@@ -227,7 +247,12 @@ def run_task(task: Task) -> TaskResult:
 
             figures["hotspot_code"] = hotspot_code(report)
         return TaskResult(
-            task, time.perf_counter() - t0, True, figures=figures, report=report if task.timeline else None
+            task,
+            time.perf_counter() - t0,
+            True,
+            figures=figures,
+            report=report if task.timeline else None,
+            trace=trace,
         )
     except Exception as exc:  # reported per task; the run goes on and exits non-zero
         return TaskResult(task, time.perf_counter() - t0, False, _error_text(exc))
@@ -267,6 +292,8 @@ class Summary:
     mlp_rows: list[dict[str, Any]]
     timeline: TaskResult | None
     estimate_errors: list[TaskResult]
+    #: Every estimate task's result, in plan order (results.json / CSV and the roofline chart).
+    estimates: list[TaskResult] = field(default_factory=list)
 
     @property
     def failures(self) -> list[TaskResult]:
@@ -348,4 +375,4 @@ def summarise(results: Iterable[TaskResult]) -> Summary:
                 }
             )
     timeline = next((r for r in estimates if r.task.timeline and r.ok and r.report is not None), None)
-    return Summary(validations, paper_rows, mlp_rows, timeline, errors)
+    return Summary(validations, paper_rows, mlp_rows, timeline, errors, estimates)

@@ -21,10 +21,18 @@ def report_context(
 ) -> dict[str, Any]:
     """The template context of the main report (see templates/report.html.j2)."""
     from devkit import __version__
+    from devkit.cost.uncertainty import band as uncertainty_band
+    from devkit.cost.uncertainty import no_band_text
     from devkit.targets import load_target
     from devkit.workflow.hw.host import git_commit
-    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline
+    from devkit.workflow.report import hotspot_rows, plot_sweep, plot_timeline, trace_view_data
 
+    band = uncertainty_band(target)
+    frac = band.fraction if band is not None else None
+    uncertainty = {
+        "pct": band.pct if band is not None else None,
+        "based_on": band.based_on if band is not None else no_band_text(target),
+    }
     comparison = None
     if summary.paper_rows:
         xs = [r["S"] for r in summary.paper_rows]
@@ -52,7 +60,11 @@ def report_context(
             "kernels": names,
             "rows": rows,
             "latency_png": plot_sweep(
-                xs, lat_series, ylabel="modelled latency (us)", title=f"latency vs sequence length ({target})"
+                xs,
+                lat_series,
+                ylabel="modelled latency (us)",
+                title=f"latency vs sequence length ({target})",
+                band=frac,
             ),
             "hbm_png": plot_sweep(
                 xs,
@@ -85,6 +97,10 @@ def report_context(
                 rep.timeline, dma_engines=tgt.dma.engines, latency_us=rep.latency_us, title=t.kernel
             ),
             "hotspots": hotspot_rows(rep, code=summary.timeline.figures.get("hotspot_code")),
+            "view": trace_view_data(summary.timeline.trace, title=label)
+            if summary.timeline.trace is not None
+            else None,
+            "trace_file": TRACE_FILE if summary.timeline.trace is not None else None,
         }
     validations = [
         {
@@ -101,6 +117,10 @@ def report_context(
     ]
     hardware = hardware_context(results_dir)
     return {
+        "uncertainty": uncertainty,
+        "roofline": roofline_context(summary, target, frac),
+        "results_files": list(RESULTS_FILES),
+        "hardware_howto": HARDWARE_HOWTO,
         "title": "NeuronMM devkit report",
         "devkit_version": __version__,
         "target": target,
@@ -127,6 +147,48 @@ def report_context(
             "Validation runs the kernels with numerics on and compares with the registry's NumPy "
             "reference (normalised max error max|out-ref|/max|ref| against the tolerance for the dtype).",
         ],
+    }
+
+
+#: Files ``devkit run`` writes next to index.html (:mod:`devkit.workflow.results`).
+RESULTS_FILES = ("results.json", "validations.csv", "estimates.csv")
+#: The exported trace of the timeline kernel, next to index.html (open it in ui.perfetto.dev).
+TRACE_FILE = "trace.json"
+#: What the report says in place of the measured-vs-predicted section while there are no measurements.
+HARDWARE_HOWTO = (
+    "No hardware measurements yet. On a Trainium host with the Neuron SDK: `devkit promote KERNEL` writes "
+    "hw_tests/test_KERNEL.py, `devkit hw run` runs it (numerics checked strictly, latency recorded in "
+    "results/), then `devkit run` or `devkit hw report` shows measured against predicted here. "
+    "Latencies captured with nki.benchmark or a neuron-profile summary can be fitted with `devkit calibrate "
+    "FILE` (docs: Hardware stage)."
+)
+
+
+def roofline_context(summary: main_job.Summary, target: str, band: float | None) -> dict[str, Any] | None:
+    """The roofline chart of every successful estimate (one marker per kernel), or None without estimates."""
+    from devkit.cost.roofline import RooflinePoint, roofs
+    from devkit.workflow.report import plot_roofline
+
+    points = [
+        RooflinePoint(
+            label=r.task.kernel,
+            flops=float(r.figures.get("flops") or 0),
+            hbm_bytes=float((r.figures.get("hbm_read_bytes") or 0) + (r.figures.get("hbm_write_bytes") or 0)),
+            latency_us=float(r.figures.get("latency_us") or 0),
+            band=band,
+        )
+        for r in summary.estimates
+        if r.ok and r.figures.get("flops") and r.figures.get("latency_us")
+    ]
+    if not points:
+        return None
+    r = roofs(target, "bfloat16")
+    return {
+        "png": plot_roofline(points, r, title=f"roofline of the estimates ({target}, bf16)"),
+        "caption": f"Each marker is one estimate of this run: TensorE FLOPs per HBM byte against FLOPs per "
+        f"modelled second. Roofs from the {target} target file: TensorE {r.peak_tflops:g} TFLOP/s (bf16), "
+        f"HBM {r.hbm_gbps:g} GB/s, DMA engines {r.dma_gbps:g} GB/s (the lower memory roof is drawn solid)."
+        + (" Error bars: the uncertainty band." if band else ""),
     }
 
 

@@ -1,7 +1,9 @@
 """Measured against predicted: the results store summarised per kernel, shape, dtype, target and backend.
 
 :func:`compare` groups latency records (median of the runs' P50 and P99 against the latest prediction,
-microseconds); :func:`comparison_table` prints them; :func:`hardware_section` is the HTML report's view.
+microseconds, and the latest run's P50 against the run before it); :func:`comparison_table` prints them;
+:func:`hardware_section` is the HTML report's view.  A measured/predicted ratio away from 1 is model
+error; a latest P50 above the previous one by more than the threshold is a regression.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ class Comparison:
     numerics_passed: int
     numerics_failed: int
     last_run: str
+    #: P50 of the latest run and of the run before it (None with a single run), us.
+    last_p50_us: float | None = None
+    previous_p50_us: float | None = None
+
+    @property
+    def change(self) -> float | None:
+        """Latest P50 against the previous run's, as a relative change (0.1 = 10 % slower)."""
+        if self.last_p50_us is None or not self.previous_p50_us:
+            return None
+        return self.last_p50_us / self.previous_p50_us - 1.0
 
     @property
     def ratio(self) -> float | None:
@@ -54,6 +66,9 @@ class Comparison:
             "numerics_passed": self.numerics_passed,
             "numerics_failed": self.numerics_failed,
             "last_run": self.last_run,
+            "last_p50_us": self.last_p50_us,
+            "previous_p50_us": self.previous_p50_us,
+            "change_vs_previous": self.change,
         }
 
 
@@ -92,6 +107,8 @@ def compare(records: Iterable[Mapping[str, Any]]) -> list[Comparison]:
                 numerics_passed=sum(flags),
                 numerics_failed=len(flags) - sum(flags),
                 last_run=runs[-1].get("timestamp", ""),
+                last_p50_us=float(runs[-1]["measured_us"]["p50"]),
+                previous_p50_us=float(runs[-2]["measured_us"]["p50"]) if len(runs) > 1 else None,
             )
         )
 
@@ -102,8 +119,9 @@ def compare(records: Iterable[Mapping[str, Any]]) -> list[Comparison]:
     return sorted(rows, key=order)
 
 
-def comparison_table(rows: Sequence[Comparison], slack: float | None = None) -> Any:
-    """A rich table of :func:`compare` rows (``slack`` marks rows outside ±slack of the prediction)."""
+def comparison_table(rows: Sequence[Comparison], slack: float | None = None, threshold: float = 0.10) -> Any:
+    """A rich table of :func:`compare` rows (``slack`` marks model error outside ±slack of the prediction;
+    a latest run slower than the previous by more than ``threshold`` is marked as a regression)."""
     from rich.table import Table
 
     table = Table(title="Hardware: measured vs predicted latency (us)")
@@ -118,6 +136,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None) -> 
         ("P99", "right"),
         ("predicted", "right"),
         ("P50/pred", "right"),
+        ("last vs prev", "right"),
         ("numerics", "right"),
     ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
@@ -134,6 +153,10 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None) -> 
             if (c.numerics_passed + c.numerics_failed)
             else "-"
         )
+        change = c.change
+        change_text = "-" if change is None else f"{change:+.1%}"
+        if change is not None and change > threshold:
+            change_text = f"[red]{change_text} regression[/red]"
         table.add_row(
             c.kernel,
             c.shape,
@@ -145,6 +168,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None) -> 
             f"{c.measured_p99_us:,.1f}",
             "-" if c.predicted_us is None else f"{c.predicted_us:,.1f}",
             ratio_text,
+            change_text,
             checks,
         )
     return table
@@ -157,7 +181,9 @@ def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[Com
     return compare(records), read.damaged
 
 
-def hardware_section(rows: list[Comparison], slack: float, caption: str) -> dict[str, Any]:
+def hardware_section(
+    rows: list[Comparison], slack: float, caption: str, threshold: float = 0.10
+) -> dict[str, Any]:
     """The report template's ``hardware`` context (table rows and the measured-vs-predicted plot)."""
     from devkit.workflow.report import plot_measured_vs_predicted
 
@@ -170,6 +196,9 @@ def hardware_section(rows: list[Comparison], slack: float, caption: str) -> dict
         d["ratio_class"] = "" if ratio is None else ("ok" if abs(ratio - 1) <= slack else "bad")
         n = c.numerics_passed + c.numerics_failed
         d["numerics"] = f"{c.numerics_passed}/{n} passed" if n else "-"
+        change = c.change
+        d["change_text"] = "-" if change is None else f"{change:+.1%}"
+        d["change_class"] = "bad" if change is not None and change > threshold else ""
         out_rows.append(d)
     return {"rows": out_rows, "png": png, "caption": caption}
 
@@ -200,5 +229,9 @@ def report_context(rows: list[Comparison], slack: float, results: str | Path) ->
         "timeline": None,
         "errors": [],
         "hardware": hardware_section(rows, slack, caption),
+        "hardware_howto": "",
+        "uncertainty": {"pct": None, "based_on": ""},
+        "roofline": None,
+        "results_files": [],
         "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
     }

@@ -2,7 +2,9 @@
 
 A :class:`Case` is one registry kernel on a named shape and dtype with pinned blocks and the latency the
 cost model predicted at promotion (us).  :func:`prepare` builds the kernel and its seeded inputs,
-:func:`check_numerics` compares an output with the registry reference, and :func:`numerics_record` /
+:func:`check_numerics` compares an output with the registry reference, :func:`judge_latency` compares a
+measured latency with the previous measurement of the same case (the regression check) and with the
+model's prediction (reported as model error, never a failure), and :func:`numerics_record` /
 :func:`latency_record` make the store records of one run.
 """
 
@@ -109,6 +111,95 @@ def numerics_record(ctx: HostContext, case: Case, check: NumericsCheck) -> dict[
     )
 
 
+@dataclass(frozen=True)
+class LatencyJudgement:
+    """A measured P50 against the previous measurement of the same case and against the model (us).
+
+    ``regression`` is true when the P50 exceeds the previous P50 by more than ``threshold`` (a
+    fraction); without a previous measurement there is nothing to regress from.  ``model_ratio`` is
+    P50 / predicted; ``model_note`` says how far the model is off when that is beyond ``slack``
+    (model error: it is reported and recorded, it does not fail the test).
+    """
+
+    p50_us: float
+    previous_p50_us: float | None
+    previous_id: str | None
+    threshold: float
+    predicted_us: float | None
+    slack: float
+
+    @property
+    def change(self) -> float | None:
+        """Relative change of the P50 against the previous measurement (0.1 = 10 % slower)."""
+        if self.previous_p50_us is None or self.previous_p50_us <= 0:
+            return None
+        return self.p50_us / self.previous_p50_us - 1.0
+
+    @property
+    def regression(self) -> bool:
+        c = self.change
+        return c is not None and c > self.threshold
+
+    @property
+    def model_ratio(self) -> float | None:
+        return self.p50_us / self.predicted_us if self.predicted_us else None
+
+    @property
+    def message(self) -> str:
+        """One line for the test report."""
+        if self.change is None:
+            base = f"P50 {self.p50_us:.1f} us (first measurement of this case here: baseline recorded)"
+        else:
+            base = (
+                f"P50 {self.p50_us:.1f} us vs previous {self.previous_p50_us:.1f} us ({self.change:+.1%}; "
+                f"regression threshold +{self.threshold:.0%})"
+            )
+        return base + (f"; {self.model_note}" if self.model_note else "")
+
+    @property
+    def model_note(self) -> str:
+        """Model error beyond the slack ("" when within it or without a prediction)."""
+        r = self.model_ratio
+        if r is None or abs(r - 1.0) <= self.slack:
+            return ""
+        return (
+            f"model error: measured/predicted = {r:.2f} (predicted {self.predicted_us:.1f} us, slack "
+            f"±{self.slack:.0%}); recalibrate with `devkit calibrate --from results/`"
+        )
+
+
+def judge_latency(
+    store: Any,
+    ctx: HostContext,
+    case: Case,
+    measured: Mapping[str, float],
+    predicted_us: float | None,
+    slack: float,
+    threshold: float,
+) -> LatencyJudgement:
+    """Judge ``measured`` (percentiles, us) against the latest earlier latency record in ``store`` of the
+    same kernel, shape, dtype, blocks, target and backend, and against ``predicted_us``."""
+    previous = None
+    for r in store.read(case.kernel).records:
+        if (
+            r["kind"] == "latency"
+            and r["shape"] == dict(case.shape)
+            and r["dtype"] == case.dtype
+            and dict(r.get("blocks") or {}) == dict(case.blocks)
+            and r["target"] == ctx.target
+            and r["backend"] == ctx.backend
+        ):
+            previous = r  # file order is time order: keep the last
+    return LatencyJudgement(
+        p50_us=float(measured["p50"]),
+        previous_p50_us=float(previous["measured_us"]["p50"]) if previous else None,
+        previous_id=previous.get("id") if previous else None,
+        threshold=threshold,
+        predicted_us=predicted_us,
+        slack=slack,
+    )
+
+
 def latency_record(
     ctx: HostContext,
     case: Case,
@@ -117,8 +208,18 @@ def latency_record(
     slack: float,
     warmup: int,
     iters: int,
+    judgement: LatencyJudgement | None = None,
 ) -> dict[str, Any]:
-    """Store record of one benchmark run."""
+    """Store record of one benchmark run (with the regression and model-error figures when judged)."""
+    extra: dict[str, Any] = {}
+    if judgement is not None:
+        extra = {
+            "previous_p50_us": judgement.previous_p50_us,
+            "previous_id": judgement.previous_id,
+            "regression_threshold": judgement.threshold,
+            "regression": judgement.regression,
+            "model_ratio": judgement.model_ratio,
+        }
     return make_record(
         ctx,
         kind="latency",
@@ -131,4 +232,5 @@ def latency_record(
         slack=slack,
         warmup=warmup,
         iters=iters,
+        **extra,
     )

@@ -142,10 +142,20 @@ def is_store_file(path: Path) -> bool:
     return False
 
 
-def gather(source: str, include_fake: bool, warn: Callable[[str], None]) -> list[Any]:
-    """Latency measurements from a store directory or a JSON-lines file (``warn`` hears about skipped
-    records)."""
+def gather(
+    source: str,
+    include_fake: bool,
+    warn: Callable[[str], None],
+    *,
+    percentile: int = 50,
+    profile_call: Mapping[str, Any] | None = None,
+) -> list[Any]:
+    """Latency measurements from a store directory, a JSON-lines file of store or measurement records,
+    or an SDK capture (:mod:`devkit.workflow.hw.imports`: ``nki.benchmark`` records at ``percentile``, or
+    a profile summary of the call ``profile_call`` = ``{"kernel", "target", "args", "dtype"}``); ``warn``
+    hears about skipped records."""
     from devkit.cost.calibrate import MeasurementError, load_measurements
+    from devkit.workflow.hw import imports
 
     path = Path(source)
     if path.is_dir():
@@ -155,6 +165,25 @@ def gather(source: str, include_fake: bool, warn: Callable[[str], None]) -> list
         return store_measurements(read.records, include_fake)
     if not path.is_file():
         raise CalibrationInputError(f"no such file or directory: {source}")
+    kind = imports.detect(path)
+    try:
+        if kind == "benchmark":
+            return imports.read_benchmark(path, percentile)
+        if kind == "profile":
+            if not profile_call or not profile_call.get("kernel") or not profile_call.get("target"):
+                raise CalibrationInputError(
+                    f"{source} is a profile summary, which does not name the call: give --kernel "
+                    "(FILE.py:KERNEL or a registry name), --arg DTYPE[dims] per argument and --target"
+                )
+            return imports.read_profile(
+                path,
+                kernel=profile_call["kernel"],
+                target=profile_call["target"],
+                args=profile_call.get("args") or {},
+                dtype=profile_call.get("dtype"),
+            )
+    except (imports.ImportFormatError, MeasurementError) as exc:
+        raise CalibrationInputError(str(exc)) from None
     if is_store_file(path):
         records, damaged = read_jsonl(path)
         for d in damaged:
