@@ -66,3 +66,16 @@ def test_cost_table_shows_the_band_or_says_there_is_none() -> None:
         out = io.StringIO()
         Console(file=out, width=200).print(render_table(b.schedule(target)))
         assert expected in out.getvalue()
+
+
+def test_run_tables_carry_the_band_caption():
+    """The `devkit run` terminal tables state the band (or its absence) in their caption."""
+    from devkit.commands.run import band_caption
+    from devkit.cost.uncertainty import band
+
+    b = band("trn1")
+    assert b is not None
+    assert f"±{b.pct:.0f} %" in band_caption("trn1")
+    assert str(len(b.residuals)) in band_caption("trn1")
+    without = next(t for t in ("inf2", "trn2", "trn3") if band(t) is None)
+    assert "no uncertainty band" in band_caption(without)

@@ -207,10 +207,24 @@ def validation_table(summary: main_job.Summary) -> Table:
     return table
 
 
+def band_caption(target: str) -> str:
+    """The uncertainty band of modelled latencies on ``target``, as a table caption."""
+    from devkit.cost.uncertainty import band, no_band_text
+
+    b = band(target)
+    if b is None:
+        return no_band_text(target)
+    return (
+        f"modelled latencies ±{b.pct:.0f} % (largest error against the {len(b.residuals)} measured "
+        f"latencies the model has on {target})"
+    )
+
+
 def paper_table(summary: main_job.Summary, target: str) -> Table:
     table = Table(
         title=f"NeuronMM (S, {main_job.PAPER_H})·({main_job.PAPER_H}, {main_job.PAPER_R})·"
-        f"({main_job.PAPER_R}, {main_job.PAPER_N}) bf16, modelled on {target}"
+        f"({main_job.PAPER_R}, {main_job.PAPER_N}) bf16, modelled on {target}",
+        caption=band_caption(target),
     )
     for col in (
         "S",
@@ -249,7 +263,7 @@ def _x(v: float | None) -> str:
 
 
 def mlp_table(summary: main_job.Summary, target: str) -> Table:
-    table = Table(title=f"SVD MLP vs dense MLP (bf16), modelled on {target}")
+    table = Table(title=f"SVD MLP vs dense MLP (bf16), modelled on {target}", caption=band_caption(target))
     for col in ("model", "compression", "S", "H", "I", "rank", "svd_mlp", "dense_mlp", "speedup"):
         table.add_column(col, justify="left" if col == "model" else "right")
     for r in summary.mlp_rows:
