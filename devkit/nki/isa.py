@@ -40,7 +40,8 @@ from devkit.sim import instr as _x
 from devkit.sim import placement as _placement
 from devkit.sim.deferred import Product
 from devkit.sim.index import IndexExpr, MaskExpr
-from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.sim.storage import HBM_BUFFERS
+from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 

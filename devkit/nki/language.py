@@ -36,7 +36,8 @@ from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hb
 from devkit.nki._tilesize import tile_size  # noqa: F401
 from devkit.sim import instr as _x
 from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
-from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.sim.storage import HBM_BUFFERS
+from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 # ---- dtypes ------------------------------------------------------------------------------------------

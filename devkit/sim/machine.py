@@ -35,7 +35,8 @@ from devkit.sim.liveness import Liveness
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.races import RaceChecker
 from devkit.sim.replay import MIN_ITERATIONS, LoopRecorder, plan, replay
-from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+from devkit.sim.storage import HBM_BUFFERS, Storage
+from devkit.sim.tensor import Tensor
 from devkit.sim.tracelocals import LocalsGuard
 from devkit.trace import Access, Instr, MemoryStats, NullSink, TraceSink
 
