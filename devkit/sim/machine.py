@@ -102,7 +102,7 @@ class Machine:
         self.recorders: list[LoopRecorder] = []  # loops recording iterations for replay (cost-only runs)
         self.replays = 0
         self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
-        self.races = RaceChecker(self) if (options.check_races and options.numerics) else None
+        self.races = RaceChecker(self.loops) if (options.check_races and options.numerics) else None
         self._spill_warned: set[tuple[str, int]] = set()
         self.placement_noted: set[tuple[str, int]] = set()  # lines given a PlacementNote (placement.py)
         self.program_ids: tuple[int, ...] = ()
@@ -319,6 +319,13 @@ class Machine:
             if inherited:
                 self.reuse_deps[st.id] = inherited
 
+    def take_instr_ids(self, n: int) -> int:
+        """Reserve the next ``n`` instruction ids (loop replay issues a synthesised iteration's
+        instructions under them); returns the first."""
+        first = self._iid
+        self._iid += n
+        return first
+
     def place_replayed(self, st: Storage, deps: set[int]) -> Placement:
         """Loop replay: allocate a synthesised instance of private tile ``st``; address-reuse
         dependencies go into ``deps``."""
@@ -406,7 +413,7 @@ class Machine:
                     guard.restore()
                 if rec is not None and n < 2:
                     self.flush()
-                    rec.start(self)
+                    rec.start(self._iid, self._sid)
                 yield v
                 self._end_scope(frame)
                 if rec is not None and n < 2:
