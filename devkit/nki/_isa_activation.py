@@ -21,6 +21,7 @@ from devkit.nki._alu import (
 )
 from devkit.nki._isa_common import (
     _alu,
+    _read_tiles,
     _reduce_values,
     _val,
     _vector_operand,
@@ -148,9 +149,7 @@ def _activation(
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    ins = [t] + [v for v in (bias, scale) if isinstance(v, Tensor)]
-    for v in ins:
-        m.check_read(v, loc)
+    ins = _read_tiles(m, loc, t, bias, scale)
     if reduce_res is not None:
         m.check_write(reduce_res, loc)
     size = t.size

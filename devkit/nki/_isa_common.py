@@ -162,6 +162,27 @@ def _val(x: Any, shape: tuple[int, ...] | None = None, *, to_float: bool = True)
     return np.float32(x) if to_float else x
 
 
+def _read_tiles(m: Any, loc: tuple[str, int], *operands: Any) -> list[Tensor]:
+    """The tiles among an instruction's ``operands`` (scalars left out), in order, each checked as read
+    at ``loc`` (uninitialised memory, races, direct-allocation overlap)."""
+    tiles = [v for v in operands if isinstance(v, Tensor)]
+    for v in tiles:
+        m.check_read(v, loc)
+    return tiles
+
+
+def _predicate(pred: Tensor, shape: tuple[int, ...], reverse: bool) -> np.ndarray:
+    """Where a predicate tile, broadcast to ``shape``, is non-zero (zero with ``reverse``)."""
+    pv = np.broadcast_to(pred.read().reshape(_x.aligned_shape(pred)), shape) != 0
+    return ~pv if reverse else pv
+
+
+def _per_partition(t: Tensor) -> tuple[tuple[int, ...], int, int]:
+    """``(aligned shape, partitions, elements per partition)`` of a tile."""
+    shape = _x.aligned_shape(t)
+    return shape, shape[0], int(np.prod(shape[1:]))
+
+
 def _elementwise_vec(
     api: str,
     eng: str,
@@ -182,9 +203,7 @@ def _elementwise_vec(
     odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    tiles = [o for o in operands if isinstance(o, Tensor)]
-    for o in tiles:
-        m.check_read(o, loc)
+    tiles = _read_tiles(m, loc, *operands)
     pend = m.emit(eng, opcode, tiles, [out], t.size, attrs, loc)
     vals = None
     if m.numerics:

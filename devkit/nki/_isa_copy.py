@@ -26,6 +26,8 @@ from devkit.nki._isa_common import (
     _alu,
     _elementwise_vec,
     _engine,
+    _predicate,
+    _read_tiles,
     _val,
     _vector_accumulate,
     _vector_operand,
@@ -109,15 +111,11 @@ def tensor_copy_predicated(
     if _x.aligned_shape(pr)[0] != shape[0]:
         raise PartitionMismatchError(f"{api}: predicate and dst have different partition counts")
     marr = _x.mask_array(mask, shape, api)
-    ins = [v for v in (s, pr, d) if isinstance(v, Tensor)]
-    for v in ins:
-        m.check_read(v, loc)
+    ins = _read_tiles(m, loc, s, pr, d)
     m.check_write(d, loc)
     m.emit(VECTOR, "tensor_copy_predicated", ins, [d], 0, None, loc)
     if m.numerics:
-        pv = np.broadcast_to(pr.read().reshape(_x.aligned_shape(pr)), shape) != 0
-        if reverse_pred:
-            pv = ~pv
+        pv = _predicate(pr, shape, reverse_pred)
         if marr is not None:
             pv = pv & marr
         new = np.broadcast_to(_val(s, shape, to_float=_dt.is_float(d.dtype)), shape)
@@ -190,9 +188,7 @@ def range_select(
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    tiles = [v for v in (t, b0, b1) if isinstance(v, Tensor)]
-    for v in tiles:
-        m.check_read(v, loc)
+    tiles = _read_tiles(m, loc, t, b0, b1)
     outs = [out] + ([reduce_res] if reduce_res is not None else [])
     pend = m.emit(VECTOR, "range_select", tiles, outs, t.size, None, loc)
     vals = None
@@ -235,9 +231,7 @@ def select_reduce(
     p = shape[0]
     of = _vector_operand(on_false, p, api, "on_false")
     rname = _alu(reduce_op, api) if reduce_op is not None else "max"
-    ins = [v for v in (pr, ot, of) if isinstance(v, Tensor)]
-    for v in ins:
-        m.check_read(v, loc)
+    ins = _read_tiles(m, loc, pr, ot, of)
     m.check_write(d, loc)
     m.emit(
         VECTOR,
@@ -249,9 +243,7 @@ def select_reduce(
         loc,
     )
     if m.numerics:
-        pv = np.broadcast_to(pr.read().reshape(_x.aligned_shape(pr)), shape) != 0
-        if reverse_pred:
-            pv = ~pv
+        pv = _predicate(pr, shape, reverse_pred)
         marr = _x.mask_array(mask, shape, api)  # masked-off elements are neither written nor reduced
         v = np.where(pv, _x.value_of(ot, shape, marr), _val(of, shape)).astype(np.float32)
         d.write(_dt.round_to(v, d.dtype), marr)

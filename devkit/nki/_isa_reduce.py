@@ -25,6 +25,8 @@ from devkit.nki._alu import (
 )
 from devkit.nki._isa_common import (
     _alu,
+    _per_partition,
+    _read_tiles,
     _reduce_values,
     _val,
     _vector_operand,
@@ -202,9 +204,7 @@ def tensor_scalar_reduce(
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    ins = [v for v in (t, o0) if isinstance(v, Tensor)]
-    for v in ins:
-        m.check_read(v, loc)
+    ins = _read_tiles(m, loc, t, o0)
     m.check_write(rr, loc)
     pend = m.emit(
         VECTOR, "tensor_scalar_reduce", ins, [out, rr], 2 * t.size, {"op0": n0, "reduce": rname}, loc
@@ -230,8 +230,7 @@ def bn_stats(data: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any
     m = _x.machine(api)
     loc = user_location()
     t = _x.tile(data, api, "data")
-    shape = _x.aligned_shape(t)
-    p, f = shape[0], int(np.prod(shape[1:]))
+    shape, p, f = _per_partition(t)
     if f > 512:
         raise TileShapeError(f"{api}: free size {f} exceeds bn_stats_fmax (512)", rule="bn-stats-size")
     marr = _x.mask_array(mask, shape, api)
@@ -261,8 +260,7 @@ def bn_aggr(data: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any)
     m = _x.machine(api)
     loc = user_location()
     t = _x.tile(data, api, "data")
-    shape = _x.aligned_shape(t)
-    p, f = shape[0], int(np.prod(shape[1:]))
+    shape, p, f = _per_partition(t)
     if f % 3:
         raise TileShapeError(
             f"{api}: the input must hold (count, mean, M2) triples; {f} elements per partition is "
@@ -291,8 +289,7 @@ def max8(*, src: Tensor, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     m = _x.machine(api)
     loc = user_location()
     t = _x.tile(src, api, "src")
-    shape = _x.aligned_shape(t)
-    p, f = shape[0], int(np.prod(shape[1:]))
+    shape, p, f = _per_partition(t)
     if not 8 <= f <= 16384:
         raise TileShapeError(f"{api}: elements per partition must be between 8 and 16384, got {f}")
     odt = _x.out_dtype(dtype, t.dtype, api)
@@ -311,8 +308,7 @@ def _find8(api: str, data: Tensor, vals: Tensor, replace: Any, dst_idx: Any, mas
     loc = user_location()
     d = _x.tile(data, api, "data")
     v = _x.tile(vals, api, "vals")
-    shape = _x.aligned_shape(d)
-    p, f = shape[0], int(np.prod(shape[1:]))
+    shape, p, f = _per_partition(d)
     if v.free_size != 8:
         raise TileShapeError(f"{api}: vals must hold exactly 8 values per partition, got {v.free_size}")
     if _x.aligned_shape(v)[0] != p:

@@ -26,6 +26,7 @@ from devkit.nki._isa_common import (
     _alu,
     _elementwise_vec,
     _engine,
+    _read_tiles,
     _same_partitions,
     _val,
     _vector_operand,
@@ -164,9 +165,7 @@ def scalar_tensor_tensor(
     odt = _x.out_dtype(dtype, _dt.promote(t.dtype, o1.dtype), api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    tiles = [v for v in (t, o0, o1) if isinstance(v, Tensor)]
-    for v in tiles:
-        m.check_read(v, loc)
+    tiles = _read_tiles(m, loc, t, o0, o1)
     pend = m.emit(VECTOR, "scalar_tensor_tensor", tiles, [out], 2 * t.size, {"op0": n0, "op1": n1}, loc)
     vals = None
     if m.numerics:
@@ -209,9 +208,7 @@ def tensor_tensor_scan(
     loc = user_location()
     odt = _x.out_dtype(dtype, _dt.promote(a.dtype, b.dtype), api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    tiles = [v for v in (a, b, init) if isinstance(v, Tensor)]
-    for v in tiles:
-        m.check_read(v, loc)
+    tiles = _read_tiles(m, loc, a, b, init)
     pend = m.emit(VECTOR, "tensor_tensor_scan", tiles, [out], 2 * a.size, {"op0": n0, "op1": n1}, loc)
     vals = None
     if m.numerics:
