@@ -1,8 +1,9 @@
 """The NKI Beta-1 ISA's enums and the operand rules its instruction families share.
 
 Everything here is private to :mod:`devkit.nki.isa` (which re-exports the enums): engine selection,
-ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, the shape of
-an element-wise instruction with scalar/vector operands, and the VectorE accumulator registers.
+ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, the reads an
+instruction's tile operands make, predicate tiles, the shape of an element-wise instruction with
+scalar/vector operands, and the VectorE accumulator registers.
 """
 
 from __future__ import annotations
