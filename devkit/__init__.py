@@ -15,6 +15,7 @@ import dataclasses
 from typing import Any
 
 from devkit.errors import KernelError, PlacementNote, SpillWarning, UnwrittenOutputWarning
+from devkit.sim.options import VALUE_CHECKS
 
 __version__ = "0.1.0"
 __all__ = [
@@ -27,9 +28,6 @@ __all__ = [
     "estimate",
     "simulate",
 ]
-
-#: The value-based correctness checks (rule codes) and the option that enables each in a numerics run.
-VALUE_CHECKS = {"uninitialized-read": "check_uninit", "affine-race": "check_races"}
 
 
 def __getattr__(name: str) -> Any:

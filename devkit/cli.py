@@ -10,24 +10,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
-import re
 import sys
 from typing import NoReturn
 
 import devkit.commands as _commands
-from devkit.commands import _errors
-
-#: Docstring markup that has no business in ``--help``: ``literal``, :role:`target`, :role:`text <target>`.
-_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
-_LITERAL = re.compile(r"``([^`]*)``")
-
-
-def plain_text(text: str | None) -> str | None:
-    """``--help`` text without reStructuredText markup (``x`` -> x, :mod:`devkit.x` -> devkit.x)."""
-    if not text:
-        return text
-    text = _ROLE.sub(lambda m: m.group(1).strip().lstrip("~"), text)
-    return _LITERAL.sub(r"\1", text)
+from devkit.commands import _errors, plain_text
 
 
 class Parser(argparse.ArgumentParser):

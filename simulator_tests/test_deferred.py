@@ -311,7 +311,7 @@ def test_a_finished_run_keeps_no_storage_alive():
     registry used to keep every original of every run, a memory leak across a test session)."""
     import gc
 
-    from devkit.sim.tensor import Storage
+    from devkit.sim.storage import Storage
 
     def alive() -> int:
         gc.collect()

@@ -20,53 +20,66 @@ Tolerances, per kind of operation:
 
 Where the documents read two ways the test names the reading it checks ("reading:"); the list is in
 docs/simulator.md, section Numerics.  Budget: ``DEVKIT_NUMERICS_EXAMPLES`` examples per test (default
-8; the ``slow`` test at the end reruns the module with 150).
+8; the ``slow`` test at the end reruns this module and ``test_numerics_movement.py``, the suite's data
+movement, creation, TensorE and fused-helper half, with 150).
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
-import _numerics_ref as ref
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply, apply_kernel
+from _nki_support import apply
+from _numerics_props import (
+    ACT,
+    ALU32,
+    EPS32,
+    EX,
+    INT32_OPS,
+    PRED_OPS,
+    VUNARY,
+    _act_tolerance,
+    arrays,
+    assert_bits,
+    assert_close,
+    assert_same,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    int32_ref,
+    parts,
+)
 from _numerics_ref import (
-    ALL,
     BF16,
     BOOL,
     F16,
     F32,
     FLOATS,
-    FP8,
-    FP8_E5,
     I32,
     INTS,
     U8,
     U32,
     activation,
-    bits,
     bitvec,
     cast,
-    close_values,
     convert,
-    nan_bits,
     promote,
-    same_values,
     scalar_dtype,
-    special_floats,
-    special_ints,
     to_f32,
     ulp,
 )
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 import devkit
@@ -74,157 +87,6 @@ from devkit.errors import UnsupportedError
 
 # inputs deliberately include inf, NaN and extremes: the reference's NumPy warnings are expected
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-ACT, ALU32, VUNARY = ref.ACTIVATION_DEFS, ref.FP32_ALU, ref.VECTOR_UNARY
-INT32_OPS, PRED_OPS, int32_ref = ref.INT32_NATIVE, ref.PREDICATES, ref.int32_native
-EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
-EX = settings(max_examples=EXAMPLES)
-EPS32 = float(np.finfo(np.float32).eps)
-APPLY_TRN2 = nki.jit(platform_target="trn2")(apply_kernel.func)
-
-# ---- strategies -----------------------------------------------------------------------------------------
-
-dtypes_any = st.sampled_from(ALL)
-dtypes_float = st.sampled_from(FLOATS)
-dtypes_int = st.sampled_from(INTS)
-parts = st.one_of(st.integers(1, 6), st.just(128))
-frees = st.integers(1, 12)
-
-
-def _special_bits(d: np.dtype) -> list[int]:
-    vals = np.array(special_floats(d), dtype=np.float64).astype(np.float32)
-    with np.errstate(over="ignore"):
-        b = bits(vals.astype(d)).tolist()
-    return sorted(set(b) | set(nan_bits(d)))
-
-
-@st.composite
-def arrays(draw, dtype, shape, *, finite: bool = False, lo: float | None = None, hi: float | None = None):
-    """Values of ``dtype``: special values, raw bit patterns (floats) or the full range (ints), and
-    ordinary moderate values.  Up to 16 elements are drawn by hypothesis (so failures shrink to
-    them); larger tiles are filled from a drawn seed with the same mixture.  ``finite`` leaves out
-    inf/NaN; ``lo``/``hi`` bound the magnitudes of finite values for ops whose result would
-    otherwise depend on an undocumented order (whether a partial sum or product overflows)."""
-    d = np.dtype(dtype)
-    n = int(np.prod(shape))
-    k = min(n, 16)
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if d in FLOATS:
-        u = np.dtype(f"u{d.itemsize}")
-        specials = _special_bits(d)
-        moderate = st.floats(-8, 8, width=32).map(lambda v: int(bits(np.array([v], np.float32).astype(d))[0]))
-        elem = st.one_of(st.sampled_from(specials), st.integers(0, 2 ** (8 * d.itemsize) - 1), moderate)
-        head = draw(st.lists(elem, min_size=k, max_size=k))
-        pick = rng.integers(0, 3, size=n - k)
-        raw = rng.integers(0, 2 ** (8 * d.itemsize), size=n - k, dtype=np.uint64)
-        spec = np.asarray(specials, np.uint64)[rng.integers(0, len(specials), size=n - k)]
-        mod = bits(rng.uniform(-8, 8, size=n - k).astype(np.float32).astype(d)).astype(np.uint64)
-        tail = np.where(pick == 0, spec, np.where(pick == 1, raw, mod))
-        a = np.concatenate([np.asarray(head, np.uint64), tail]).astype(u)
-        a = rng.permutation(a).view(d).reshape(shape)
-        if finite or lo is not None:
-            x = a.astype(np.float32)
-            bad = ~np.isfinite(x)
-            if lo is not None:  # finite values outside [lo, hi] (inf and NaN stay unless ``finite``)
-                with np.errstate(invalid="ignore"):
-                    out = np.isfinite(x) & ((np.abs(x) > hi) | ((np.abs(x) < lo) & (x != 0)))
-                bad = (bad & finite) | out
-            a = np.where(bad, np.float32(1.5), x).astype(d)
-        return a
-    info = np.iinfo(d)
-    top, bot = int(info.max), int(info.min)
-    if hi is not None:
-        top, bot = min(top, int(hi)), max(bot, -int(hi))
-    specials = [v for v in special_ints(d) if bot <= v <= top] or [0]
-    head = draw(st.lists(st.one_of(st.sampled_from(specials), st.integers(bot, top)), min_size=k, max_size=k))
-    pick = rng.integers(0, 2, size=n - k)
-    tail = np.where(
-        pick == 0,
-        np.asarray(specials, np.int64)[rng.integers(0, len(specials), size=n - k)],
-        rng.integers(bot, top, size=n - k, endpoint=True, dtype=np.int64),
-    )
-    a = np.concatenate([np.asarray(head, np.int64), tail])
-    return rng.permutation(a).astype(d).reshape(shape)
-
-
-# ---- comparisons ----------------------------------------------------------------------------------------
-
-
-def assert_same(got, want, what: str = "") -> None:
-    """Bit-exact (any NaN matches any NaN); dtype and shape too."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    ok = same_values(got, want)
-    if not ok.all():
-        i = tuple(int(v[0]) for v in np.nonzero(~ok))
-        raise AssertionError(
-            f"{what}: {int((~ok).sum())} of {ok.size} differ, first at {i}: {got[i]!r} vs {want[i]!r}"
-        )
-
-
-def assert_bits(got, want, what: str = "") -> None:
-    """Same bits, NaN payloads included (copies and data movement)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape, (
-        f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
-    )
-    np.testing.assert_array_equal(bits(got), bits(want), err_msg=what)
-
-
-def assert_close(got, want64, dtype, n_ulp: float = 2.0, slack=None, what: str = "") -> None:
-    got = np.asarray(got)
-    assert got.dtype == np.dtype(dtype), f"{what}: dtype {got.dtype} != {np.dtype(dtype)}"
-    w = np.broadcast_to(np.asarray(want64, np.float64), got.shape)
-    ok = close_values(got, w, dtype, n_ulp)
-    if slack is not None:
-        with np.errstate(invalid="ignore"):
-            ok |= (
-                np.isfinite(w)
-                & np.isfinite(got.astype(np.float64))
-                & (np.abs(got.astype(np.float64) - w) <= slack)
-            )
-    if not ok.all():
-        i = tuple(int(v[0]) for v in np.nonzero(~ok))
-        raise AssertionError(
-            f"{what}: {int((~ok).sum())} of {ok.size} outside tolerance, first at {i}: {got[i]!r} vs {w[i]!r}"
-        )
-
-
-def _act_tolerance(name: str, x32: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Absolute slack for an approximated activation: 64 fp32 epsilons of the size of the terms its
-    definition combines (x for x*g(x) forms, 1 for bounded ones, the result itself otherwise).  The
-    definitions cancel (gelu(-5) = -5 * Phi(-5) ~ -1.4e-6 comes from 1 + erf(-3.5)), so a relative
-    bound alone would demand more than any fp32 evaluation, the hardware's included, can give."""
-    x = np.abs(np.asarray(x32, np.float64))
-    scale = {
-        "gelu": x,
-        "gelu_apprx_tanh": x,
-        "gelu_apprx_sigmoid": x,
-        "silu": x,
-        "mish": x,
-        "gelu_dx": 1 + x,
-        "silu_dx": 1 + x,
-        "sigmoid": 1.0,
-        "tanh": 1.0,
-        "erf": 1.0,
-        "erf_dx": 1.0,
-        "softplus": 1.0 + x,
-        "sin": 1.0,
-        "cos": 1.0,
-        "arctan": 1.0,
-    }.get(name, 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return 64 * EPS32 * (np.abs(w) + scale)
-
-
-def run2(fn, *arrays):
-    """``apply`` on trn2 (NeuronCore-v3 APIs)."""
-    return APPLY_TRN2(list(arrays), fn)
-
-
-def _np_dtype(d):
-    return None if d is None else np.dtype(d)
 
 
 # ---- element-wise unary ---------------------------------------------------------------------------------
@@ -956,420 +818,6 @@ def test_nisa_tensor_copy_predicated(data, p, f, dtype, rev):
     assert_bits(k(src, old, pr), np.where((pr != 0) != rev, src, old), "tensor_copy_predicated")
 
 
-# ---- data movement and conversion ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "path",
-    [
-        "load",
-        "load_transpose2d",
-        "copy",
-        "tensor_copy",
-        "dma_copy",
-        "dma_transpose",
-        "nc_transpose",
-        "transpose",
-    ],
-)
-@EX
-@given(
-    data=st.data(),
-    p=st.integers(1, 16),
-    f=st.integers(1, 16),
-    dtype=dtypes_any,
-    out=st.one_of(st.none(), dtypes_any),
-)
-def test_data_movement(path, data, p, f, dtype, out):
-    """Copies and transposes move values: bit for bit without a dtype change (NaN payloads
-    included), src -> fp32 -> dst with one (DMAOV) [B1-ISA tensor_copy, dma_copy; B1-NL load/copy].
-    Transposes permute the same values [B1-ISA nc_transpose, dma_transpose; B1-NL transpose].
-    Reading: the NeuronCore-v2 TensorE transpose is documented as not bit-exact for NaN/inf [ARCH3];
-    the simulator keeps it exact, and this test checks that."""
-    x = data.draw(arrays(dtype, (p, f)))
-    if path in ("nc_transpose", "transpose", "dma_transpose") and dtype in INTS and path != "dma_transpose":
-        dtype = F32
-        x = data.draw(arrays(dtype, (p, f)))
-    want = x
-    if path == "load":
-        got = _load_kernel(x, out)
-    elif path == "load_transpose2d":
-        got = _load_t_kernel(x, out)
-        want = x.T
-    elif path == "copy":
-        got = apply(lambda t: nl.copy(t, dtype=out), x)
-    elif path == "tensor_copy":
-        got = apply(lambda t: nisa.tensor_copy(t, dtype=out), x)
-    elif path == "dma_copy":
-        got = _dma_kernel(x, out)
-    elif path == "dma_transpose":
-        got = apply(lambda t: nisa.dma_transpose(t, dtype=out), x)
-        want = x.T
-    elif path == "nc_transpose":
-        got = apply(lambda t: nisa.nc_transpose(t, engine=nisa.vector_engine, dtype=out), x[:8, :8])
-        want = x[:8, :8].T
-    else:
-        got = apply(lambda t: nl.transpose(t, dtype=out), x)
-        want = x.T
-    od = np.dtype(out or dtype)
-    check = assert_bits if od == dtype else assert_same  # a converted NaN's payload is undocumented
-    check(got, convert(np.ascontiguousarray(want), od), path)
-
-
-@nki.jit
-def _load_kernel(x, dtype):
-    t = nl.load(x, dtype=dtype)
-    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-@nki.jit
-def _load_t_kernel(x, dtype):
-    t = nl.load_transpose2d(x, dtype=dtype)
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-@nki.jit
-def _dma_kernel(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
-    return out
-
-
-@EX
-@given(data=st.data(), p=st.integers(1, 16), f=frees, d1=dtypes_any, d2=dtypes_any)
-def test_nl_store_converts_through_fp32(data, p, f, d1, d2):
-    """nl.store into a tensor of another dtype converts src -> fp32 -> dst [DMAOV]; of the same dtype
-    it moves bits [B1-NL store]."""
-    x = data.draw(arrays(d1, (p, f)))
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((p, f), dtype=d2, buffer=nl.shared_hbm)
-        nl.store(out, value=nl.load(a))
-        return out
-
-    check = assert_bits if d1 == d2 else assert_same  # a converted NaN's payload is undocumented
-    check(k(x), convert(x, d2), "store")
-
-
-@EX
-@given(data=st.data(), p=st.integers(1, 16), f=frees, dtype=dtypes_any)
-def test_nl_broadcast_to_and_expand_dims(data, p, f, dtype):
-    """nl.broadcast_to(src, shape=) repeats the (P, 1) column along the free dim; nl.expand_dims adds
-    a size-1 axis; both move values unchanged [B1-NL]."""
-    x = data.draw(arrays(dtype, (p, 1)))
-    assert_bits(
-        apply(lambda t: nl.broadcast_to(t, shape=(p, f)), x),
-        np.broadcast_to(x, (p, f)).copy(),
-        "broadcast_to",
-    )
-    y = data.draw(arrays(dtype, (p, f)))
-    assert_bits(apply(lambda t: nl.copy(nl.expand_dims(t, 2)), y), y[:, :, None], "expand_dims")
-
-
-@EX
-@given(data=st.data(), p=st.integers(1, 16), f=st.integers(2, 16), m=st.integers(1, 12), dtype=dtypes_any)
-def test_nl_gather_flattened(data, p, f, m, dtype):
-    """nl.gather_flattened(data, indices) is np.take_along_axis on the flattened free dims [B1-NL]:
-    moved values, bit for bit."""
-    x = data.draw(arrays(dtype, (p, f)))
-    idx = np.asarray(data.draw(st.lists(st.integers(0, f - 1), min_size=p * m, max_size=p * m)), np.uint32)
-    idx = idx.reshape(p, m)
-    got = apply(lambda d, i: nl.gather_flattened(d, i), x, idx)
-    assert_bits(got, np.take_along_axis(x, idx.astype(np.int64), axis=1), "gather_flattened")
-
-
-@EX
-@given(data=st.data(), cores=st.integers(1, 2), f=st.integers(4, 12), dtype=dtypes_any)
-def test_nisa_local_gather(data, cores, f, dtype):
-    """nisa.local_gather: each 16-partition GpSimd core gathers src elements at its indices, taken in
-    column-major order of its 16 index rows [B1-ISA]; moved values, bit for bit."""
-    p = 16 * cores
-    x = data.draw(arrays(dtype, (p, f)))
-    index = np.asarray(data.draw(st.lists(st.integers(0, f - 1), min_size=p, max_size=p)), np.uint16).reshape(
-        p, 1
-    )
-    got = apply(lambda s, i: nisa.local_gather(s, i), x, index)
-    want = np.empty((p, 16), dtype)
-    for c in range(cores):
-        ids = index[16 * c : 16 * c + 16].flatten(order="F").astype(np.int64)
-        want[16 * c : 16 * c + 16] = x[16 * c : 16 * c + 16][:, ids]
-    assert_bits(got, want, "local_gather")
-
-
-@EX
-@given(data=st.data(), f=frees, dtype=dtypes_any)
-def test_nisa_nc_stream_shuffle(data, f, dtype):
-    """nisa.nc_stream_shuffle: dst[q*32+i] = src[q*32+mask[i]], mask 255 keeps dst [B1-ISA]; moved
-    values, bit for bit."""
-    p = 32
-    src = data.draw(arrays(dtype, (p, f)))
-    old = data.draw(arrays(dtype, (p, f)))
-    mask = data.draw(st.lists(st.one_of(st.integers(0, 31), st.just(255)), min_size=32, max_size=32))
-
-    @nki.jit
-    def k(s, d):
-        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
-        dst = nl.load(d)
-        nisa.nc_stream_shuffle(src=nl.load(s), dst=dst, shuffle_mask=mask)
-        nl.store(out, value=dst)
-        return out
-
-    want = old.copy()
-    for i, m in enumerate(mask):
-        if m != 255:
-            want[i] = src[m]
-    assert_bits(k(src, old), want, "nc_stream_shuffle")
-
-
-@EX
-@given(data=st.data(), p=parts, f=st.integers(1, 8), dtype=dtypes_any)
-def test_nisa_tensor_copy_dynamic(data, p, f, dtype):
-    """nisa.tensor_copy_dynamic_src/_dst: copies with a runtime offset read from an SBUF tile; values
-    move bit for bit [B1-ISA]."""
-    x = data.draw(arrays(dtype, (p, f)))
-    off = np.array([[data.draw(st.integers(0, f - 1))]], np.int32)
-
-    @nki.jit
-    def k(a, o):
-        out = nl.ndarray((p, 2), dtype=a.dtype, buffer=nl.shared_hbm)
-        src = nl.load(a)
-        offs = nl.load(o)
-        res = nl.ndarray((p, 2), dtype=a.dtype, buffer=nl.sbuf)
-        ix, iy = nl.mgrid[0:p, 0:1]
-        res[ix, iy] = nisa.tensor_copy_dynamic_src(src[ix, offs[0, 0] + iy])
-        nisa.tensor_copy_dynamic_dst(dst=res[ix, 1 + iy], src=src[ix, offs[0, 0] + iy])
-        nl.store(out, value=res)
-        return out
-
-    col = x[:, off[0, 0] : off[0, 0] + 1]
-    assert_bits(k(x, off), np.concatenate([col, col], axis=1), "tensor_copy_dynamic")
-
-
-@EX
-@given(data=st.data(), p=st.integers(1, 8), f=frees, dtype=dtypes_float)
-def test_nl_atomic_rmw(data, p, f, dtype):
-    """nl.atomic_rmw(dst, value, np.add): dst = dst + value in fp32, one cast, on HBM [B1-NL]."""
-    x = data.draw(arrays(dtype, (p, f)))
-    v = data.draw(arrays(dtype, (p, f)))
-
-    @nki.jit
-    def k(a, b):
-        out = nl.ndarray((p, f), dtype=a.dtype, buffer=nl.shared_hbm)
-        nl.store(out, value=nl.load(a))
-        nl.atomic_rmw(out, value=nl.load(b), op=np.add)
-        return out
-
-    with np.errstate(all="ignore"):
-        assert_same(k(x, v), cast(to_f32(x) + to_f32(v), dtype), "atomic_rmw")
-
-
-# ---- creation -----------------------------------------------------------------------------------------------
-
-SPECIAL_FILLS = [
-    0.0,
-    -0.0,
-    1.0,
-    -2.5,
-    math.inf,
-    -math.inf,
-    math.nan,
-    1 + 2**-8,
-    2**24 + 1,
-    -(2**31),
-    65504.0,
-    1e-45,
-]
-
-
-@pytest.mark.parametrize("v", SPECIAL_FILLS, ids=repr)
-@pytest.mark.parametrize("api", ["full", "zeros", "ones", "zeros_like", "memset", "assign"])
-@settings(max_examples=max(2, EXAMPLES // 4))
-@given(p=st.integers(1, 8), f=frees, dtype=dtypes_any)
-def test_fills(api, v, p, f, dtype):
-    """nl.full/zeros/ones/zeros_like, nisa.memset and ``t[...] = v`` write the value in the declared
-    dtype: RNE for floats (signs of zero and NaN kept), RNE + saturation for integers [B1-NL, B1-ISA].
-    Reading: an int fill value converts like any int (exact into int dtypes, int -> fp32 -> float)."""
-    if api in ("zeros", "zeros_like"):
-        v = 0.0
-    elif api == "ones":
-        v = 1.0
-    val = v
-
-    @nki.jit
-    def k(a):
-        if api == "full":
-            t = nl.full((p, f), val, dtype=dtype)
-        elif api == "zeros":
-            t = nl.zeros((p, f), dtype=dtype)
-        elif api == "ones":
-            t = nl.ones((p, f), dtype=dtype)
-        elif api == "zeros_like":
-            t = nl.zeros_like(nl.load(a), dtype=dtype)
-        elif api == "memset":
-            t = nisa.memset((p, f), val, dtype)
-        else:
-            t = nl.ndarray((p, f), dtype=dtype, buffer=nl.sbuf)
-            t[...] = val
-        out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
-        nl.store(out, value=t)
-        return out
-
-    got = k(np.zeros((p, f), np.float32))
-    want = cast(np.full((p, f), np.float32(val)), dtype)
-    if dtype in INTS and float(val).is_integer():
-        info = np.iinfo(dtype)
-        want = np.full((p, f), min(max(int(val), int(info.min)), int(info.max)), dtype)
-    assert_bits(got, want, api) if not np.isnan(val) else assert_same(got, want, api)
-
-
-@EX
-@given(p=st.integers(1, 8), f=frees, start=st.integers(-(2**30), 2**30), dtype=dtypes_any)
-def test_nisa_iota(p, f, start, dtype):
-    """nisa.iota(expr, dtype): the affine expression of nl.arange evaluated in int32, then cast
-    (int -> fp32 -> float types) [B1-ISA]."""
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
-        e = start + 3 * nl.arange(f)[None, :] + nl.arange(p)[:, None]
-        nl.store(out, value=nisa.iota(e, dtype=dtype))
-        return out
-
-    v = (start + 3 * np.arange(f)[None, :] + np.arange(p)[:, None]).astype(np.int32)
-    assert_bits(k(np.zeros((1, 1), np.float32)), convert(v, dtype), "iota")
-
-
-@EX
-@given(data=st.data(), n=st.integers(1, 12), dtype=dtypes_any)
-def test_nl_shared_constant_and_identity(data, n, dtype):
-    """nl.shared_constant(c, dtype): an HBM constant holding c converted to dtype (RNE via fp32);
-    nl.shared_identity_matrix(n, dtype): the identity [B1-NL]."""
-    c = data.draw(arrays(F32, (n, 3)))
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((n, 3), dtype=dtype, buffer=nl.shared_hbm)
-        eye = nl.ndarray((n, n), dtype=dtype, buffer=nl.shared_hbm)
-        nl.store(out, value=nl.load(nl.shared_constant(c, dtype=dtype)))
-        nl.store(eye, value=nl.load(nl.shared_identity_matrix(n, dtype=dtype)))
-        return out, eye
-
-    o, eye = k(np.zeros((1, 1), np.float32))
-    assert_same(o, cast(c, dtype), "shared_constant")
-    assert_same(eye, np.identity(n).astype(dtype), "shared_identity_matrix")
-
-
-@EX
-@given(data=st.data(), dtype=dtypes_any, n=st.integers(1, 12))
-def test_nl_static_cast(data, dtype, n):
-    """nl.static_cast(array, dtype): host-side cast to an NKI dtype, round to nearest even, via fp32
-    for floats [B1-NL]."""
-    x = data.draw(arrays(F32, (n,)))
-    assert_bits(nl.static_cast(x, dtype), cast(x, dtype), "static_cast")
-
-
-@pytest.mark.parametrize("api", ["nl.rand", "nl.dropout", "nisa.dropout"])
-@EX
-@given(p=st.integers(1, 16), f=frees, rate=st.sampled_from([0.0, 0.3, 1.0]), dtype=dtypes_float)
-def test_random_ops(api, p, f, rate, dtype):
-    """nl.rand: uniform values in [0, 1) in the requested dtype; nl.dropout / nisa.dropout: each
-    element is either kept unchanged (no 1/(1-rate) scaling) or zero; rate 0 keeps all, 1 drops all
-    [B1-NL, B1-ISA].  The generator differs from the hardware's: only these properties are checked."""
-    x = np.linspace(1, 2, p * f, dtype=np.float32).reshape(p, f).astype(dtype)
-    if api == "nl.rand":
-
-        @nki.jit
-        def k(a):
-            out = nl.ndarray((p, f), dtype=dtype, buffer=nl.shared_hbm)
-            nl.store(out, value=nl.rand((p, f), dtype=dtype))
-            return out
-
-        got = k(x)
-        assert got.dtype == dtype and ((got >= 0) & (got <= 1)).all()
-        return
-    fn = nl.dropout if api == "nl.dropout" else nisa.dropout
-    got = apply(lambda t: fn(t, rate), x)
-    assert got.dtype == dtype
-    kept = got != 0
-    np.testing.assert_array_equal(got[kept], x[kept])
-    if rate == 0.0:
-        assert kept.all()
-    if rate == 1.0:
-        assert not kept.any()
-
-
-# ---- TensorE --------------------------------------------------------------------------------------------------
-
-MM_DTYPES = st.sampled_from([FP8, FP8_E5, BF16, F16])
-
-
-@pytest.mark.parametrize("api", ["nc_matmul", "nl.matmul_T", "nl.matmul"])
-@EX
-@given(
-    data=st.data(),
-    k=st.integers(1, 16),
-    m=st.integers(1, 8),
-    n=st.integers(1, 12),
-    d1=MM_DTYPES,
-    d2=MM_DTYPES,
-)
-def test_matmul(api, data, k, m, n, d1, d2):
-    """TensorE: stationary.T @ moving with fp32 products of the stored values and fp32 accumulation
-    into PSUM [B1-ISA nc_matmul]; the accumulation order is not documented: n-term bound.  Finite
-    inputs of magnitude <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on
-    the order)."""
-    a = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
-    b = data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
-    if api == "nc_matmul":
-        got = apply(lambda s, mv: nl.copy(nisa.nc_matmul(s, mv), dtype=nl.float32), a, b)
-    elif api == "nl.matmul_T":
-        got = apply(lambda s, mv: nl.copy(nl.matmul(s, mv, transpose_x=True), dtype=nl.float32), a, b)
-    else:
-        at = np.ascontiguousarray(a.T)
-        got = apply(lambda s, mv: nl.copy(nl.matmul(s, mv), dtype=nl.float32), at, b)
-    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
-    want = a64.T @ b64
-    slack = k * EPS32 * (np.abs(a64).T @ np.abs(b64))
-    assert_close(got, want, F32, slack=slack, what=api)
-
-
-# ---- fused helpers ------------------------------------------------------------------------------------------
-
-
-@EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
-def test_nl_softmax(data, p, f, dtype):
-    """nl.softmax(x, axis): exp(x - max) / sum exp(x - max) in fp32, cast once [B1-NL]; finite
-    inputs; tolerance: the fp32 evaluation of exp and of an f-term sum, relative to the result."""
-    x = data.draw(arrays(dtype, (p, f), finite=True))
-    got = apply(lambda t: nl.softmax(t, axis=1), x)
-    x64 = to_f32(x).astype(np.float64)
-    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
-    want = e / e.sum(axis=1, keepdims=True)
-    assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
-
-
-@EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
-def test_nl_rms_norm(data, p, f, dtype):
-    """nl.rms_norm(x, w, axis, n, epsilon): x * rsqrt(sum(x^2)/n + epsilon) * w [B1-NL]; moderate
-    finite inputs (squares must not overflow fp32)."""
-    x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**30))
-    w = data.draw(arrays(dtype, (1, f), finite=True, lo=0.0, hi=2.0**30))
-    got = apply(lambda t, ww: nl.rms_norm(t, nl.broadcast_to(ww, shape=(p, f)), axis=1, n=f), x, w)
-    x64, w64 = to_f32(x).astype(np.float64), to_f32(w).astype(np.float64)
-    r = 1 / np.sqrt((x64**2).sum(axis=1, keepdims=True) / f + 1e-6)
-    want = x64 * r * w64
-    assert_close(
-        got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(x64 * r * w64) + 1e-30, what="rms_norm"
-    )
-
-
 # ---- ops the simulator does not run ---------------------------------------------------------------------------
 
 
@@ -1490,6 +938,16 @@ COVERED = {
 COVERED_ISA_EXTRA = {"reciprocal": "test_nisa_reciprocal"}
 
 
+#: The differential suite: this module and its continuation (data movement, creation, TensorE, fused).
+SUITE = (Path(__file__), Path(__file__).with_name("test_numerics_movement.py"))
+
+
+def _test_names(path: Path) -> set[str]:
+    """Names of the test functions a module of the suite defines (read from its source)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+
+
 def _public_callables(module) -> set[str]:
     """Every public callable of an nl/nisa module except classes (dtypes, enums, buffers, grid helpers)."""
     out = set()
@@ -1507,17 +965,28 @@ def test_every_public_op_has_a_property_test(module):
     names = _public_callables(module)
     missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
     assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
-    tests = {n for n in globals() if n.startswith("test_")}
+    tests = {n for path in SUITE for n in _test_names(path)}
     dangling = sorted({t for t in (*COVERED.values(), *COVERED_ISA_EXTRA.values()) if t not in tests})
     assert not dangling, f"COVERED names tests that do not exist: {dangling}"
 
 
 @pytest.mark.slow
 def test_differential_suite_with_many_examples():
-    """The whole module again with 150 examples per property (``pytest -m slow``)."""
+    """The whole suite again with 150 examples per property (``pytest -m slow``)."""
     env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": "150"}
     r = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow", __file__],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-x",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "not slow",
+            *map(str, SUITE),
+        ],
         env=env,
         capture_output=True,
         text=True,

@@ -107,3 +107,30 @@ def test_numerics_runs_never_replay():
     x = np.ones((2048, 512), dtype=np.float32)
     out = devkit.simulate(carried, x)
     np.testing.assert_array_equal(out, 16.0)  # every one of the 16 iterations ran
+
+
+def test_replay_reaches_the_machine_only_through_its_protocol():
+    """devkit.sim.replay uses the machine through the members of its ReplayHost protocol, never a
+    private attribute (it used to write the machine's instruction counter), and the machine has every
+    member of the protocol (issue 15: simulator collaborators depend on protocols, not on Machine)."""
+    import ast
+    import inspect
+
+    from devkit.nki.runner import geometry
+    from devkit.sim import replay
+    from devkit.sim.machine import Machine
+    from devkit.trace import NullSink
+
+    host = replay.ReplayHost
+    members = set(host.__annotations__) | {n for n in vars(host) if not n.startswith("_")}
+    used = {
+        node.attr
+        for node in ast.walk(ast.parse(inspect.getsource(replay)))
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "m"
+    }
+    assert {"take_instr_ids", "commit_instr", "replays"} <= used
+    assert used <= members, used - members
+    m = Machine(SimOptions(numerics=False), geometry("trn1"), NullSink())
+    assert all(hasattr(m, name) for name in members)
+    first = m.take_instr_ids(3)
+    assert m.take_instr_ids(1) == first + 3

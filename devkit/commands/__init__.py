@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 
 from rich.console import Console
 
@@ -26,3 +27,16 @@ def add_jobs_argument(p: argparse.ArgumentParser, what: str = "") -> None:
         metavar="N",
         help=f"worker processes{what} (default: one per core, here {pool.default_jobs()})",
     )
+
+
+#: Docstring markup that has no business in ``--help``: ``literal``, :role:`target`, :role:`text <target>`.
+_ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
+_LITERAL = re.compile(r"``([^`]*)``")
+
+
+def plain_text(text: str | None) -> str | None:
+    """``--help`` text without reStructuredText markup (``x`` -> x, :mod:`devkit.x` -> devkit.x)."""
+    if not text:
+        return text
+    text = _ROLE.sub(lambda m: m.group(1).strip().lstrip("~"), text)
+    return _LITERAL.sub(r"\1", text)

@@ -10,6 +10,7 @@ import os
 import runpy
 import sys
 
+from devkit.commands import plain_text
 from devkit.commands._errors import UsageError, UserCodeError, bad_value
 from devkit.commands._progress import Heartbeat
 
@@ -35,8 +36,6 @@ def run_simulate(argv: list[str]) -> int:
     if not argv:
         raise UsageError(f"name a SCRIPT or -m MODULE ({USAGE})")
     if argv[0] in ("-h", "--help"):
-        from devkit.cli import plain_text
-
         print(USAGE)
         print(plain_text(__doc__))
         return 0

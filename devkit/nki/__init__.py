@@ -17,7 +17,7 @@ from devkit.errors import KernelArgumentError, UnsupportedError
 from devkit.nki import _tensor_ops, compiler, isa, language, typing  # noqa: F401
 from devkit.nki.runner import TensorSpec, run_kernel
 from devkit.sim.machine import current
-from devkit.sim.options import SimOptions
+from devkit.sim.options import VALUE_CHECKS, SimOptions
 from devkit.sim.tensor import Tensor
 
 tensor = Tensor
@@ -128,8 +128,6 @@ class Kernel:
             sink=sink,
         )
         import dataclasses
-
-        from devkit import VALUE_CHECKS
 
         report = sink.report(kernel_name=getattr(self.func, "__name__", "kernel"))
         report = dataclasses.replace(

@@ -19,7 +19,8 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import CapacityError, KernelArgumentError, SpillWarning, TileShapeError
-from devkit.sim.tensor import Storage, Tensor
+from devkit.sim.storage import Storage
+from devkit.sim.tensor import Tensor
 
 
 class par_dim:

@@ -16,7 +16,8 @@ from devkit.errors import IndexingError, KernelArgumentError, TileShapeError
 from devkit.nki import language as nl
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
-from devkit.sim.tensor import Storage, Tensor, alias_of
+from devkit.sim.storage import Storage, alias_of
+from devkit.sim.tensor import Tensor
 
 
 class _Ops:

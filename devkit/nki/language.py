@@ -25,7 +25,7 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.nki import _alu, _buffers
+from devkit.nki import _alu, _buffers, _isa_common, _isa_matmul, _isa_vector
 from devkit.nki._alu import (
     _ALU_ALIASES,
     ACTIVATIONS,
@@ -33,10 +33,13 @@ from devkit.nki._alu import (
     _require_int,
 )
 from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
+from devkit.nki._isa_reduce import reduce
+from devkit.nki._limits import bfp16, fp32  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
 from devkit.sim import instr as _x
 from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
-from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.sim.storage import HBM_BUFFERS
+from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 # ---- dtypes ------------------------------------------------------------------------------------------
@@ -46,17 +49,6 @@ uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 float16, float32, bfloat16 = _dt.float16, _dt.float32, _dt.bfloat16
 float8_e4m3, float8_e5m2, float8_e4m3fn = _dt.float8_e4m3, _dt.float8_e5m2, _dt.float8_e4m3fn
 tfloat32 = _dt.tfloat32
-
-
-class fp32:
-    """``nl.fp32.min``: the most negative finite float32 (bit pattern 0xff7fffff)."""
-
-    min = float(np.finfo(np.float32).min)
-    max = float(np.finfo(np.float32).max)
-
-
-class bfp16:
-    min = float(np.finfo(_dt.bfloat16).min)
 
 
 def finfo(dtype: Any) -> Any:
@@ -696,87 +688,6 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
 # ---- reductions ----------------------------------------------------------------------------------------
 
 
-def _axes(api: str, x: Tensor, axis: Any) -> tuple[int, ...]:
-    nd = _x.aligned_shape(x).__len__()
-    if axis is None:
-        raise KernelArgumentError(f"{api}: axis is required (free axes only)")
-    ax = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in ax:
-        a = int(a)
-        if a < 0:
-            a += nd
-        if a == 0:
-            raise IndexingError(
-                f"{api}: cannot reduce along the partition axis (axis 0); reduce free axes, or "
-                "transpose / use nisa.tensor_partition_reduce",
-                rule="reduce-partition-axis",
-            )
-        if a >= nd:
-            raise IndexingError(f"{api}: axis {a} is out of range for a tile of rank {nd}")
-        out.append(a)
-    # The API docs describe the axes as the trailing free axes, but the documented average-pool example
-    # reduces axes [2, 4] of a 5-D access pattern: any set of free axes is accepted.
-    return tuple(sorted(set(out)))
-
-
-def reduce(
-    api: str,
-    x: Tensor,
-    axis: Any,
-    fn: Any,
-    *,
-    dtype: Any,
-    mask: Any,
-    keepdims: bool,
-    opname: str,
-    default_dtype: Any = None,
-) -> Tensor:
-    """A free-axis reduction on VectorE."""
-    m = _x.machine(api)
-    loc = user_location()
-    t = _x.tile(x, api, "x")
-    shape_in = _x.aligned_shape(t)
-    axes = _axes(api, t, axis)
-    out_shape = (
-        tuple(1 if i in axes else n for i, n in enumerate(shape_in))
-        if keepdims
-        else tuple(n for i, n in enumerate(shape_in) if i not in axes)
-    )
-    if len(out_shape) < 2:
-        out_shape = (out_shape[0], 1)  # on-chip tiles are at least 2-D: (P,) is (P, 1)
-    odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
-    marr = _x.mask_array(mask, shape_in, api)
-    out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
-    m.check_read(t, loc)
-    p = m.emit(VECTOR, "tensor_reduce", [t], [out], t.size, {"op": opname}, loc)
-    vals = None
-    if m.numerics:
-        bit = opname.startswith("bitwise")  # bitvec reductions work on the raw integers, not through fp32
-        v = _x.value_of(t, shape_in, marr, to_float=not bit)
-        if marr is not None:
-            ident = (
-                np.array(-1 if opname == "bitwise_and" else 0).astype(v.dtype)
-                if bit
-                else _REDUCE_IDENTITY.get(opname, 0.0)
-            )
-            v = np.where(marr, v, ident) if bit else np.where(marr, v, ident).astype(np.float32)
-        with np.errstate(all="ignore"):
-            if marr is not None and opname in ("mean", "var"):  # statistics of the masked elements only
-                n = np.sum(marr, axis=axes, keepdims=True)
-                mu = np.sum(v, axis=axes, keepdims=True) / n
-                if opname == "var":
-                    mu = np.sum(np.where(marr, (v - mu) ** 2, 0), axis=axes, keepdims=True) / n
-                r = mu
-                vals = np.asarray(r if keepdims else np.squeeze(r, axis=axes), dtype=np.float32)
-            else:
-                vals = np.asarray(fn(v, axis=axes, keepdims=keepdims), dtype=None if bit else np.float32)
-    return _x.commit(m, p, out, vals, None)
-
-
-_REDUCE_IDENTITY = {"add": 0.0, "max": -np.inf, "min": np.inf, "multiply": 1.0, "all": 1.0}
-
-
 def sum(
     x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
 ) -> Tensor:
@@ -836,8 +747,6 @@ def all(x: Tensor, axis: Any, *, dtype: Any = _dt.bool_, mask: Any = None, **kwa
 
 def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None, **kwargs: Any) -> Tensor:
     """``x @ y`` (or ``x.T @ y`` with ``transpose_x=True``) on the TensorE into a PSUM tile (fp32)."""
-    from devkit.nki import isa as _isa
-
     if not transpose_x:
         t = _x.tile(x, "nl.matmul", "x", psum=False)
         if t.ndim != 2:
@@ -848,23 +757,21 @@ def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None,
                 "transpose_x=False (it is transposed on the TensorE)",
                 rule="matmul-stationary-size",
             )
-        xt = copy(_isa.nc_transpose(t, engine=_isa.engine.tensor), dtype=t.dtype)
+        xt = copy(_isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor), dtype=t.dtype)
         if t.omask is not None:
             xt.omask = t.omask.T
         x = xt
-    return _isa.matmul_core("nl.matmul", x, y, mask=mask, opcode="matmul")
+    return _isa_matmul.matmul_core("nl.matmul", x, y, mask=mask, opcode="matmul")
 
 
 def transpose(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """2-D transpose of a tile (each dim <= 128) on the TensorE."""
-    from devkit.nki import isa as _isa
-
     t = _x.tile(x, "nl.transpose", "x")
     if t.ndim > 2:
         raise TileShapeError(
             f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)", rule="transpose-rank"
         )
-    res = _isa.nc_transpose(t, engine=_isa.engine.tensor, mask=mask)
+    res = _isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor, mask=mask)
     return copy(res, dtype=dtype or t.dtype)
 
 
@@ -908,9 +815,7 @@ def rms_norm(
 
 def dropout(x: Tensor, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """Zero each element with probability ``rate`` (no rescaling, like nisa.dropout)."""
-    from devkit.nki import isa as _isa
-
-    return _isa.dropout(x, rate, dtype=dtype, mask=mask)
+    return _isa_vector.dropout(x, rate, dtype=dtype, mask=mask)
 
 
 def gather_flattened(

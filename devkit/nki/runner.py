@@ -22,7 +22,8 @@ from devkit import dtypes as dt
 from devkit.errors import DtypeError, KernelArgumentError
 from devkit.sim.machine import Machine
 from devkit.sim.options import Geometry, SimOptions
-from devkit.sim.tensor import Tensor, ever_written
+from devkit.sim.storage import ever_written
+from devkit.sim.tensor import Tensor
 from devkit.targets import TARGETS, load_target
 from devkit.trace import MemoryStats, NullSink, TraceSink
 

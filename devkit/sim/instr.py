@@ -27,7 +27,8 @@ from devkit.sim.deferred import Deferred, EvacuationItem, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
 from devkit.sim.races import REDUCE_CLASS as _REDUCE_CLASS
-from devkit.sim.tensor import HBM_BUFFERS, Tensor, mark_initialised
+from devkit.sim.storage import HBM_BUFFERS
+from devkit.sim.tensor import Tensor, mark_initialised
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
 
 PMAX = 128

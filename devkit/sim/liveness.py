@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from devkit.sim.options import Geometry
-from devkit.sim.tensor import describe_storage
+from devkit.sim.storage import describe_storage
 
 
 @dataclass

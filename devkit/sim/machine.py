@@ -35,7 +35,8 @@ from devkit.sim.liveness import Liveness
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.races import RaceChecker
 from devkit.sim.replay import MIN_ITERATIONS, LoopRecorder, plan, replay
-from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+from devkit.sim.storage import HBM_BUFFERS, Storage
+from devkit.sim.tensor import Tensor
 from devkit.sim.tracelocals import LocalsGuard
 from devkit.trace import Access, Instr, MemoryStats, NullSink, TraceSink
 
@@ -101,7 +102,7 @@ class Machine:
         self.recorders: list[LoopRecorder] = []  # loops recording iterations for replay (cost-only runs)
         self.replays = 0
         self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
-        self.races = RaceChecker(self) if (options.check_races and options.numerics) else None
+        self.races = RaceChecker(self.loops) if (options.check_races and options.numerics) else None
         self._spill_warned: set[tuple[str, int]] = set()
         self.placement_noted: set[tuple[str, int]] = set()  # lines given a PlacementNote (placement.py)
         self.program_ids: tuple[int, ...] = ()
@@ -320,6 +321,13 @@ class Machine:
             if inherited:
                 self.reuse_deps[st.id] = inherited
 
+    def take_instr_ids(self, n: int) -> int:
+        """Reserve the next ``n`` instruction ids (loop replay issues a synthesised iteration's
+        instructions under them); returns the first."""
+        first = self._iid
+        self._iid += n
+        return first
+
     def place_replayed(self, st: Storage, deps: set[int]) -> Placement:
         """Loop replay: allocate a synthesised instance of private tile ``st``; address-reuse
         dependencies go into ``deps``."""
@@ -407,7 +415,7 @@ class Machine:
                     guard.restore()
                 if rec is not None and n < 2:
                     self.flush()
-                    rec.start(self)
+                    rec.start(self._iid, self._sid)
                 yield v
                 self._end_scope(frame)
                 if rec is not None and n < 2:

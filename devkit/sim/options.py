@@ -6,6 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Literal
 
+#: The value-based correctness checks (rule codes) and the option that enables each in a numerics run.
+VALUE_CHECKS = {"uninitialized-read": "check_uninit", "affine-race": "check_races"}
+
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")

@@ -22,7 +22,7 @@ iteration and are not recorded at all; kernel inputs and constants are never wri
 from __future__ import annotations
 
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -30,10 +30,18 @@ from devkit.errors import RaceError
 from devkit.sim.deps import records_overlapping
 
 if TYPE_CHECKING:
-    from devkit.sim.machine import LoopFrame, Machine
     from devkit.sim.tensor import Tensor
 
 Box = tuple[tuple[int, int], ...]
+
+
+class Frame(Protocol):
+    """One running loop, as the machine keeps it on its loop stack."""
+
+    kind: str  # "affine", "sequential" or "static"
+    instance: int  # number of this loop instance in the run
+    iter: int  # the iteration executing
+
 
 #: In-place operators whose repeated application commutes (``a - x - y == a - y - x``), so that
 #: ``affine_range`` iterations may apply them to one location in any order.  Value: the class of updates
@@ -263,8 +271,8 @@ class RaceChecker:
     ``affine_range`` loop around them finishes (or their tensor dies).
     """
 
-    def __init__(self, machine: Machine) -> None:
-        self.machine = machine
+    def __init__(self, loops: list[Frame]) -> None:
+        self.loops = loops  # the machine's loop stack, innermost last (read, never written)
         self._spaces: dict[int, tuple[_Records, _Records]] = {}  # sid -> (writes, reads)
         self._records_by_instance: dict[int, list[tuple[int, list]]] = {}
         self._ctx_key: tuple[int, int] | None = None
@@ -272,7 +280,7 @@ class RaceChecker:
         self._deepest_affine = -1
 
     def _context(self) -> None:
-        loops = self.machine.loops
+        loops = self.loops
         f = loops[-1]
         key = (f.instance, f.iter)
         if key != self._ctx_key:
@@ -359,7 +367,7 @@ class RaceChecker:
             lineno=loc[1],
         )
 
-    def loop_ended(self, frame: LoopFrame) -> None:
+    def loop_ended(self, frame: Frame) -> None:
         """A loop instance finished: if it was an outermost ``affine_range``, its records go."""
         self._ctx_key = None
         recs = self._records_by_instance.pop(frame.instance, None)

@@ -25,18 +25,46 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from devkit.trace import Instr
 
 if TYPE_CHECKING:
-    from devkit.sim.machine import Machine
+    from devkit.sim.alloc import Placement
+    from devkit.sim.deps import DependencyTracker
+    from devkit.sim.liveness import Liveness
+    from devkit.sim.storage import Storage
+    from devkit.trace import TraceSink
 
 #: (identity key, storage, box, is_write) of one operand access; the key tells storage instances
 #: apart, including the per-iteration instances that replay synthesises.
 Operand = tuple[Any, Any, tuple[tuple[int, int], ...], bool]
 
 MIN_ITERATIONS = 4  # with fewer, there is nothing to skip after executing 0, 1 and the last
+
+
+class ReplayHost(Protocol):
+    """What loop replay needs from the machine it synthesises iterations into."""
+
+    sink: TraceSink
+    deps: DependencyTracker
+    liveness: Liveness
+    recorders: list[LoopRecorder]
+    #: replays so far in the run; each one tags its synthesised tile instances with its number
+    replays: int
+
+    def take_instr_ids(self, n: int) -> int:
+        """Reserve the next ``n`` instruction ids; returns the first."""
+
+    def place_replayed(self, st: Storage, deps: set[int]) -> Placement: ...
+
+    def free_replayed(self, st: Storage, p: Placement, ids: set[int]) -> None: ...
+
+    def replay_access(
+        self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
+    ) -> None: ...
+
+    def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None: ...
 
 
 @dataclass
@@ -56,8 +84,10 @@ class LoopRecorder:
         self.active = False
         self.ok = True
 
-    def start(self, m: Machine) -> None:
-        self.iters.append(_Iteration(m._iid, m._sid))
+    def start(self, first_id: int, first_sid: int) -> None:
+        """An iteration starts: its first instruction will get id ``first_id``; storages it creates get
+        ids above ``first_sid``."""
+        self.iters.append(_Iteration(first_id, first_sid))
         self.active = True
 
     def stop(self) -> None:
@@ -128,7 +158,7 @@ def plan(rec: LoopRecorder) -> list | None:
     return out
 
 
-def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
+def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     """Synthesise iterations 2 .. n_iters-2 from the recorded iteration 1."""
     it0, it1 = rec.iters
     a0, a1 = it0.first_id, it1.first_id
@@ -180,7 +210,7 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     recording = any(r.active for r in m.recorders)
     emit = m.sink.emit
     for j in range(2, n_iters - 1):
-        base = m._iid
+        base = m.take_instr_ids(length)
         step = j - 1
         placements: dict[int, Any] = {}
         at_base = base.__add__
@@ -217,7 +247,6 @@ def replay(m: Machine, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                 tmpl.lineno,
                 tmpl.attrs,
             )
-            m._iid += 1
             if recording:
                 operands: list[Operand] = []
                 for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):

@@ -21,7 +21,8 @@ from devkit.errors import (
 )
 from devkit.sim import instr as _x
 from devkit.sim.deferred import Deferred
-from devkit.sim.tensor import HBM_BUFFERS, Storage, Tensor
+from devkit.sim.storage import HBM_BUFFERS, Storage
+from devkit.sim.tensor import Tensor
 
 _FP32_MIN = float(np.finfo(np.float32).min)
 

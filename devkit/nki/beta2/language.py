@@ -28,7 +28,8 @@ from devkit.nki.beta2.dtypes import *  # noqa: F403
 from devkit.nki.beta2.registers import VirtualRegister
 from devkit.sim import instr as _x
 from devkit.sim.index import ds
-from devkit.sim.tensor import HBM_BUFFERS, Tensor
+from devkit.sim.storage import HBM_BUFFERS
+from devkit.sim.tensor import Tensor
 
 bool = dtypes.bool_
 

@@ -18,7 +18,8 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
-from devkit.sim.tensor import Storage, Tensor, alias_of
+from devkit.sim.storage import Storage, alias_of
+from devkit.sim.tensor import Tensor
 
 
 def storage_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

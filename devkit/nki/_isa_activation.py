@@ -1,0 +1,188 @@
+"""ScalarE instructions of ``nki.isa``: ``activation`` and ``activation_reduce``, with the ScalarE
+accumulator registers (``reduce_cmd``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    DtypeError,
+    KernelArgumentError,
+    TileShapeError,
+    user_location,
+)
+from devkit.nki._alu import (
+    _IDENT,
+    ACTIVATIONS,
+    ALU,
+)
+from devkit.nki._isa_common import (
+    _alu,
+    _read_tiles,
+    _reduce_values,
+    _val,
+    _vector_operand,
+    reduce_cmd,
+)
+from devkit.sim import instr as _x
+from devkit.sim.tensor import Tensor
+from devkit.trace import SCALAR
+
+
+def _activation_fn(op: Any, api: str) -> tuple[str, Any]:
+    name = getattr(op, "_nki_activation", None)
+    if name is None:
+        name = getattr(op, "__name__", None) if not isinstance(op, str) else op
+        name = {"expit": "sigmoid", "absolute": "abs", "copy": "copy", "identity": "copy"}.get(name, name)
+    if name not in ACTIVATIONS:
+        raise KernelArgumentError(
+            f"{api}: {op!r} is not a ScalarE activation function "
+            f"(supported: {', '.join(sorted(ACTIVATIONS))})",
+            rule="bad-activation",
+        )
+    return name, ACTIVATIONS[name]
+
+
+def activation(
+    op: Any,
+    data: Tensor,
+    *,
+    bias: Any = None,
+    scale: Any = 1.0,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``op(data * scale + bias)`` on the ScalarE, with optional accumulation into its registers."""
+    return _activation(
+        "nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype
+    )
+
+
+def activation_reduce(
+    op: Any,
+    data: Tensor,
+    *,
+    reduce_op: Any,
+    reduce_res: Tensor,
+    bias: Any = None,
+    scale: Any = 1.0,
+    mask: Any = None,
+    dtype: Any = None,
+    **kwargs: Any,
+) -> Tensor:
+    """``activation`` that also writes the free-axis reduction of its result into ``reduce_res``."""
+    if reduce_res is None:
+        raise KernelArgumentError("nisa.activation_reduce: reduce_res is required")
+    return _activation(
+        "nisa.activation_reduce",
+        op,
+        data,
+        bias,
+        scale,
+        reduce_op,
+        reduce_res,
+        reduce_cmd.reset_reduce,
+        mask,
+        dtype,
+    )
+
+
+def _activation(
+    api: str,
+    op: Any,
+    data: Any,
+    bias: Any,
+    scale: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    rcmd: Any,
+    mask: Any,
+    dtype: Any,
+) -> Tensor:
+    m = _x.machine(api)
+    loc = user_location()
+    name, fn = _activation_fn(op, api)
+    t = _x.tile(data, api, "data")
+    shape = _x.aligned_shape(t)
+    p = shape[0]
+    if bias is not None:
+        bias = _vector_operand(bias, p, api, "bias")
+        if isinstance(bias, Tensor) and _dt.name_of(bias.dtype) not in ("float32", "float16", "bfloat16"):
+            raise DtypeError(
+                f"{api}: bias must be a float32/float16/bfloat16 (P, 1) tile, got {_dt.name_of(bias.dtype)}",
+                rule="activation-bias-dtype",
+            )
+        if name == "reciprocal" and m.geometry.nc_version < 3:
+            raise KernelArgumentError(
+                f"{api}: reciprocal must have bias=None on trn1/inf2", rule="activation-bias"
+            )
+    if isinstance(scale, Tensor):
+        scale = _vector_operand(scale, p, api, "scale")
+        if _dt.name_of(scale.dtype) != "float32":
+            raise DtypeError(
+                f"{api}: a scale tile must be float32, got {_dt.name_of(scale.dtype)}",
+                rule="activation-scale-dtype",
+            )
+    elif not isinstance(scale, _x.Scalar):
+        raise KernelArgumentError(f"{api}: scale must be a scalar or a (P, 1) float32 tile")
+    rname = None
+    rc = reduce_cmd(int(rcmd)) if rcmd is not None else reduce_cmd.idle
+    if rc == reduce_cmd.load_reduce:
+        raise KernelArgumentError(f"{api}: reduce_cmd=load_reduce is not supported by activation")
+    if reduce_op is not None or reduce_res is not None or rc in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
+        rname = _alu(reduce_op if reduce_op is not None else "add", api)
+        if m.geometry.nc_version < 3 and rname != "add":
+            raise KernelArgumentError(
+                f"{api}: only add is a legal reduce_op on trn1/inf2", rule="activation-reduce-op"
+            )
+    if reduce_res is not None:
+        rr = _x.tile(reduce_res, api, "reduce_res")
+        if rr.shape[0] != p or rr.free_size != 1:
+            raise TileShapeError(f"{api}: reduce_res must be ({p}, 1), got {list(rr.shape)}")
+    odt = _x.out_dtype(dtype, t.dtype, api)
+    marr = _x.mask_array(mask, shape, api)
+    out = _x.new_tile(m, shape, odt, "sbuf", loc)
+    ins = _read_tiles(m, loc, t, bias, scale)
+    if reduce_res is not None:
+        m.check_write(reduce_res, loc)
+    size = t.size
+    pend = m.emit(
+        SCALAR,
+        "activation",
+        ins,
+        [out] + ([reduce_res] if reduce_res is not None else []),
+        2 * size,
+        {"func": name, "reduce": rname is not None},
+        loc,
+    )
+    vals = None
+    if m.numerics:
+        x = _x.value_of(t, shape, marr)
+        with np.errstate(all="ignore"):  # inf/NaN inputs give IEEE results, not NumPy warnings
+            z = x * _val(scale, shape)
+            if bias is not None:
+                z = z + _val(bias, shape)
+            vals = np.asarray(fn(z.astype(np.float32)), dtype=np.float32)
+        acc = m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
+        if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):
+            acc[:] = _IDENT.get(rname or "add", 0.0)
+        if rname is not None and rc in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
+            v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
+            red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
+            acc[:p] = ALU[rname](acc[:p], red)
+        if reduce_res is not None:
+            reduce_res.write(
+                _dt.round_to(
+                    acc[:p].reshape(reduce_res.shape) if reduce_res.ndim else acc[:p], reduce_res.dtype
+                )
+            )
+    elif reduce_res is not None:
+        reduce_res.mark_written()
+    return _x.commit(m, pend, out, vals, marr)

@@ -1,0 +1,135 @@
+"""DMA instructions of ``nki.isa``: ``dma_copy`` (with read-modify-write and out-of-bounds modes) and
+``dma_transpose``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from devkit import dtypes as _dt
+from devkit.errors import (
+    KernelArgumentError,
+    MemoryPlacementError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
+from devkit.nki._isa_common import (
+    _alu,
+    dge_mode,
+    oob_mode,
+)
+from devkit.sim import instr as _x
+from devkit.sim.tensor import Tensor
+from devkit.trace import DMA
+
+
+def dma_copy(
+    *,
+    dst: Tensor,
+    src: Tensor,
+    mask: Any = None,
+    dst_rmw_op: Any = None,
+    oob_mode: Any = oob_mode.error,
+    dge_mode: Any = dge_mode.unknown,
+    **kwargs: Any,
+) -> None:
+    """Copy ``src`` to ``dst`` through a DMA queue (HBM/SBUF either side); cast via fp32."""
+    api = "nisa.dma_copy"
+    m = _x.machine(api)
+    loc = user_location()
+    for t, nm in ((dst, "dst"), (src, "src")):
+        if not isinstance(t, Tensor):
+            raise KernelArgumentError(f"{api}: {nm} must be a tensor, got {type(t).__name__}")
+        t.check_alive()
+        if t.st.buffer == "psum":
+            raise MemoryPlacementError(f"{api}: DMA cannot access PSUM ({nm})", rule="dma-psum")
+    if int(dge_mode) == 2 and m.geometry.nc_version < 3:
+        raise UnsupportedError(f"{api}: dge_mode=hwdge needs NeuronCore-v3 (trn2) or newer", rule="arch")
+    rmw = None
+    if dst_rmw_op is not None:
+        rmw = _alu(dst_rmw_op, api)
+        if rmw != "add":
+            raise KernelArgumentError(f"{api}: dst_rmw_op supports only np.add")
+        if int(oob_mode) != 0:
+            raise KernelArgumentError(f"{api}: dst_rmw_op requires oob_mode=error")
+    if src.size != dst.size:
+        raise TileShapeError(
+            f"{api}: src {list(src.shape)} and dst {list(dst.shape)} must have the same number of elements",
+            rule="shape-mismatch",
+        )
+    skip = int(oob_mode) == 1
+    marr = _x.mask_array(mask, dst.shape, api)
+    if not skip:
+        src.check_bounds(None if marr is None else marr.reshape(src.shape), "dma_copy source")
+        dst.check_bounds(marr, "dma_copy destination")
+    m.check_read(src, loc)
+    m.check_write(dst, loc, accumulate=rmw is not None)
+    m.emit(
+        DMA,
+        "dma_copy",
+        [src],
+        [dst],
+        0,
+        {"indirect": src.dims is None or dst.dims is None, "rmw": rmw is not None},
+        loc,
+    )
+    if not m.numerics:
+        dst.mark_written()
+        return
+    sel = np.ones(dst.shape, bool) if marr is None else marr.copy()
+    if skip:
+        sb = src.oob_positions()
+        db = dst.oob_positions()
+        if sb is not None:
+            sel &= ~sb.reshape(dst.shape) if sb.size == sel.size else True
+        if db is not None:
+            sel &= ~db
+    v = src.read(None if marr is None and not skip else sel.reshape(src.shape))
+    v = v.reshape(dst.shape)
+    v = v.astype(np.float32) if _dt.is_float(src.dtype) else v
+    if rmw is not None:
+        key = dst._fancy_key(dst._index_arrays(), sel)
+        data = dst.st.data
+        acc = data.astype(np.float32) if _dt.is_float(dst.dtype) else data.astype(np.int64)
+        np.add.at(acc, key, v[sel])
+        data[...] = _dt.round_to(acc, dst.dtype)
+        dst.st.written = True
+        return
+    dst.write(_dt.round_to(v, dst.dtype), sel)
+
+
+def dma_transpose(
+    src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> Tensor:
+    """Transpose through the DMA (2-D [1,0], 3-D [2,1,0], 4-D [3,1,2,0]) into a new SBUF tile."""
+    api = "nisa.dma_transpose"
+    m = _x.machine(api)
+    loc = user_location()
+    if not isinstance(src, Tensor):
+        raise KernelArgumentError(f"{api}: src must be a tensor")
+    src.check_alive()
+    nd = src.ndim
+    default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+    if nd not in default:
+        raise TileShapeError(f"{api}: src must be 2-D, 3-D or 4-D, got {list(src.shape)}")
+    ax = tuple(axes) if axes is not None else default[nd]
+    if ax != default[nd]:
+        raise KernelArgumentError(f"{api}: axes must be {default[nd]} for a {nd}-D source, got {ax}")
+    out_shape = tuple(src.shape[a] for a in ax)
+    if out_shape[0] > 128:
+        raise TileShapeError(
+            f"{api}: the result would have {out_shape[0]} partitions", rule="partition-limit"
+        )
+    odt = _x.out_dtype(dtype, src.dtype, api)
+    marr = _x.mask_array(mask, out_shape, api)
+    src.check_bounds(None if marr is None else marr.transpose(np.argsort(ax)), "dma_transpose source")
+    out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
+    m.check_read(src, loc)
+    pend = m.emit(DMA, "dma_transpose", [src], [out], 0, {"transpose": True}, loc)
+    vals = None
+    if m.numerics:
+        v = src.read(None if marr is None else marr.transpose(np.argsort(ax))).transpose(ax)
+        vals = v.astype(np.float32) if _dt.is_float(odt) else v
+    return _x.commit(m, pend, out, vals, marr)
