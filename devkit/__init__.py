@@ -67,7 +67,7 @@ def estimate(
     kernel: Any,
     *args_or_specs: Any,
     grid: Any = None,
-    target: str = "trn1",
+    target: str | None = None,
     numerics: bool | None = None,
     options: Any = None,
     **kwargs: Any,
@@ -76,6 +76,8 @@ def estimate(
 
     Arguments may be arrays or ``nt.tensor[[shape], dtype]`` placeholders; placeholders (or
     ``numerics=False``) mean cost-only: the same control flow and bookkeeping without arithmetic.
+    Without ``target``, :func:`devkit.targets.from_environment` chooses (``DEVKIT_TARGET``,
+    ``NEURON_PLATFORM_TARGET_OVERRIDE``, ``NKI_NC_VERSION``), else ``trn1``.
     """
     from devkit.cost.scheduler import Scheduler
     from devkit.nki import _tensor_ops  # noqa: F401
@@ -89,6 +91,10 @@ def estimate(
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
     _check_call(func, args_or_specs, kwargs, "devkit.estimate")
+    if target is None:
+        from devkit.targets import DEFAULT_TARGET, from_environment
+
+        target = from_environment(default=DEFAULT_TARGET)
     sink = Scheduler(target)
     run = run_kernel(func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink)
     report = sink.report(kernel_name=getattr(func, "__name__", "kernel"))

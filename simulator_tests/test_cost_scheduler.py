@@ -36,6 +36,7 @@ def simple_params(**values: float) -> Params:
         dma_descriptor_ns=0.0,
         dma_fixed_latency_ns=0.0,
         dma_queue_busy_ns=0.0,
+        dma_transfer_engine_ns=0.0,
         dependency_latency_cycles=0.0,
         dma_transpose_efficiency=1.0,
     )

@@ -1,17 +1,27 @@
 """Cost of one DMA transfer: how many engines and descriptors it uses and how long each engine works.
 
-Mechanisms (reference/nki_api.md section 4.4):
+Mechanisms, all from the documented hardware (reference/nki_api.md section 4.4):
 
 * A transfer touching ``P`` partitions is split over ``min(engines, ceil(P / partitions_per_engine))``
   DMA engines (16 engines x 8 partitions for P = 128) [ARCH2, DMAOV], and never over more engines
   than it has descriptors.
 * A descriptor moves one contiguous run: the shorter of the source and destination runs
-  (``Access.run_bytes``); on SBUF/PSUM a run never crosses a partition [ARCH2].  Each engine pays
-  ``dma_descriptor_ns`` per descriptor it handles plus its share of the bytes at the per-engine
-  bandwidth (``dma.engine_bw_bytes_per_ns``) [DMABW].
-* A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) builds
-  its descriptors along the contiguous side and moves bytes at ``dma_transpose_efficiency`` of the
-  engine bandwidth [PERF Opt #10, ARCH3].
+  (``Access.run_bytes``, which follows the operand's strides and element size); on SBUF/PSUM a run
+  never crosses a partition [ARCH2].  Each engine pays, per descriptor it handles,
+  ``dma_descriptor_ns`` (the per-packet overhead of the DMABW saturation curve: the engine time of
+  ``dma.descriptor_overhead_bytes`` at the engine bandwidth) plus its share of the bytes at
+  ``dma.engine_bw_bytes_per_ns`` [DMABW].  A 2-byte-run copy therefore moves about 2 / (2 + 216)
+  of peak, a 4 KiB-run copy 95 %.
+* A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) is priced
+  as the hardware executes it: on a core with a DMA transpose unit (``dma.transpose_unit_itemsize``,
+  NC-v3/v4, 2-byte elements) its descriptors follow the contiguous side and it moves at
+  ``dma_transpose_efficiency`` (HBM source) or ``dma.transpose_sbuf_efficiency`` (SBUF source) of
+  copy throughput [ARCH3]; otherwise (NC-v2, or another element size) every element is its own
+  descriptor [ARCH2: each non-contiguous run is a descriptor; PERF Opt #10].
+* Gathers and scatters (indirect DMAs) are priced by the runs their traced operands have: one
+  descriptor per gathered row run.
+* Each engine a transfer uses also works ``dma_transfer_engine_ns`` for the transfer itself
+  (descriptor-ring fetch, the completion semaphore write every transfer issues [DMAOV]).
 * The fixed per-transfer cost (``dma_fixed_latency_ns``, ``dma_queue_busy_ns``) and the HBM
   bandwidth cap are applied by the scheduler, not here: they depend on what else is in flight.
 
@@ -23,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devkit.cost.params import Params
+from devkit.dtype_names import itemsize
 from devkit.targets import Target
 from devkit.trace import HBM, Access, Instr
 
@@ -70,7 +81,10 @@ class DmaCostModel:
         self.partitions_per_engine = dma.partitions_per_engine
         self.bw = dma.engine_bw_bytes_per_ns
         self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
+        self.transpose_sbuf_bw = dma.engine_bw_bytes_per_ns * dma.transpose_sbuf_efficiency
+        self.transpose_itemsize = dma.transpose_unit_itemsize
         self.descriptor_ns = params.dma_descriptor_ns
+        self.transfer_ns = params.dma_transfer_engine_ns
         #: :meth:`raw` results of one-source/one-destination transfers by operand geometry (bounded).
         self.memo: dict[tuple, tuple[int, int, float, int, int, int, bool]] = {}
 
@@ -98,6 +112,7 @@ class DmaCostModel:
                 dst.run_bytes,
                 instr.opcode,
                 attrs.get("transpose") if attrs else None,
+                src.dtype,
             )
             hit = self.memo.get(memo_key)
             if hit is not None:
@@ -136,7 +151,17 @@ class DmaCostModel:
         transpose = bool(attrs and attrs.get("transpose")) or instr.opcode in TRANSPOSE_OPCODES
         if moved <= 0:
             return (1, 0, 0.0, 0, hbm_read, hbm_write, transpose)
-        run = long_run if transpose else short_run
+        bw = self.bw
+        if transpose:
+            src0 = ins[0] if ins else outs[0]
+            item = itemsize(src0.dtype)
+            if item == self.transpose_itemsize:  # the transpose unit: runs along the contiguous side
+                run = long_run
+                bw = self.transpose_bw if src0.buffer == HBM else self.transpose_sbuf_bw
+            else:  # no unit for this element size: one descriptor per element
+                run = item
+        else:
+            run = short_run
         if run < 1:
             run = 1
         descriptors = -(-moved // run)
@@ -146,8 +171,7 @@ class DmaCostModel:
         if engines > descriptors:
             engines = descriptors
         per_engine_desc = -(-descriptors // engines)
-        bw = self.transpose_bw if transpose else self.bw
-        engine_ns = per_engine_desc * self.descriptor_ns + moved / engines / bw
+        engine_ns = self.transfer_ns + per_engine_desc * self.descriptor_ns + moved / engines / bw
         result = (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
         if memo_key is not None:
             if len(self.memo) >= 4096:

@@ -242,6 +242,7 @@ class Scheduler:
                             dst.run_bytes,
                             instr.opcode,
                             attrs.get("transpose") if attrs else None,
+                            src.dtype,
                         )
                     )
                 if timing is None:
