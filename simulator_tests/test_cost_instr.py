@@ -221,15 +221,13 @@ def _transpose(target: str, dtype: str = "bfloat16", src: str = HBM, opcode: str
     return CostModel(target).dma.timing(b.instrs[0])
 
 
-def test_dma_transpose_without_unit_is_element_granular() -> None:
-    """NC-v2 has no DMA transpose unit: every element is a descriptor (bundled trn1 parameters)."""
+def test_dma_transpose_nc_v2_follows_contiguous_side_at_lower_bandwidth() -> None:
+    """NC-v2 load_transpose2d: descriptors along the contiguous side, at a quarter of copy rate."""
     t = _transpose("trn1")
     p = default_params("trn1")
-    assert t.transpose and (t.engines, t.descriptors) == (16, 65536)
-    per_element = (t.engine_ns - p.dma_transfer_engine_ns) / 4096
-    assert per_element == pytest.approx(p.dma_descriptor_ns + 2 / 17)
-    # what the documented overhead gives per element, not the former fitted 58.6 ns
-    assert per_element < 15.0
+    assert t.transpose and (t.engines, t.descriptors) == (16, 128)
+    busy = t.engine_ns - p.dma_transfer_engine_ns
+    assert busy == pytest.approx(8 * p.dma_descriptor_ns + 8 * 1024 / (17 * 0.25))
 
 
 def test_dma_transpose_with_unit_follows_contiguous_side() -> None:

@@ -63,7 +63,11 @@ def test_anchor_values() -> None:
 def test_per_target_override() -> None:
     assert default_params("trn2").dma_descriptor_ns == 9.39
     assert default_params("trn1").dma_descriptor_ns == load_params().specs["dma_descriptor_ns"].value
-    assert default_params("trn1").dma_transpose_efficiency == default_params("trn2").dma_transpose_efficiency
+    assert default_params("trn2").dma_transpose_efficiency == 0.9
+    assert (
+        default_params("inf2").dma_transpose_efficiency
+        == load_params().specs["dma_transpose_efficiency"].value
+    )
 
 
 def test_descriptor_overhead_follows_each_targets_engine_bandwidth() -> None:

@@ -13,11 +13,13 @@ Mechanisms, all from the documented hardware (reference/nki_api.md section 4.4):
   ``dma.engine_bw_bytes_per_ns`` [DMABW].  A 2-byte-run copy therefore moves about 2 / (2 + 216)
   of peak, a 4 KiB-run copy 95 %.
 * A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) is priced
-  as the hardware executes it: on a core with a DMA transpose unit (``dma.transpose_unit_itemsize``,
-  NC-v3/v4, 2-byte elements) its descriptors follow the contiguous side and it moves at
-  ``dma_transpose_efficiency`` (HBM source) or ``dma.transpose_sbuf_efficiency`` (SBUF source) of
-  copy throughput [ARCH3]; otherwise (NC-v2, or another element size) every element is its own
-  descriptor [ARCH2: each non-contiguous run is a descriptor; PERF Opt #10].
+  as the hardware executes it: when the DMA transpose path takes its element size
+  (``dma.transpose_unit_itemsize``: 2 bytes on NC-v3/v4 [N2-ISA], any on NC-v2) its descriptors
+  follow the contiguous side and it moves at ``dma_transpose_efficiency`` (HBM source: 0.9 on
+  NC-v3 [ARCH3], 0.25 assumed on NC-v2 [PERF Opt #10]) or ``dma.transpose_sbuf_efficiency`` (SBUF
+  source) of copy throughput; otherwise every element is its own descriptor [ARCH2: each
+  non-contiguous run is a descriptor].  A plain copy whose strides leave 2-byte runs (a store into
+  a transposed HBM view) is element-granular too, through ``Access.run_bytes``.
 * Gathers and scatters (indirect DMAs) are priced by the runs their traced operands have: one
   descriptor per gathered row run.
 * Each engine a transfer uses also works ``dma_transfer_engine_ns`` for the transfer itself
@@ -155,7 +157,7 @@ class DmaCostModel:
         if transpose:
             src0 = ins[0] if ins else outs[0]
             item = itemsize(src0.dtype)
-            if item == self.transpose_itemsize:  # the transpose unit: runs along the contiguous side
+            if self.transpose_itemsize in (0, item):  # the transpose path: runs along the contiguous side
                 run = long_run
                 bw = self.transpose_bw if src0.buffer == HBM else self.transpose_sbuf_bw
             else:  # no unit for this element size: one descriptor per element
