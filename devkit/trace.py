@@ -94,6 +94,12 @@ class MemoryStats:
     psum_peak_bytes_per_partition: int = 0
     spill_bytes: int = 0
     partitions: int = 128
+    #: ``(buffer, filename, lineno)`` of each on-chip allocation site -> distinct physical buffers its
+    #: tiles rotated over (>= 2: multi-buffered by the allocator; see devkit.sim.alloc)
+    buffers: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    #: ``(buffer, filename, lineno, description)`` of the allocation that took the live set over
+    #: capacity, where the compiler spills (empty when everything fits)
+    spilled: tuple[tuple[str, str, int, str], ...] = ()
 
 
 class TraceSink(Protocol):

@@ -1,0 +1,128 @@
+"""Compiler buffer rotation and scheduling of input-free instructions (issue 14).
+
+Exact-time programs in the style of test_cost_scheduler.py (every clock 1 GHz, DMA 1 B/ns per engine,
+fixed DMA costs 0), good/bad twins, and the allocator's record of multi-buffered and spilled tiles.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import neuronxcc.nki.typing as nt
+import numpy as np
+import pytest
+from test_cost_scheduler import run
+
+import devkit
+from devkit.cost.trace_builder import TraceBuilder
+from devkit.errors import SpillWarning
+from devkit.sim.alloc import RingAllocator
+from devkit.trace import DMA, VECTOR
+
+
+def _program(first_reads_nothing: bool) -> TraceBuilder:
+    """ScalarE works 1000 ns; VectorE's add waits for it; then VectorE fills a fresh buffer (a memset,
+    or -- bad twin -- a copy from another tile) that a 128 x 64 B load overwrites."""
+    b = TraceBuilder()
+    s = b.scalar("activation", 1000)
+    b.vector("tensor_copy", 100, deps=[s])
+    fill = b.vector("memset", 100, inputs=0) if first_reads_nothing else b.vector("tensor_copy", 100)
+    b.dma(partitions=128, bytes_per_partition=64, deps=[fill])
+    return b
+
+
+def test_input_free_memset_is_hoisted_past_its_engines_backlog() -> None:
+    sched = run(_program(first_reads_nothing=True))
+    ev = sched.timeline.events
+    assert ev[2][1:] == (pytest.approx(0.0), pytest.approx(100.0))  # memset at once, not after the add
+    assert ev[3][1:] == (pytest.approx(100.0), pytest.approx(100.0 + 8 * 64))  # the load follows it
+    report = sched.report()
+    # VectorE still spends the memset's 100 ns: the add ends at 1100, the engine is free at 1200
+    assert report.latency_us * 1000 == pytest.approx(1200.0)
+    assert report.engine_busy_us["vector"] * 1000 == pytest.approx(200.0)
+    assert report.hoisted_instructions == 1
+
+
+def test_instruction_reading_a_tile_stays_in_program_order() -> None:
+    sched = run(_program(first_reads_nothing=False))
+    ev = sched.timeline.events
+    assert ev[2][1:] == (pytest.approx(1100.0), pytest.approx(1200.0))
+    assert ev[3][1:] == (pytest.approx(1200.0), pytest.approx(1200.0 + 8 * 64))
+    assert sched.report().latency_us * 1000 == pytest.approx(1712.0)
+    assert sched.report().hoisted_instructions == 0
+
+
+def test_hoisted_memset_still_waits_for_its_write_after_read_hazard() -> None:
+    b = TraceBuilder()
+    s = b.scalar("activation", 1000)
+    reader = b.vector("tensor_copy", 100, deps=[s])  # last reader of the address the memset reuses
+    b.vector("memset", 100, inputs=0, deps=[reader])
+    ev = run(b).timeline.events
+    assert ev[2][1:] == (pytest.approx(1100.0), pytest.approx(1200.0))
+
+
+def test_dma_and_vector_codes_in_events() -> None:  # the event tuples name the engines used above
+    ev = run(_program(True)).timeline.events
+    from devkit.cost.timeline import ENGINE_ORDER
+
+    assert ENGINE_ORDER[ev[2][0]] == VECTOR and ENGINE_ORDER[ev[3][0]] == DMA
+
+
+# --- the allocator's rotation record ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("capacity", "expected"), [(4 * 1024, 4), (1024, 1), (64 * 1024, 8)])
+def test_loop_local_tile_rotates_over_the_buffers_capacity_allows(capacity: int, expected: int) -> None:
+    alloc = RingAllocator(capacity)
+    for _ in range(8):  # eight iterations of a loop-local 1 KiB tile, each freed before the next
+        p = alloc.allocate(1024, ("k.py", 7))
+        alloc.free(p)
+    assert alloc.buffers_by_site() == {("k.py", 7): expected}
+
+
+def test_psum_tiles_rotate_over_the_banks() -> None:
+    alloc = RingAllocator(16384, bank_bytes=2048)
+    for _ in range(20):
+        alloc.free(alloc.allocate(2048, ("k.py", 9)))
+    assert alloc.buffers_by_site() == {("k.py", 9): 8}
+
+
+@nki.jit
+def loop_local_tiles(a):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(4):
+        t = nl.load(a[i * 128 : (i + 1) * 128, :])  # one tile per iteration
+        acc[...] = nl.add(acc, t)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def too_much_live(a):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    b0 = nl.zeros((128, 15100), dtype=nl.float32, buffer=nl.sbuf)
+    b1 = nl.zeros((128, 15100), dtype=nl.float32, buffer=nl.sbuf)
+    b2 = nl.zeros((128, 15100), dtype=nl.float32, buffer=nl.sbuf)  # <- over
+    x = nl.add(nl.add(b0[:, 0:512], b1[:, 0:512]), b2[:, 0:512])
+    nl.store(out, value=nl.add(x, nl.load(a[0:128, :])))
+    return out
+
+
+def test_report_names_multi_buffered_tiles() -> None:
+    report = devkit.estimate(loop_local_tiles, nt.tensor[[512, 512], nl.float32], target="trn1")
+    sites = {k: n for k, n in report.multi_buffered.items() if k.startswith("test_cost_rotation.py")}
+    assert sites and all(n >= 2 for n in sites.values())
+    assert report.spilled_tiles == ()
+    assert report.to_dict()["multi_buffered"] == report.multi_buffered
+
+
+def test_report_names_the_tile_that_spilled() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SpillWarning)
+        report = devkit.estimate(too_much_live, np.zeros((128, 512), np.float32), target="trn1")
+    assert report.spill_bytes > 0
+    assert len(report.spilled_tiles) == 1 and "test_cost_rotation.py" in report.spilled_tiles[0]
+    assert "(sbuf)" in report.spilled_tiles[0]
