@@ -16,7 +16,7 @@ Mechanisms, all from the documented hardware (reference/nki_api.md section 4.4):
   as the hardware executes it: when the DMA transpose path takes its element size
   (``dma.transpose_unit_itemsize``: 2 bytes on NC-v3/v4 [N2-ISA], any on NC-v2) its descriptors
   follow the contiguous side and it moves at ``dma_transpose_efficiency`` (HBM source: 0.9 on
-  NC-v3 [ARCH3], 0.25 assumed on NC-v2 [PERF Opt #10]) or ``dma.transpose_sbuf_efficiency`` (SBUF
+  NC-v3 [ARCH3], 0.25 assumed on NC-v2 [PERF Opt #10]) or ``dma.transpose_sbuf_percent`` (SBUF
   source) of copy throughput; otherwise every element is its own descriptor [ARCH2: each
   non-contiguous run is a descriptor].  A plain copy whose strides leave 2-byte runs (a store into
   a transposed HBM view) is element-granular too, through ``Access.run_bytes``.
@@ -83,7 +83,7 @@ class DmaCostModel:
         self.partitions_per_engine = dma.partitions_per_engine
         self.bw = dma.engine_bw_bytes_per_ns
         self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
-        self.transpose_sbuf_bw = dma.engine_bw_bytes_per_ns * dma.transpose_sbuf_efficiency
+        self.transpose_sbuf_bw = dma.engine_bw_bytes_per_ns * dma.transpose_sbuf_percent / 100
         self.transpose_itemsize = dma.transpose_unit_itemsize
         self.descriptor_ns = params.dma_descriptor_ns
         self.transfer_ns = params.dma_transfer_engine_ns

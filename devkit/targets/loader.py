@@ -197,8 +197,8 @@ class DmaSpec:
     """Engine time of one descriptor beyond its own bytes, as bytes at the engine bandwidth."""
     transpose_unit_itemsize: int = _u("bytes")
     """Element size the DMA transpose unit handles (0: no unit, transposes are element-granular)."""
-    transpose_sbuf_efficiency: float = _u("fraction")
-    """Fraction of copy throughput an SBUF->SBUF transpose through the unit reaches."""
+    transpose_sbuf_percent: float = _u("percent")
+    """Percent of copy throughput an SBUF->SBUF transpose on the DMA transpose path reaches."""
 
 
 @dataclass(frozen=True)
