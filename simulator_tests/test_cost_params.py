@@ -33,7 +33,7 @@ def _raw() -> dict:
 
 
 def test_small_named_set() -> None:
-    assert len(Params.names()) <= 6
+    assert len(Params.names()) <= 8
     assert set(load_params().specs) == set(Params.names())
 
 

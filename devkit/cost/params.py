@@ -38,6 +38,7 @@ class Params:
     dma_transfer_engine_ns: float
     dma_transpose_efficiency: float
     dependency_latency_cycles: float
+    kernel_fixed_ns: float
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

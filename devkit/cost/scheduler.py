@@ -41,6 +41,9 @@ Model (reference/nki_api.md section 4.3-4.5):
   ones are charged in :meth:`Scheduler.totals` as a serial tail: written and read back once at the
   full DMA rate (the lower of the DMA engines' aggregate and the HBM bandwidth).
 
+* **Kernel fixed cost**: ``kernel_fixed_ns`` (launch and drain) is added once to a non-empty
+  kernel's makespan.
+
 Recorded: per-engine busy time and instruction count, makespan, HBM read/write bytes, SBUF<->PSUM
 bytes (bytes written to / read from PSUM by any engine), SBUF->SBUF DMA bytes, spill bytes, FLOPs
 (and TensorE time at peak per dtype), per-source-line hotspots, a bounded timeline
@@ -384,7 +387,7 @@ class Scheduler:
             )
             tail = 2 * untraced / rate
         return ScheduleTotals(
-            makespan_ns=makespan + tail,
+            makespan_ns=makespan + tail + (self.params.kernel_fixed_ns if self._codes else 0.0),
             instructions=len(self._codes),
             busy_ns=dict(zip(ENGINES, busy)),
             counts=dict(zip(ENGINES, counts)),
