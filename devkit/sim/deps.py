@@ -30,10 +30,12 @@ class _Space:
     queries wide on every indexed axis scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec")
+    __slots__ = ("all", "indexes", "keyspec", "renamable")
 
-    def __init__(self, keyspec: tuple[tuple[int, int], ...]) -> None:
+    def __init__(self, keyspec: tuple[tuple[int, int], ...], renamable: bool = False) -> None:
         self.all: dict[int, list] = {}
+        #: a write that covers earlier reads starts a new value the compiler may place elsewhere
+        self.renamable = renamable
         self.set_keyspec(keyspec)
 
     def set_keyspec(self, keyspec: tuple[tuple[int, int], ...]) -> None:
@@ -220,9 +222,11 @@ class DependencyTracker:
         self._tombstones: dict[str, _IntervalMap] = {}
 
     def space(self, key: object, keyspec: tuple[tuple[int, int], ...]) -> _Space:
+        """The access records under ``key``: an int is a compiler-allocated on-chip tensor (its values
+        may be renamed, see :meth:`access`); tuples are HBM tensors and physical direct allocations."""
         sp = self._spaces.get(key)
         if sp is None:
-            sp = _Space(keyspec)
+            sp = _Space(keyspec, renamable=isinstance(key, int))
             self._spaces[key] = sp
         return sp
 
@@ -269,11 +273,21 @@ class DependencyTracker:
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:
+        """Add the ids ``iid`` depends on through ``box`` to ``deps`` and record the access.
+
+        Compiler renaming: in a compiler-allocated on-chip tensor (``sp.renamable``), a write that
+        covers an earlier read's whole region starts a new value; the compiler's allocator gives
+        values, not declared tensors, their buffers, so the write does not wait for that read (no
+        write-after-read).  Write-after-write and every hazard in HBM and in direct allocations stay.
+        """
         recs = sp.overlapping(box)
         if is_write:
+            rename = sp.renamable
             for rec in recs:
-                deps.add(rec[1])
-                if _covers(box, rec[0]):
+                covered = _covers(box, rec[0])
+                if not (rename and covered and not rec[3]):
+                    deps.add(rec[1])
+                if covered:
                     sp.remove(rec)
             sp.add([box, iid, engine, True])
         else:
