@@ -163,3 +163,28 @@ def test_zero_filled_block_buffers_do_not_serialise_the_loads() -> None:
     assert zeros.hoisted_instructions >= 15 and plain.hoisted_instructions == 0
     assert zeros.latency_us <= plain.latency_us * 1.05
     assert any(n >= 2 for k, n in zeros.multi_buffered.items() if "test_cost_rotation.py" in k)
+
+
+# --- compiler renaming of fully overwritten values ------------------------------------------------
+
+
+def _rewrite_deps(key: object, box2: tuple) -> set[int]:
+    """Load (0) writes a tile, VectorE (1) reads it, a second load (2) writes ``box2``: its deps."""
+    from devkit.sim.deps import DependencyTracker
+
+    tracker = DependencyTracker()
+    sp = tracker.space(key, ())
+    box = ((0, 128), (0, 512))
+    tracker.access(sp, box, 0, "dma", True, set())
+    tracker.access(sp, box, 1, "vector", False, set())
+    deps: set[int] = set()
+    tracker.access(sp, box2, 2, "dma", True, deps)
+    return deps
+
+
+def test_full_overwrite_of_a_compiler_tile_does_not_wait_for_its_readers() -> None:
+    full = ((0, 128), (0, 512))
+    assert _rewrite_deps(7, full) == {0}  # a compiler-allocated tile: a new value (write-after-write only)
+    assert _rewrite_deps(("phys", "sbuf"), full) == {0, 1}  # a direct allocation: fixed address
+    assert _rewrite_deps(("hbm", 7), full) == {0, 1}  # HBM keeps its addresses
+    assert _rewrite_deps(7, ((0, 128), (0, 256))) == {0, 1}  # a partial write updates the old value
