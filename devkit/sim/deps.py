@@ -276,16 +276,17 @@ class DependencyTracker:
         """Add the ids ``iid`` depends on through ``box`` to ``deps`` and record the access.
 
         Compiler renaming: in a compiler-allocated on-chip tensor (``sp.renamable``), a write that
-        covers an earlier read's whole region starts a new value; the compiler's allocator gives
-        values, not declared tensors, their buffers, so the write does not wait for that read (no
-        write-after-read).  Write-after-write and every hazard in HBM and in direct allocations stay.
+        covers an earlier access's whole region starts a new value; the compiler's allocator gives
+        values, not declared tensors, their buffers, so the write waits neither for that read
+        (write-after-read) nor for that write (write-after-write).  Partial writes update the old
+        value and keep both hazards, as do all accesses to HBM and to direct allocations.
         """
         recs = sp.overlapping(box)
         if is_write:
             rename = sp.renamable
             for rec in recs:
                 covered = _covers(box, rec[0])
-                if not (rename and covered and not rec[3]):
+                if not (rename and covered):
                     deps.add(rec[1])
                 if covered:
                     sp.remove(rec)
