@@ -310,3 +310,24 @@ def test_simulator_opcodes_have_cost_rules() -> None:
 def test_psum_memset_is_elided_sbuf_memset_is_not() -> None:
     assert TRN1.cycles(_compute(VECTOR, "memset", 512, out_buffer=PSUM, value=0)) == 0
     assert TRN1.cycles(_compute(VECTOR, "memset", 512, value=0)) == 512
+
+
+def test_casting_dma_counts_descriptors_in_elements() -> None:
+    """An fp32 SBUF tile stored as bf16 into a transposed HBM view: one descriptor per element (2-byte
+    runs on the bf16 side), not per 2 bytes of the wider fp32 side; the same-dtype twin agrees."""
+    cast, same = TraceBuilder(), TraceBuilder()
+    cast.add(
+        DMA,
+        "store",
+        (access(SBUF, "float32", 128, 128),),
+        (access(HBM, "bfloat16", 128, 128, run_bytes=2),),
+    )
+    same.add(
+        DMA,
+        "store",
+        (access(SBUF, "bfloat16", 128, 128),),
+        (access(HBM, "bfloat16", 128, 128, run_bytes=2),),
+    )
+    model = _dma_model("trn1")
+    assert model.timing(cast.instrs[0]).descriptors == 128 * 128
+    assert model.timing(same.instrs[0]).descriptors == 128 * 128

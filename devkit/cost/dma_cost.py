@@ -132,7 +132,11 @@ class DmaCostModel:
                 hbm_write = d_bytes
             elif d_parts > 0 and d_bytes >= d_parts and d_bytes // d_parts < r_dst:
                 r_dst = d_bytes // d_parts
-            short_run, long_run = (r_src, r_dst) if r_src <= r_dst else (r_dst, r_src)
+            # runs per side in that side's own bytes (a casting DMA moves as many elements on both
+            # sides, so a 2-byte-run bf16 store from an fp32 tile is one descriptor per element)
+            n_src = -(-s_bytes // r_src) if r_src > 0 else s_bytes
+            n_dst = -(-d_bytes // r_dst) if r_dst > 0 else d_bytes
+            n_short, n_long = (n_src, n_dst) if n_src >= n_dst else (n_dst, n_src)
         else:
             moved, partitions, short_run, long_run = 0, 1, 0, 0
             for group, is_out in ((ins, False), (outs, True)):
@@ -149,6 +153,8 @@ class DmaCostModel:
                         run = _onchip_run(acc)
                     short_run = run if short_run == 0 else min(short_run, run)
                     long_run = max(long_run, run)
+            n_short = -(-moved // max(short_run, 1))
+            n_long = -(-moved // max(long_run, 1))
         attrs = instr.attrs
         transpose = bool(attrs and attrs.get("transpose")) or instr.opcode in TRANSPOSE_OPCODES
         if moved <= 0:
@@ -158,15 +164,14 @@ class DmaCostModel:
             src0 = ins[0] if ins else outs[0]
             item = itemsize(src0.dtype)
             if self.transpose_itemsize in (0, item):  # the transpose path: runs along the contiguous side
-                run = long_run
+                descriptors = n_long
                 bw = self.transpose_bw if src0.buffer == HBM else self.transpose_sbuf_bw
             else:  # no unit for this element size: one descriptor per element
-                run = item
+                descriptors = -(-src0.bytes // item)
         else:
-            run = short_run
-        if run < 1:
-            run = 1
-        descriptors = -(-moved // run)
+            descriptors = n_short
+        if descriptors < 1:
+            descriptors = 1
         engines = -(-partitions // self.partitions_per_engine)
         if engines > self.engines:
             engines = self.engines
