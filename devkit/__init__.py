@@ -71,7 +71,7 @@ def estimate(
     kernel: Any,
     *args_or_specs: Any,
     grid: Any = None,
-    target: str = "trn1",
+    target: str | None = None,
     numerics: bool | None = None,
     options: Any = None,
     trace: Any = None,
@@ -83,6 +83,8 @@ def estimate(
     ``numerics=False``) mean cost-only: the same control flow and bookkeeping without arithmetic.
     ``trace`` (a path) also writes the scheduled instruction trace as Chrome/Perfetto trace-event
     JSON (:mod:`devkit.cost.chrome_trace`; open it in ui.perfetto.dev or chrome://tracing).
+    Without ``target``, :func:`devkit.targets.from_environment` chooses (``DEVKIT_TARGET``,
+    ``NEURON_PLATFORM_TARGET_OVERRIDE``, ``NKI_NC_VERSION``), else ``trn1``.
     """
     from devkit.cost.scheduler import Scheduler
     from devkit.nki import _tensor_ops  # noqa: F401
@@ -96,6 +98,10 @@ def estimate(
     if numerics is False and opts.numerics:
         opts = SimOptions(**{**opts.__dict__, "numerics": False})
     _check_call(func, args_or_specs, kwargs, "devkit.estimate")
+    if target is None:
+        from devkit.targets import DEFAULT_TARGET, from_environment
+
+        target = from_environment(default=DEFAULT_TARGET)
     name = getattr(func, "__name__", "kernel")
     if trace is not None:
         from devkit.cost.chrome_trace import tracing_scheduler

@@ -99,6 +99,12 @@ class MemoryStats:
     #: that holds from each id to the next (PSUM counted in whole banks), downsampled to keep each
     #: window's peak.  It covers tiles whose lifetimes the allocator tracks (not direct allocations).
     occupancy: dict[str, list[tuple[int, int]]] | None = None
+    #: ``(buffer, filename, lineno)`` of each on-chip allocation site -> distinct physical buffers its
+    #: tiles rotated over (>= 2: multi-buffered by the allocator; see devkit.sim.alloc)
+    buffers: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    #: ``(buffer, filename, lineno, description)`` of the allocation that took the live set over
+    #: capacity, where the compiler spills (empty when everything fits)
+    spilled: tuple[tuple[str, str, int, str], ...] = ()
 
 
 class TraceSink(Protocol):

@@ -173,7 +173,7 @@ def test_fit_recovers_known_parameters() -> None:
 
 def test_fit_rejects_too_many_parameters() -> None:
     bounds = {n: spec.bounds for n, spec in load_params().specs.items()}
-    with pytest.raises(ValueError, match="fit 1 to 6 parameters"):
+    with pytest.raises(ValueError, match="fit 1 to 8 parameters"):
         fit(_predict, [Measurement("single", "trn1", 1.0)], TRUE, names=("nope",), bounds=bounds)
 
 

@@ -169,7 +169,7 @@ def test_covered_opcodes_lists_rules() -> None:
 
 def _dma_model(target: str, descriptor_ns: float = 60.0, transpose_eff: float = 0.25) -> DmaCostModel:
     params = default_params(target).replace(
-        dma_descriptor_ns=descriptor_ns, dma_transpose_efficiency=transpose_eff
+        dma_descriptor_ns=descriptor_ns, dma_transpose_efficiency=transpose_eff, dma_transfer_engine_ns=0.0
     )
     return DmaCostModel(load_target(target), params)
 
@@ -208,17 +208,67 @@ def test_dma_short_runs_cost_descriptors() -> None:
     assert model.timing(strided).engine_ns - model.timing(contiguous).engine_ns == pytest.approx(56 * 60)
 
 
-def test_dma_transpose_uses_contiguous_side_and_lower_bandwidth() -> None:
+def _transpose(target: str, dtype: str = "bfloat16", src: str = HBM, opcode: str = "load_transpose2d"):
+    """A [128, 512]-element transposing load (the source side runs one element long)."""
     b = TraceBuilder()
+    item = 2 if dtype == "bfloat16" else 4
     b.add(
         DMA,
-        "load_transpose2d",
-        (access(HBM, "bfloat16", 128, 512, run_bytes=2),),
-        (access(SBUF, "bfloat16", 128, 512),),
+        opcode,
+        (access(src, dtype, 128, 512, run_bytes=item if src == HBM else None),),
+        (access(SBUF, dtype, 128, 512),),
     )
-    t = _dma_model("trn1", transpose_eff=0.25).timing(b.instrs[0])
-    assert t.transpose and t.descriptors == 128
-    assert t.engine_ns == pytest.approx(8 * 60 + 8 * 1024 / (17 * 0.25))
+    return CostModel(target).dma.timing(b.instrs[0])
+
+
+def test_dma_transpose_nc_v2_follows_contiguous_side_at_lower_bandwidth() -> None:
+    """NC-v2 load_transpose2d: descriptors along the contiguous side, at a quarter of copy rate."""
+    t = _transpose("trn1")
+    p = default_params("trn1")
+    assert t.transpose and (t.engines, t.descriptors) == (16, 128)
+    busy = t.engine_ns - p.dma_transfer_engine_ns
+    assert busy == pytest.approx(8 * p.dma_descriptor_ns + 8 * 1024 / (17 * 0.25))
+
+
+def test_dma_transpose_with_unit_follows_contiguous_side() -> None:
+    """NC-v3 transposes 2-byte elements in its DMA unit at 90 % (HBM) / 50 % (SBUF) of copy rate."""
+    d = default_params("trn2").dma_descriptor_ns
+    hbm = _transpose("trn2")
+    assert (hbm.engines, hbm.descriptors) == (16, 128)
+    assert hbm.engine_ns == pytest.approx(8 * d + 8 * 1024 / (23 * 0.9))
+    sbuf = _transpose("trn2", src=SBUF, opcode="dma_transpose")
+    assert sbuf.engine_ns == pytest.approx(8 * d + 8 * 1024 / (23 * 0.5))
+    # bad twin: a 4-byte dtype does not go through the unit and is element-granular
+    fp32 = _transpose("trn2", dtype="float32")
+    assert fp32.descriptors == 65536
+    assert fp32.engine_ns == pytest.approx(4096 * (d + 4 / 23))
+    assert fp32.engine_ns > 20 * hbm.engine_ns
+
+
+def test_dma_two_byte_run_store_costs_the_descriptor_rate() -> None:
+    """A store into a transposed HBM view (2-byte runs) pays the documented per-descriptor overhead."""
+    strided = _one(lambda b: b.dma(src=SBUF, dst=HBM, bytes_per_partition=1024, run_bytes=2))
+    contiguous = _one(lambda b: b.dma(src=SBUF, dst=HBM, bytes_per_partition=1024))
+    t, c = CostModel("trn1").dma.timing(strided), CostModel("trn1").dma.timing(contiguous)
+    fixed = default_params("trn1").dma_transfer_engine_ns
+    assert t.descriptors == 65536 and c.descriptors == 128
+    per_descriptor = (t.engine_ns - fixed) / (65536 / 16)
+    assert per_descriptor == pytest.approx(216 / 17 + 2 / 17, rel=0.01)
+    assert c.engine_ns - fixed == pytest.approx(8 * 12.7 + 8192 / 17)
+
+
+@pytest.mark.parametrize(
+    ("run", "low", "high"),
+    [(4096, 0.94, 0.96), (2048, 0.88, 0.92), (256, 0.4, 0.65), (64, 0.0, 0.25)],
+)
+def test_dma_run_length_follows_the_dmabw_saturation_curve(run: int, low: float, high: float) -> None:
+    """DMABW: <256 B/partition severely overhead-bound, >=2 KiB approaches peak, >=4 KiB saturates."""
+    for target in ("trn1", "trn2", "trn3"):
+        model = CostModel(target).dma
+        dma = _one(lambda b: b.dma(partitions=128, bytes_per_partition=8192, run_bytes=run))
+        busy = model.timing(dma).engine_ns - default_params(target).dma_transfer_engine_ns
+        ideal = 8 * 8192 / load_target(target).dma.engine_bw_bytes_per_ns
+        assert low <= ideal / busy <= high, (target, run, ideal / busy)
 
 
 def test_dma_transpose_attr() -> None:
@@ -260,3 +310,24 @@ def test_simulator_opcodes_have_cost_rules() -> None:
 def test_psum_memset_is_elided_sbuf_memset_is_not() -> None:
     assert TRN1.cycles(_compute(VECTOR, "memset", 512, out_buffer=PSUM, value=0)) == 0
     assert TRN1.cycles(_compute(VECTOR, "memset", 512, value=0)) == 512
+
+
+def test_casting_dma_counts_descriptors_in_elements() -> None:
+    """An fp32 SBUF tile stored as bf16 into a transposed HBM view: one descriptor per element (2-byte
+    runs on the bf16 side), not per 2 bytes of the wider fp32 side; the same-dtype twin agrees."""
+    cast, same = TraceBuilder(), TraceBuilder()
+    cast.add(
+        DMA,
+        "store",
+        (access(SBUF, "float32", 128, 128),),
+        (access(HBM, "bfloat16", 128, 128, run_bytes=2),),
+    )
+    same.add(
+        DMA,
+        "store",
+        (access(SBUF, "bfloat16", 128, 128),),
+        (access(HBM, "bfloat16", 128, 128, run_bytes=2),),
+    )
+    model = _dma_model("trn1")
+    assert model.timing(cast.instrs[0]).descriptors == 128 * 128
+    assert model.timing(same.instrs[0]).descriptors == 128 * 128

@@ -17,7 +17,7 @@ from devkit.cost.params import (
     parse_params,
     save_params,
 )
-from devkit.targets import toml_io
+from devkit.targets import TARGETS, load_target, toml_io
 
 ANCHOR_IDS = {
     "mmt_tiled_trn1",
@@ -33,7 +33,7 @@ def _raw() -> dict:
 
 
 def test_small_named_set() -> None:
-    assert len(Params.names()) <= 6
+    assert len(Params.names()) <= 8
     assert set(load_params().specs) == set(Params.names())
 
 
@@ -61,12 +61,21 @@ def test_anchor_values() -> None:
 
 
 def test_per_target_override() -> None:
+    assert default_params("trn2").dma_descriptor_ns == 9.39
+    assert default_params("trn1").dma_descriptor_ns == load_params().specs["dma_descriptor_ns"].value
     assert default_params("trn2").dma_transpose_efficiency == 0.9
     assert (
-        default_params("trn1").dma_transpose_efficiency
+        default_params("inf2").dma_transpose_efficiency
         == load_params().specs["dma_transpose_efficiency"].value
     )
-    assert default_params("trn1").dma_descriptor_ns == default_params("trn2").dma_descriptor_ns
+
+
+def test_descriptor_overhead_follows_each_targets_engine_bandwidth() -> None:
+    """dma_descriptor_ns is the target's documented-curve overhead bytes at its engine bandwidth."""
+    for name in TARGETS:
+        dma = load_target(name).dma
+        expected = dma.descriptor_overhead_bytes / dma.engine_bw_bytes_per_ns
+        assert default_params(name).dma_descriptor_ns == pytest.approx(expected, abs=0.01), name
 
 
 def test_replace_checks_names() -> None:
@@ -95,7 +104,7 @@ def test_with_values_records_provenance() -> None:
         source="test fit",
     )
     assert ps.for_target("trn1").dma_descriptor_ns == 42.0
-    assert ps.for_target("trn2").dma_descriptor_ns == load_params().specs["dma_descriptor_ns"].value
+    assert ps.for_target("inf2").dma_descriptor_ns == load_params().specs["dma_descriptor_ns"].value
     ov = ps.overrides["trn1"]["dma_descriptor_ns"]
     assert (ov.fitted_from, ov.fit_date, ov.method) == (("a", "b"), "2027-01-01", "least-squares")
     assert ps.specs["dma_descriptor_ns"] == load_params().specs["dma_descriptor_ns"]

@@ -36,8 +36,10 @@ def simple_params(**values: float) -> Params:
         dma_descriptor_ns=0.0,
         dma_fixed_latency_ns=0.0,
         dma_queue_busy_ns=0.0,
+        dma_transfer_engine_ns=0.0,
         dependency_latency_cycles=0.0,
         dma_transpose_efficiency=1.0,
+        kernel_fixed_ns=0.0,
     )
     base.update(values)
     return default_params("trn1").replace(**base)
@@ -331,7 +333,8 @@ def test_schedule_helper_with_target_name() -> None:
     b.matmul()
     report = schedule(b.instrs, "trn1")
     assert report.target == "trn1"
-    assert report.latency_us == pytest.approx(512 / 2.8 / 1000)
+    # one matmul plus the kernel's launch/drain cost
+    assert report.latency_us == pytest.approx((512 / 2.8 + default_params("trn1").kernel_fixed_ns) / 1000)
     assert report.engine_busy_us[GPSIMD] == 0.0 and report.engine_busy_us[SCALAR] == 0.0
 
 
@@ -346,3 +349,11 @@ def test_psum_zero_init_is_elided() -> None:
     assert report.latency_us * 1000 == pytest.approx(1000)  # the matmul ran at t = 0 .. 512
     assert report.engine_busy_us["vector"] * 1000 == pytest.approx(1000)
     assert report.instructions == 3 and v == 0
+
+
+def test_kernel_fixed_cost_is_added_once() -> None:
+    b = TraceBuilder()
+    b.vector("tensor_copy", 100)
+    b.vector("tensor_copy", 100)
+    assert latency_ns(b, params=simple_params(kernel_fixed_ns=1000)) == pytest.approx(1200)
+    assert latency_ns(TraceBuilder(), params=simple_params(kernel_fixed_ns=1000)) == 0.0

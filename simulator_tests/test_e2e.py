@@ -80,8 +80,20 @@ def test_all_models_table_and_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert {(r["model"], r["compression"]) for r in rows} == {(m, c) for m in MODELS for c in (0.1, 0.2)}
     by = {(r["model"], r["compression"]): r for r in rows}
     for m in MODELS:  # more compression, less time; the dense baseline does not depend on the ratio
-        assert by[(m, 0.2)]["svd_ms"] < by[(m, 0.1)]["svd_ms"] < by[(m, 0.1)]["dense_ms"]
+        assert by[(m, 0.2)]["svd_ms"] < by[(m, 0.1)]["svd_ms"]
+        assert by[(m, 0.2)]["svd_ms"] < by[(m, 0.2)]["dense_ms"]
         assert by[(m, 0.2)]["dense_ms"] == by[(m, 0.1)]["dense_ms"]
+        # at 0.1 the block-aligned rank can keep over 90 % of the MLP bytes (Llama-3.2-1B: r = 1536 keeps
+        # 94 %); the two-factor kernel's extra DMA transfers (each ~1.3 us of fixed cost, DMABW) may then
+        # outweigh the bytes saved, so only a real byte saving must show up as a saving in time
+        cfg = MODELS[m]
+        kept = (
+            by[(m, 0.1)]["rank"]["up_proj"]
+            * (cfg.hidden + cfg.intermediate)
+            / (cfg.hidden * cfg.intermediate)
+        )
+        if kept < 0.9:
+            assert by[(m, 0.1)]["svd_ms"] < by[(m, 0.1)]["dense_ms"], m
     assert main(["--all"]) == 0
     table = capsys.readouterr().out
     assert all(m in table for m in MODELS) and "speedup" in table
@@ -179,3 +191,41 @@ def test_generate_one_means_prefill_only() -> None:
     assert res.decode_steps == 0 and res.decode_dense_ms == 0.0
     assert res.dense_ms == res.prefill_dense_ms
     assert res.decode_dense_ms_per_token > 0 and res.decode_svd_ms_per_token > 0
+
+
+# --- --baseline: the measured NeuronMM stack -------------------------------------------------------
+
+
+def test_baseline_reproduces_the_published_measurements_at_its_calibration_point() -> None:
+    m = e2e.measured_stack()
+    assert (m["model"], m["compression"], m["target"]) == ("Llama-3.2-1B", 0.2, "trn1")
+    for provider in (e2e.RooflineMlpCost(), None):
+        r = e2e.estimate(m["model"], m["compression"], provider=provider, cache=False, baseline=True)
+        b = r.baseline
+        assert b["prefill"]["dense_ms"] == pytest.approx(m["dense"]["cte_ms"], rel=1e-9)
+        assert b["prefill"]["svd_ms"] == pytest.approx(m["svd"]["cte_ms"], rel=1e-9)
+        assert b["decode"]["dense_ms_per_token"] == pytest.approx(m["dense"]["tkg_ms_per_step"], rel=1e-9)
+        assert b["decode"]["svd_ms_per_token"] == pytest.approx(m["svd"]["tkg_ms_per_step"], rel=1e-9)
+        # what the bytes allow is far below what the measured stack shows
+        assert r.decode_dense_ms_per_token / r.decode_svd_ms_per_token < 1.2 < b["speedup"]
+        assert all(0 < v < 1 for v in b["efficiency"].values())
+
+
+def test_baseline_applies_the_same_efficiencies_to_another_model() -> None:
+    roof = e2e.RooflineMlpCost()
+    a = e2e.estimate("Llama-3.2-1B", 0.2, provider=roof, cache=False, baseline=True)
+    b = e2e.estimate("Qwen3-4B", 0.1, provider=roof, cache=False, baseline=True)
+    assert a.baseline["efficiency"] == b.baseline["efficiency"]
+    eff = b.baseline["efficiency"]
+    rest = b.decode_svd_ms_per_token - (b.mlp_svd_ms - b.prefill_mlp_svd_ms) / b.decode_steps
+    mlp_dense = (b.mlp_dense_ms - b.prefill_mlp_dense_ms) / b.decode_steps
+    expected = rest / eff["decode_rest"] + mlp_dense / eff["decode_dense_mlp"]
+    assert b.baseline["decode"]["dense_ms_per_token"] == pytest.approx(expected, rel=1e-9)
+    assert "baseline" not in e2e.estimate("Qwen3-4B", 0.1, provider=roof, cache=False).to_dict()
+
+
+def test_cli_baseline_json_and_table(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _json(capsys, "--model", "Llama-3.2-1B", "--provider", "roofline", "--baseline", "--json")
+    assert out["baseline"]["decode"]["svd_ms_per_token"] == pytest.approx(26.10)
+    assert main(["--model", "Llama-3.2-1B", "--provider", "roofline", "--baseline"]) == 0
+    assert "stack: decode per token" in capsys.readouterr().out

@@ -55,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--from", dest="store", metavar="DIR", help="results store directory (e.g. results/)")
     p.add_argument("--target", default=None, help="fit only this target (default: every target measured)")
     p.add_argument(
-        "--params", default=None, metavar="NAME,...", help="parameters to fit (default: all; at most 6)"
+        "--params", default=None, metavar="NAME,...", help="parameters to fit (default: all; at most 8)"
     )
     p.add_argument(
         "--params-file",
@@ -109,9 +109,9 @@ def run(args: argparse.Namespace) -> int:
             tuple(n.strip() for n in args.params.split(",") if n.strip()) if args.params else Params.names()
         )
         unknown = sorted(set(names) - set(Params.names()))
-        if unknown or not 1 <= len(names) <= 6:
+        if unknown or not 1 <= len(names) <= 8:
             raise hw_predict.CalibrationInputError(
-                f"--params: fit 1 to 6 of {', '.join(Params.names())} (unknown: {unknown})"
+                f"--params: fit 1 to 8 of {', '.join(Params.names())} (unknown: {unknown})"
             )
         profile_call = {
             "kernel": args.kernel,

@@ -40,7 +40,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a keyword argument given as a Python literal (repeatable)",
     )
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid")
-    p.add_argument("--target", default="trn1", help="trn1, inf2, trn2 or trn3 (default trn1)")
+    p.add_argument(
+        "--target",
+        default=None,
+        help="trn1, inf2, trn2 or trn3 (default: NEURON_PLATFORM_TARGET_OVERRIDE or DEVKIT_TARGET, else trn1)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--timeline", action="store_true", help="include the engine timeline in the JSON")
     p.add_argument(
@@ -65,8 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.timeline and not args.json:
         raise UsageError("--timeline: the timeline is only printed as JSON; add --json")
-    from devkit.targets import TARGETS
+    from devkit.targets import DEFAULT_TARGET, TARGETS, from_environment
 
+    if args.target is None:
+        args.target = from_environment(default=DEFAULT_TARGET)
     if args.target not in TARGETS:
         raise unknown_choice("--target", args.target, "target", TARGETS)
     specs = [_tensor_spec(a) for a in args.arg]

@@ -31,6 +31,7 @@ _EXAMPLES = f"""examples:
   devkit e2e --model Llama-3.2-1B --compression 0.2
   devkit e2e --model Qwen3-4B --compression 0.1 --context 128 --generate 128 --json
   devkit e2e --all
+  devkit e2e --model Llama-3.2-1B --baseline    # also: the dense MLP as the paper's stack measured it
 
 models: {", ".join(llm.MODELS)}
 defaults follow the paper's runs: batch {e2e.DEFAULT_BATCH}, {e2e.DEFAULT_CONTEXT} prompt tokens, \
@@ -77,6 +78,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help=f"MLP cost provider ({', '.join(e2e.PROVIDERS)}; default {e2e.DEFAULT_PROVIDER}: the project's "
         "NKI kernels through the cost model)",
     )
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also show the dense run as the measured NeuronMM stack runs its dense MLP (an efficiency "
+        "calibrated from the NeuronMM README's Llama-3.2-1B trn1 numbers; see docs/e2e.md)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
     parser.set_defaults(func=run)
@@ -118,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
                     dtype=args.dtype,
                     provider=provider,
                     cache=cache,
+                    baseline=args.baseline,
                 )
                 for m in models
                 for r in ratios
@@ -149,7 +157,16 @@ def results_table(results: Sequence[e2e.E2EResult]) -> Table:
     )
     for col in ("model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s"):
         table.add_column(col, justify="left" if col == "model" else "right")
+    with_baseline = first.baseline is not None
+    if with_baseline:
+        table.add_column("stack ms d→s", justify="right")
+        table.add_column("stack speedup", justify="right")
     for r in results:
+        extra = (
+            [f"{r.baseline['dense_ms']:.2f}→{r.baseline['svd_ms']:.2f}", f"{r.baseline['speedup']:.3f}x"]
+            if r.baseline
+            else []
+        )
         table.add_row(
             r.model,
             f"{r.compression:g}",
@@ -159,6 +176,14 @@ def results_table(results: Sequence[e2e.E2EResult]) -> Table:
             f"{r.speedup:.3f}x",
             f"{r.mlp_share:.1%}",
             f"{r.decode_dense_ms_per_token:.2f}→{r.decode_svd_ms_per_token:.2f}",
+            *extra,
+        )
+    if with_baseline:
+        eff = first.baseline["efficiency"]
+        table.caption = (
+            "stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
+            f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
+            f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
         )
     return table
 
@@ -184,6 +209,19 @@ def detail_table(r: e2e.E2EResult) -> Table:
         speedup = f"{dense / svd:.3f}x" if svd > 0 else "-"
         table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
     table.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
+    if r.baseline is not None:
+        b, eff = r.baseline, r.baseline["efficiency"]
+        for name, dense, svd in (
+            ("stack: prefill", b["prefill"]["dense_ms"], b["prefill"]["svd_ms"]),
+            ("stack: decode per token", b["decode"]["dense_ms_per_token"], b["decode"]["svd_ms_per_token"]),
+            ("stack: total", b["dense_ms"], b["svd_ms"]),
+        ):
+            table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", f"{dense / svd:.3f}x")
+        table.caption += (
+            "; stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
+            f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
+            f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
+        )
     return table
 
 

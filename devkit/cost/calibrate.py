@@ -190,8 +190,8 @@ def fit(
     """Least squares on log latency over ``names`` (default: all parameters), inside ``bounds``."""
     names = tuple(names) if names is not None else Params.names()
     unknown = set(names) - set(Params.names())
-    if unknown or not names or len(names) > 6:
-        raise ValueError(f"fit 1 to 6 parameters of {Params.names()}; got {list(names)}")
+    if unknown or not names or len(names) > 8:
+        raise ValueError(f"fit 1 to 8 parameters of {Params.names()}; got {list(names)}")
     if not measurements:
         raise ValueError("no measurements to fit")
     lows = [bounds[n][0] for n in names]

@@ -1,17 +1,29 @@
 """Cost of one DMA transfer: how many engines and descriptors it uses and how long each engine works.
 
-Mechanisms (reference/nki_api.md section 4.4):
+Mechanisms, all from the documented hardware (reference/nki_api.md section 4.4):
 
 * A transfer touching ``P`` partitions is split over ``min(engines, ceil(P / partitions_per_engine))``
   DMA engines (16 engines x 8 partitions for P = 128) [ARCH2, DMAOV], and never over more engines
   than it has descriptors.
 * A descriptor moves one contiguous run: the shorter of the source and destination runs
-  (``Access.run_bytes``); on SBUF/PSUM a run never crosses a partition [ARCH2].  Each engine pays
-  ``dma_descriptor_ns`` per descriptor it handles plus its share of the bytes at the per-engine
-  bandwidth (``dma.engine_bw_bytes_per_ns``) [DMABW].
-* A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) builds
-  its descriptors along the contiguous side and moves bytes at ``dma_transpose_efficiency`` of the
-  engine bandwidth [PERF Opt #10, ARCH3].
+  (``Access.run_bytes``, which follows the operand's strides and element size); on SBUF/PSUM a run
+  never crosses a partition [ARCH2].  Each engine pays, per descriptor it handles,
+  ``dma_descriptor_ns`` (the per-packet overhead of the DMABW saturation curve: the engine time of
+  ``dma.descriptor_overhead_bytes`` at the engine bandwidth) plus its share of the bytes at
+  ``dma.engine_bw_bytes_per_ns`` [DMABW].  A 2-byte-run copy therefore moves about 2 / (2 + 216)
+  of peak, a 4 KiB-run copy 95 %.
+* A transposing transfer (``attrs["transpose"]``, ``load_transpose2d``, ``dma_transpose``) is priced
+  as the hardware executes it: when the DMA transpose path takes its element size
+  (``dma.transpose_unit_itemsize``: 2 bytes on NC-v3/v4 [N2-ISA], any on NC-v2) its descriptors
+  follow the contiguous side and it moves at ``dma_transpose_efficiency`` (HBM source: 0.9 on
+  NC-v3 [ARCH3], 0.25 assumed on NC-v2 [PERF Opt #10]) or ``dma.transpose_sbuf_percent`` (SBUF
+  source) of copy throughput; otherwise every element is its own descriptor [ARCH2: each
+  non-contiguous run is a descriptor].  A plain copy whose strides leave 2-byte runs (a store into
+  a transposed HBM view) is element-granular too, through ``Access.run_bytes``.
+* Gathers and scatters (indirect DMAs) are priced by the runs their traced operands have: one
+  descriptor per gathered row run.
+* Each engine a transfer uses also works ``dma_transfer_engine_ns`` for the transfer itself
+  (descriptor-ring fetch, the completion semaphore write every transfer issues [DMAOV]).
 * The fixed per-transfer cost (``dma_fixed_latency_ns``, ``dma_queue_busy_ns``) and the HBM
   bandwidth cap are applied by the scheduler, not here: they depend on what else is in flight.
 
@@ -23,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from devkit.cost.params import Params
+from devkit.dtype_names import itemsize
 from devkit.targets import Target
 from devkit.trace import HBM, Access, Instr
 
@@ -70,7 +83,10 @@ class DmaCostModel:
         self.partitions_per_engine = dma.partitions_per_engine
         self.bw = dma.engine_bw_bytes_per_ns
         self.transpose_bw = dma.engine_bw_bytes_per_ns * params.dma_transpose_efficiency
+        self.transpose_sbuf_bw = dma.engine_bw_bytes_per_ns * dma.transpose_sbuf_percent / 100
+        self.transpose_itemsize = dma.transpose_unit_itemsize
         self.descriptor_ns = params.dma_descriptor_ns
+        self.transfer_ns = params.dma_transfer_engine_ns
         #: :meth:`raw` results of one-source/one-destination transfers by operand geometry (bounded).
         self.memo: dict[tuple, tuple[int, int, float, int, int, int, bool]] = {}
 
@@ -98,6 +114,7 @@ class DmaCostModel:
                 dst.run_bytes,
                 instr.opcode,
                 attrs.get("transpose") if attrs else None,
+                src.dtype,
             )
             hit = self.memo.get(memo_key)
             if hit is not None:
@@ -115,7 +132,11 @@ class DmaCostModel:
                 hbm_write = d_bytes
             elif d_parts > 0 and d_bytes >= d_parts and d_bytes // d_parts < r_dst:
                 r_dst = d_bytes // d_parts
-            short_run, long_run = (r_src, r_dst) if r_src <= r_dst else (r_dst, r_src)
+            # runs per side in that side's own bytes (a casting DMA moves as many elements on both
+            # sides, so a 2-byte-run bf16 store from an fp32 tile is one descriptor per element)
+            n_src = -(-s_bytes // r_src) if r_src > 0 else s_bytes
+            n_dst = -(-d_bytes // r_dst) if r_dst > 0 else d_bytes
+            n_short, n_long = (n_src, n_dst) if n_src >= n_dst else (n_dst, n_src)
         else:
             moved, partitions, short_run, long_run = 0, 1, 0, 0
             for group, is_out in ((ins, False), (outs, True)):
@@ -132,22 +153,32 @@ class DmaCostModel:
                         run = _onchip_run(acc)
                     short_run = run if short_run == 0 else min(short_run, run)
                     long_run = max(long_run, run)
+            n_short = -(-moved // max(short_run, 1))
+            n_long = -(-moved // max(long_run, 1))
         attrs = instr.attrs
         transpose = bool(attrs and attrs.get("transpose")) or instr.opcode in TRANSPOSE_OPCODES
         if moved <= 0:
             return (1, 0, 0.0, 0, hbm_read, hbm_write, transpose)
-        run = long_run if transpose else short_run
-        if run < 1:
-            run = 1
-        descriptors = -(-moved // run)
+        bw = self.bw
+        if transpose:
+            src0 = ins[0] if ins else outs[0]
+            item = itemsize(src0.dtype)
+            if self.transpose_itemsize in (0, item):  # the transpose path: runs along the contiguous side
+                descriptors = n_long
+                bw = self.transpose_bw if src0.buffer == HBM else self.transpose_sbuf_bw
+            else:  # no unit for this element size: one descriptor per element
+                descriptors = -(-src0.bytes // item)
+        else:
+            descriptors = n_short
+        if descriptors < 1:
+            descriptors = 1
         engines = -(-partitions // self.partitions_per_engine)
         if engines > self.engines:
             engines = self.engines
         if engines > descriptors:
             engines = descriptors
         per_engine_desc = -(-descriptors // engines)
-        bw = self.transpose_bw if transpose else self.bw
-        engine_ns = per_engine_desc * self.descriptor_ns + moved / engines / bw
+        engine_ns = self.transfer_ns + per_engine_desc * self.descriptor_ns + moved / engines / bw
         result = (engines, descriptors, engine_ns, moved, hbm_read, hbm_write, transpose)
         if memo_key is not None:
             if len(self.memo) >= 4096:

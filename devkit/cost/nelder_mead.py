@@ -3,7 +3,7 @@
 The search runs on the unit cube; callers map ``[0, 1]^d`` onto their parameter ranges.  Points are
 clipped into the cube before evaluation, the initial simplex is fixed (``x0`` plus ``step`` along
 each axis, reflected inwards at the box edge), and the search restarts from the best point until a
-restart no longer improves it, which is enough for the <= 6 parameters of the cost model.
+restart no longer improves it, which is enough for the <= 8 parameters of the cost model.
 """
 
 from __future__ import annotations

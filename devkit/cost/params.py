@@ -35,8 +35,10 @@ class Params:
     dma_descriptor_ns: float
     dma_fixed_latency_ns: float
     dma_queue_busy_ns: float
+    dma_transfer_engine_ns: float
     dma_transpose_efficiency: float
     dependency_latency_cycles: float
+    kernel_fixed_ns: float
 
     @classmethod
     def names(cls) -> tuple[str, ...]:

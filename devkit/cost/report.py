@@ -27,6 +27,7 @@ Definitions:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from devkit.cost.params import Params
@@ -97,6 +98,14 @@ class CostReport:
     checks_skipped: tuple[str, ...] = ()
     #: returned tensors the kernel never wrote (no store was modelled for them)
     outputs_unwritten: tuple[str, ...] = ()
+    #: on-chip allocation sites (``"file:line (sbuf)"``) whose tiles the allocator rotated over two or
+    #: more physical buffers (multi-buffering), with the number of buffers
+    multi_buffered: dict[str, int] = field(default_factory=dict)
+    #: allocations that took the live set over capacity, where the compiler spills
+    spilled_tiles: tuple[str, ...] = ()
+    #: input-free instructions (memset, iota) the compiler's scheduler moved ahead of their engine's
+    #: earlier work
+    hoisted_instructions: int = 0
 
     def to_dict(self, include_timeline: bool = False) -> dict[str, Any]:
         """JSON-serialisable dict (the timeline only on request: it can be large)."""
@@ -130,6 +139,9 @@ class CostReport:
             "params": dict(self.params),
             "checks_skipped": list(self.checks_skipped),
             "outputs_unwritten": list(self.outputs_unwritten),
+            "multi_buffered": dict(self.multi_buffered),
+            "spilled_tiles": list(self.spilled_tiles),
+            "hoisted_instructions": self.hoisted_instructions,
         }
         if include_timeline and self.timeline is not None:
             out["timeline"] = self.timeline.to_dict()
@@ -197,6 +209,13 @@ def build_report(
         dma_transfers=totals.dma_transfers,
         dma_descriptors=totals.dma_descriptors,
         hotspots=tuple(hotspots[:hotspot_limit]),
+        multi_buffered={
+            f"{Path(fn).name}:{ln} ({buf})": n
+            for (buf, fn, ln), n in sorted(stats.buffers.items(), key=lambda kv: (-kv[1], kv[0]))
+            if n >= 2
+        },
+        spilled_tiles=tuple(f"{desc} at {Path(fn).name}:{ln} ({buf})" for buf, fn, ln, desc in stats.spilled),
+        hoisted_instructions=totals.hoisted,
         unknown_opcodes={f"{e}.{op}": c for (e, op), c in sorted(totals.unknown_opcodes.items())},
         params=params.as_dict(),
         timeline=timeline,

@@ -10,6 +10,11 @@ Model (reference/nki_api.md section 4.3-4.5):
   order; an instruction starts at ``max(engine free, ready time of each dependency)`` and occupies
   its engine for :class:`devkit.cost.instr_cost.CostModel` ns.  On targets where VectorE and
   GpSimdE share the SBUF port (``pipeline.vector_gpsimd_share_sbuf_port``) they share one slot.
+* **Input-free instructions** (``memset``, ``iota``: no operand read) are not held in program order
+  behind their engine's earlier work: the compiler's instruction scheduler moves them up to where
+  their write-after-read/write hazards allow (e.g. the ``nl.zeros`` of a loop-local buffer, placed
+  on a rotating address, runs while the previous iteration is still being computed).  Their
+  engine time still delays the engine's later instructions.  Counted in ``hoisted``.
 * **Elided instructions** (a rule returns :data:`devkit.cost.instr_cost.ELIDED`, e.g. the memset
   of a PSUM accumulator that the compiler folds into the first matmul) take no engine time and no
   place in program order: they are done when their own dependencies are.
@@ -35,6 +40,9 @@ Model (reference/nki_api.md section 4.3-4.5):
   in ``spill_bytes``.  Spill bytes that :class:`devkit.trace.MemoryStats` reports beyond the traced
   ones are charged in :meth:`Scheduler.totals` as a serial tail: written and read back once at the
   full DMA rate (the lower of the DMA engines' aggregate and the HBM bandwidth).
+
+* **Kernel fixed cost**: ``kernel_fixed_ns`` (launch and drain) is added once to a non-empty
+  kernel's makespan.
 
 Recorded: per-engine busy time and instruction count, makespan, HBM read/write bytes, SBUF<->PSUM
 bytes (bytes written to / read from PSUM by any engine), SBUF->SBUF DMA bytes, spill bytes, FLOPs
@@ -182,10 +190,11 @@ class Scheduler:
         hbm_r = hbm_w = 0
         spill = 0
         transfers = descriptors_total = 0
+        hoisted = 0
 
         def emit(instr: Instr) -> None:
             nonlocal flops_total, other_flops, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers
-            nonlocal descriptors_total
+            nonlocal descriptors_total, hoisted
             n = len(codes)
             if instr.id != n:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
@@ -218,7 +227,20 @@ class Scheduler:
                 busy = cycles * nspc[e]
                 slot = slot_of[e]
                 start = free[slot]
-                if deps:
+                if not instr.ins and e != _T:
+                    # reads nothing (memset, iota): the compiler's scheduler moves it up to where its
+                    # write-after-read/write hazards allow; its engine time still delays what follows
+                    start = 0.0
+                    for d in deps:
+                        if avail[d] > start:
+                            start = avail[d]
+                    if start < free[slot]:
+                        hoisted += 1
+                        free[slot] += busy
+                    else:
+                        free[slot] = start + busy
+                    end = start + busy
+                elif deps:
                     if e == _T:
                         for d in deps:
                             if codes[d] != _T and avail[d] > start:
@@ -227,8 +249,9 @@ class Scheduler:
                         for d in deps:
                             if avail[d] > start:
                                 start = avail[d]
-                end = start + busy
-                free[slot] = end
+                    end = free[slot] = start + busy
+                else:
+                    end = free[slot] = start + busy
                 avail.append(end + lat[e])
                 flops = instr.flops
                 if e == _T:
@@ -270,6 +293,7 @@ class Scheduler:
                             dst.run_bytes,
                             instr.opcode,
                             attrs.get("transpose") if attrs else None,
+                            src.dtype,
                         )
                     )
                 if timing is None:
@@ -363,6 +387,7 @@ class Scheduler:
                 "spill": spill,
                 "transfers": transfers,
                 "descriptors": descriptors_total,
+                "hoisted": hoisted,
             }
 
         return emit, scalars
@@ -392,7 +417,7 @@ class Scheduler:
             )
             tail = 2 * untraced / rate
         return ScheduleTotals(
-            makespan_ns=makespan + tail,
+            makespan_ns=makespan + tail + (self.params.kernel_fixed_ns if self._codes else 0.0),
             instructions=len(self._codes),
             busy_ns=dict(zip(ENGINES, busy)),
             counts=dict(zip(ENGINES, counts)),
@@ -408,6 +433,7 @@ class Scheduler:
             spill_tail_ns=tail,
             dma_transfers=int(sc["transfers"]),
             dma_descriptors=int(sc["descriptors"]),
+            hoisted=int(sc["hoisted"]),
             dma_engine_ns=busy[_DMA],
             queue_busy_ns=max(
                 [q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()], default=0

@@ -37,6 +37,7 @@ class ScheduleTotals:
     spill_tail_ns: float = 0.0
     dma_transfers: int = 0
     dma_descriptors: int = 0
+    hoisted: int = 0
     dma_engine_ns: float = 0.0
     queue_busy_ns: float = 0.0
     hotspots: dict[tuple[str, int], list] = field(default_factory=dict)

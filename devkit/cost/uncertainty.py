@@ -65,7 +65,8 @@ class Band:
         return (
             f"±{self.pct:.0f} % = the largest |predicted/measured - 1| of the cost model over the "
             f"{len(self.residuals)} measured {self.target} latencies it has (predicted/measured: {ratios}; "
-            f"{self.source}); not a confidence interval; kernels unlike these may be off by more."
+            f"{self.source}); not a confidence interval; kernels unlike these may be off by more "
+            "(docs/calibration.md validates the model on a wider set of published latencies)."
         )
 
     def to_dict(self) -> dict:

@@ -19,6 +19,7 @@ from devkit.nki.runner import TensorSpec, run_kernel
 from devkit.sim.machine import current
 from devkit.sim.options import VALUE_CHECKS, SimOptions
 from devkit.sim.tensor import Tensor
+from devkit.targets import DEFAULT_TARGET, from_environment
 
 tensor = Tensor
 
@@ -83,7 +84,7 @@ class Kernel:
         return str(
             self.options.get("platform_target")
             or self.options.get("target")
-            or os.environ.get("DEVKIT_TARGET", "trn1")
+            or from_environment(default=DEFAULT_TARGET)
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

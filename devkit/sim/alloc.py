@@ -11,12 +11,21 @@ PSUM is 8 banks of 2 KiB per partition, and a compiler-managed PSUM tile occupie
 accumulation group owns its bank: two groups interleaved in one bank are illegal on hardware), so at
 most 8 PSUM tiles of up to 2 KiB are live at once; a block tile of several banks starts on a bank
 boundary.
+
+Each allocation may name its site (``(filename, lineno)`` of the ``nl.ndarray``/``nl.zeros``); the
+allocator then records how many distinct physical buffers that site rotated over
+(:attr:`RingAllocator.rotation`, capped at :data:`ROTATION_CAP`): 2 or more means the site's tile was
+multi-buffered, so iteration ``i + 1`` wrote a different buffer than iteration ``i`` still being
+read.
 """
 
 from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+
+#: Distinct buffers recorded per allocation site (beyond this, the depth is reported as the cap).
+ROTATION_CAP = 64
 
 
 @dataclass
@@ -41,6 +50,8 @@ class RingAllocator:
         self._virtual_cursor = capacity
         self.live_bytes = 0
         self.peak_bytes = 0
+        #: allocation site -> distinct addresses its tiles were placed at (at most ROTATION_CAP)
+        self.rotation: dict[tuple[str, int], set[int]] = {}
 
     def _fits(self, start: int, nbytes: int) -> int | None:
         """First legal start >= ``start`` for ``nbytes`` under bank rules (ignores live ranges)."""
@@ -71,11 +82,26 @@ class RingAllocator:
             return pos
         return None
 
-    def allocate(self, nbytes: int) -> Placement:
+    def allocate(self, nbytes: int, site: tuple[str, int] | None = None) -> Placement:
         """Place ``nbytes`` per partition; a :class:`Placement` with ``virtual=True`` if no room.
 
         With banks, the size is rounded up to whole banks (``Placement.nbytes`` is the rounded size).
+        ``site`` (the allocating source line) records buffer rotation.
         """
+        p = self._allocate(nbytes)
+        if site is not None and not p.virtual:
+            seen = self.rotation.get(site)
+            if seen is None:
+                self.rotation[site] = {p.addr}
+            elif len(seen) < ROTATION_CAP:
+                seen.add(p.addr)
+        return p
+
+    def buffers_by_site(self) -> dict[tuple[str, int], int]:
+        """Allocation site -> number of distinct physical buffers its tiles rotated over."""
+        return {site: len(addrs) for site, addrs in self.rotation.items()}
+
+    def _allocate(self, nbytes: int) -> Placement:
         nbytes = max(nbytes, 1)
         if self.bank_bytes:
             nbytes = -(-nbytes // self.bank_bytes) * self.bank_bytes

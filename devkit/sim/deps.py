@@ -35,10 +35,12 @@ class _Space:
     queries wide on every index scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec", "parts")
+    __slots__ = ("all", "indexes", "keyspec", "parts", "renamable")
 
-    def __init__(self, keyspec: tuple) -> None:
+    def __init__(self, keyspec: tuple, renamable: bool = False) -> None:
         self.all: dict[int, list] = {}
+        #: a write that covers earlier reads starts a new value the compiler may place elsewhere
+        self.renamable = renamable
         self.set_keyspec(keyspec)
 
     def set_keyspec(self, keyspec: tuple) -> None:
@@ -264,9 +266,11 @@ class DependencyTracker:
         self._tombstones: dict[str, _IntervalMap] = {}
 
     def space(self, key: object, keyspec: tuple) -> _Space:
+        """The access records under ``key``: an int is a compiler-allocated on-chip tensor (its values
+        may be renamed, see :meth:`access`); tuples are HBM tensors and physical direct allocations."""
         sp = self._spaces.get(key)
         if sp is None:
-            sp = _Space(keyspec)
+            sp = _Space(keyspec, renamable=isinstance(key, int))
             self._spaces[key] = sp
         return sp
 
@@ -313,11 +317,22 @@ class DependencyTracker:
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:
+        """Add the ids ``iid`` depends on through ``box`` to ``deps`` and record the access.
+
+        Compiler renaming: in a compiler-allocated on-chip tensor (``sp.renamable``), a write that
+        covers an earlier access's whole region starts a new value; the compiler's allocator gives
+        values, not declared tensors, their buffers, so the write waits neither for that read
+        (write-after-read) nor for that write (write-after-write).  Partial writes update the old
+        value and keep both hazards, as do all accesses to HBM and to direct allocations.
+        """
         recs = sp.overlapping(box)
         if is_write:
+            rename = sp.renamable
             for rec in recs:
-                deps.add(rec[1])
-                if _covers(box, rec[0]):
+                covered = _covers(box, rec[0])
+                if not (rename and covered):
+                    deps.add(rec[1])
+                if covered:
                     sp.remove(rec)
             sp.add([box, iid, engine, True])
         else:

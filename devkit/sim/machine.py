@@ -149,6 +149,15 @@ class Machine:
             psum_peak_bytes_per_partition=max(v.psum_peak_bytes, self.direct_high_water["psum"]),
             spill_bytes=v.spill_bytes,
             partitions=self.geometry.partitions,
+            buffers={
+                **{("sbuf", *k): n for k, n in self.sbuf.buffers_by_site().items()},
+                **{("psum", *k): n for k, n in self.psum.buffers_by_site().items()},
+            },
+            spilled=tuple(
+                (buf, over[1][0], over[1][1], over[2])
+                for buf, over in (("sbuf", v.sbuf_over), ("psum", v.psum_over))
+                if over is not None
+            ),
         )
         if getattr(self.sink, "wants_occupancy", False):  # opt-in (trace export): costs nothing otherwise
             stats.occupancy = self.liveness.occupancy()
@@ -298,7 +307,7 @@ class Machine:
                     filename=loc[0],
                     lineno=loc[1],
                 )
-            p = self.sbuf.allocate(st.bytes_pp)
+            p = self.sbuf.allocate(st.bytes_pp, st.origin)
         else:
             bank = g.psum_bank_bytes
             if tile_bytes > bank * self.psum_tile_banks:
@@ -313,7 +322,7 @@ class Machine:
                     filename=loc[0],
                     lineno=loc[1],
                 )
-            p = self.psum.allocate(st.bytes_pp)
+            p = self.psum.allocate(st.bytes_pp, st.origin)
         st.addr = p.addr
         self.placements[st.id] = p
         if self.tracing:
@@ -332,7 +341,7 @@ class Machine:
         """Loop replay: allocate a synthesised instance of private tile ``st``; address-reuse
         dependencies go into ``deps``."""
         alloc = self.sbuf if st.buffer == "sbuf" else self.psum
-        p = alloc.allocate(st.bytes_pp)
+        p = alloc.allocate(st.bytes_pp, st.origin)
         deps |= self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
         return p
 

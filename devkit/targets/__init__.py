@@ -10,6 +10,7 @@ the rest of ``devkit`` (it sits below everything that reads it)::
     trn2.sbuf.usable_bytes_per_partition   # 212984 bytes
 """
 
+from devkit.targets.environment import SDK_TARGET_NAMES, from_environment
 from devkit.targets.loader import (
     KINDS,
     RATE_CLASSES,
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_TARGET",
     "KINDS",
     "RATE_CLASSES",
+    "SDK_TARGET_NAMES",
     "SOURCE_KEYS",
     "TARGETS",
     "TARGET_DIR",
@@ -63,6 +65,7 @@ __all__ = [
     "TensorSpec",
     "TileSpec",
     "VectorSpec",
+    "from_environment",
     "load_target",
     "load_target_file",
     "parse_target",

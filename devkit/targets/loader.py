@@ -193,6 +193,12 @@ class DmaSpec:
     partitions_per_engine: int = _u("partitions")
     engine_bw_bytes_per_ns: float = _u("B/ns")
     transfer_fixed_ns: float = _u("ns")
+    descriptor_overhead_bytes: float = _u("bytes")
+    """Engine time of one descriptor beyond its own bytes, as bytes at the engine bandwidth."""
+    transpose_unit_itemsize: int = _u("bytes")
+    """Element size the DMA transpose unit handles (0: no unit, transposes are element-granular)."""
+    transpose_sbuf_percent: float = _u("percent")
+    """Percent of copy throughput an SBUF->SBUF transpose on the DMA transpose path reaches."""
 
 
 @dataclass(frozen=True)

@@ -48,10 +48,13 @@ __all__ = [
     "MlpCostProvider",
     "RooflineMlpCost",
     "RooflineTarget",
+    "StackBaseline",
     "estimate",
     "get_provider",
+    "measured_stack",
     "op_time_us",
     "register_provider",
+    "stack_baseline",
 ]
 
 #: Defaults follow the paper's end-to-end runs (NMM ``run.sh``: batch 1, ``--max-context-length 32``,
@@ -417,6 +420,87 @@ class CachedMlpCost:
         return self._lookup(key, lambda: self.provider.svd_mlp_us(S, H, I, MlpRanks(*ranks), dtype, target))
 
 
+# ------------------------------------------------------------------------------------------ baseline
+
+#: The published NeuronMM end-to-end measurements (``e2e_measured.json``) behind ``--baseline``.
+MEASURED_PATH = Path(__file__).with_name("e2e_measured.json")
+
+
+@functools.cache
+def measured_stack() -> dict[str, Any]:
+    """The published end-to-end measurements of the NeuronMM stack (see ``e2e_measured.json``)."""
+    return json.loads(MEASURED_PATH.read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class StackBaseline:
+    """The measured serving stack's efficiencies relative to this estimator, per phase.
+
+    The published pair (dense and SVD runs of one model, same stack) differ only in the MLP.  Taking the
+    SVD MLP (the paper's own kernels) as this estimator models it, the rest of a step (attention,
+    norms, framework and launch costs) took ``measured_svd - modelled_svd_mlp`` on the stack, and the
+    stack's dense MLP ``measured_dense - measured_svd + modelled_svd_mlp``.  The efficiencies are this
+    estimator's time over the stack's: ``rest`` for everything but the MLP, ``dense_mlp`` for the
+    compiler-generated dense MLP.  Prefill is calibrated on CTE, decode on TKG per step.
+    """
+
+    prefill_dense_mlp: float
+    prefill_rest: float
+    decode_dense_mlp: float
+    decode_rest: float
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "efficiency": {
+                "prefill_dense_mlp": self.prefill_dense_mlp,
+                "prefill_rest": self.prefill_rest,
+                "decode_dense_mlp": self.decode_dense_mlp,
+                "decode_rest": self.decode_rest,
+            },
+            "source": self.source,
+        }
+
+
+def stack_baseline(
+    provider: MlpCostProvider | None = None, cache: DiskCache | bool | None = True
+) -> StackBaseline:
+    """Calibrate :class:`StackBaseline` from :func:`measured_stack` with this estimator's own numbers."""
+    m = measured_stack()
+    r = estimate(
+        m["model"],
+        m["compression"],
+        batch=m["batch"],
+        context=m["context"],
+        generate=m["generate"],
+        target=m["target"],
+        provider=provider,
+        cache=cache,
+    )
+    steps = max(r.decode_steps, 1)
+    pre_dense_mlp, pre_svd_mlp = r.prefill_mlp_dense_ms, r.prefill_mlp_svd_ms
+    dec_dense_mlp = (r.mlp_dense_ms - pre_dense_mlp) / steps
+    dec_svd_mlp = (r.mlp_svd_ms - pre_svd_mlp) / steps
+    pre_rest = r.prefill_svd_ms - pre_svd_mlp
+    dec_rest = r.decode_svd_ms_per_token - dec_svd_mlp
+    dense, svd = m["dense"], m["svd"]
+    stack = {
+        "prefill_dense_mlp": dense["cte_ms"] - svd["cte_ms"] + pre_svd_mlp,
+        "prefill_rest": svd["cte_ms"] - pre_svd_mlp,
+        "decode_dense_mlp": dense["tkg_ms_per_step"] - svd["tkg_ms_per_step"] + dec_svd_mlp,
+        "decode_rest": svd["tkg_ms_per_step"] - dec_svd_mlp,
+    }
+    if min(stack.values()) <= 0:
+        raise ValueError(f"the measured stack numbers do not split into positive parts: {stack}")
+    return StackBaseline(
+        prefill_dense_mlp=pre_dense_mlp / stack["prefill_dense_mlp"],
+        prefill_rest=pre_rest / stack["prefill_rest"],
+        decode_dense_mlp=dec_dense_mlp / stack["decode_dense_mlp"],
+        decode_rest=dec_rest / stack["decode_rest"],
+        source=m["source"],
+    )
+
+
 # ------------------------------------------------------------------------------------------ estimate
 
 
@@ -449,6 +533,8 @@ class E2EResult:
     params_dense: int
     params_svd: int
     assumptions: dict[str, Any]
+    #: with ``baseline``: the dense run as the measured stack runs its dense MLP (see :class:`StackBaseline`)
+    baseline: dict[str, Any] | None = None
 
     @property
     def dense_ms(self) -> float:
@@ -504,6 +590,7 @@ class E2EResult:
             "breakdown_ms": {"dense": self.breakdown_dense_ms, "svd": self.breakdown_svd_ms},
             "params": {"dense": self.params_dense, "svd": self.params_svd},
             "assumptions": self.assumptions,
+            **({"baseline": self.baseline} if self.baseline is not None else {}),
         }
 
 
@@ -556,6 +643,7 @@ def estimate(
     provider: MlpCostProvider | None = None,
     cache: DiskCache | bool | None = True,
     efficiencies: Efficiencies | None = None,
+    baseline: bool = False,
 ) -> E2EResult:
     """Estimate dense and SVD end-to-end latency of one generation (see the module docstring).
 
@@ -565,7 +653,8 @@ def estimate(
     cost model; :class:`RooflineMlpCost` with ``efficiencies`` is the alternative); ``cache``:
     True = :class:`DiskCache` at its default location, a :class:`DiskCache`, or False/None for none.
     Decode per-token numbers are the mean over the ``generate - 1`` steps; when ``generate == 1`` no step
-    runs and they give the cost the next step would have.
+    runs and they give the cost the next step would have.  ``baseline``: also give the dense run with its
+    MLP at the measured stack's efficiency (:func:`stack_baseline`), in ``E2EResult.baseline``.
     """
     config = model if isinstance(model, LlmConfig) else llm.get_config(model)
     _positive_int(batch, "batch")
@@ -620,6 +709,26 @@ def estimate(
             svd.add(category, ms * 1000.0)
 
     mlp_svd_params = n_layers * (ranks.gate * (h + i) + ranks.up * (h + i) + ranks.down * (h + i))
+    base_out = None
+    if baseline:
+        sb = stack_baseline(provider=base, cache=cache)
+        pre_rest = prefill_svd - pre_mlp_svd
+        dec_rest = per_svd - dec_mlp_svd
+        b_pre_dense = pre_rest / sb.prefill_rest + pre_mlp_dense / sb.prefill_dense_mlp
+        b_pre_svd = pre_rest / sb.prefill_rest + pre_mlp_svd
+        b_dec_dense = dec_rest / sb.decode_rest + dec_mlp_dense / sb.decode_dense_mlp
+        b_dec_svd = dec_rest / sb.decode_rest + dec_mlp_svd
+        n_dec = steps if steps > 0 else 0
+        b_dense = b_pre_dense + b_dec_dense * n_dec
+        b_svd = b_pre_svd + b_dec_svd * n_dec
+        base_out = {
+            **sb.to_dict(),
+            "prefill": {"dense_ms": b_pre_dense, "svd_ms": b_pre_svd},
+            "decode": {"dense_ms_per_token": b_dec_dense, "svd_ms_per_token": b_dec_svd},
+            "dense_ms": b_dense,
+            "svd_ms": b_svd,
+            "speedup": b_dense / b_svd,
+        }
     return E2EResult(
         model=config.name,
         compression=float(compression),
@@ -651,4 +760,5 @@ def estimate(
             "provider_version": mlp.version,
             "code_version": CODE_VERSION,
         },
+        baseline=base_out,
     )

@@ -11,18 +11,9 @@ from __future__ import annotations
 import os
 
 from devkit.errors import KernelArgumentError
+from devkit.targets import load_target
+from devkit.targets.environment import SDK_TARGET_NAMES as ALIASES
 
-#: Accepted spellings -> the kit's target names.
-ALIASES = {
-    "trn1": "trn1",
-    "inf2": "inf2",
-    "gen2": "trn1",
-    "trn2": "trn2",
-    "gen3": "trn2",
-    "trn3": "trn3",
-    "gen4": "trn3",
-}
-NC_VERSION = {"trn1": 2, "inf2": 2, "trn2": 3, "trn3": 4}
 DEFAULT = "trn3"
 
 
@@ -52,5 +43,5 @@ def selected_target(kernel_target: str | None) -> str:
 
 
 def target_nc_version(target: str) -> int:
-    """NeuronCore generation (2, 3, 4) of a kit target name."""
-    return NC_VERSION[target]
+    """NeuronCore generation (2, 3, 4) of a kit target name (from its target file)."""
+    return load_target(target).core.nc_version
