@@ -143,25 +143,18 @@ def _argv(template: list[str], ws: Path, ro: Path | None) -> list[str]:
     return out
 
 
+#: ``devkit cost`` of the workspace's ``copy`` kernel on a valid argument, and ``devkit tune`` of xuv_fused on
+#: a small shape: the cases below add the one bad option to these.
+COST_COPY = ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]"]
+TUNE_SMALL = ["tune", "xuv_fused", "--shape", "1,256,128,512"]
+
 # (case id, argv, exit status, substrings the one-line message must contain)
 USAGE_CASES = [
     # ---- the cases of the issue ----
-    (
-        "cost-too-many-args",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--arg", "float32[128,512]"],
-        ["copy(a)", "2 --arg"],
-    ),
+    ("cost-too-many-args", [*COST_COPY, "--arg", "float32[128,512]"], ["copy(a)", "2 --arg"]),
     ("cost-no-args", ["cost", "{ws}/k.py:copy"], ["copy(a)", "'a'"]),
-    (
-        "cost-unknown-kwarg",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--kwarg", "tile=4"],
-        ["--kwarg tile", "'tile'"],
-    ),
-    (
-        "cost-grid-abc",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--grid", "abc"],
-        ["--grid", "abc"],
-    ),
+    ("cost-unknown-kwarg", [*COST_COPY, "--kwarg", "tile=4"], ["--kwarg tile", "'tile'"]),
+    ("cost-grid-abc", [*COST_COPY, "--grid", "abc"], ["--grid", "abc"]),
     (
         "cost-kit-kernel-shape-mismatch",
         [
@@ -180,12 +173,12 @@ USAGE_CASES = [
     ("run-out-is-a-file", ["run", "--out", "{ws}/a_file"], ["--out", "a_file", "file"]),
     (
         "tune-tuning-file-readonly",
-        ["tune", "xuv_fused", "--shape", "1,256,128,512", "--tuning-file", "{ro}/tuning.json"],
+        [*TUNE_SMALL, "--tuning-file", "{ro}/tuning.json"],
         ["--tuning-file", "tuning.json"],
     ),
     (
         "tune-tuning-file-corrupt",
-        ["tune", "xuv_fused", "--shape", "1,256,128,512", "--tuning-file", "{ws}/corrupt_tuning.json"],
+        [*TUNE_SMALL, "--tuning-file", "{ws}/corrupt_tuning.json"],
         ["--tuning-file", "corrupt_tuning.json", "tuning table"],
     ),
     ("promote-out-dir-readonly", ["promote", "xuv_fused", "--out-dir", "{ro}/hw"], ["--out-dir", "/ro/hw"]),
@@ -212,22 +205,14 @@ USAGE_CASES = [
         ["hw", "report", "--results", "/nonexistent/results"],
         ["--results", "/nonexistent/results"],
     ),
-    (
-        "cost-timeline-without-json",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--timeline"],
-        ["--timeline", "--json"],
-    ),
+    ("cost-timeline-without-json", [*COST_COPY, "--timeline"], ["--timeline", "--json"]),
     (
         "e2e-context-beyond-model",
         ["e2e", "--model", "Llama-3.2-1B", "--context", "10000000"],
         ["--context", "10000000", "131,072"],
     ),
     # ---- 30+ more ----
-    (
-        "cost-unknown-target",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--target", "tpu"],
-        ["--target", "tpu", "trn1"],
-    ),
+    ("cost-unknown-target", [*COST_COPY, "--target", "tpu"], ["--target", "tpu", "trn1"]),
     (
         "cost-zero-dimension",
         ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[0,512]"],
@@ -239,29 +224,13 @@ USAGE_CASES = [
         ["cost", "{ws}/k.py:copy", "--arg", "bfloat16(128,512)"],
         ["--arg", "bfloat16(128,512)", "DTYPE[D0"],
     ),
-    (
-        "cost-kwarg-without-value",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--kwarg", "tile"],
-        ["--kwarg", "tile", "NAME=VALUE"],
-    ),
-    (
-        "cost-kwarg-bad-name",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--kwarg", "1x=3"],
-        ["--kwarg", "1x"],
-    ),
+    ("cost-kwarg-without-value", [*COST_COPY, "--kwarg", "tile"], ["--kwarg", "tile", "NAME=VALUE"]),
+    ("cost-kwarg-bad-name", [*COST_COPY, "--kwarg", "1x=3"], ["--kwarg", "1x"]),
     ("cost-no-colon", ["cost", "{ws}/k.py", "--arg", "bfloat16[128,512]"], ["k.py", "FILE.py:KERNEL"]),
     ("cost-missing-file", ["cost", "{ws}/nope.py:copy", "--arg", "bfloat16[128,512]"], ["nope.py"]),
     ("cost-missing-kernel", ["cost", "{ws}/k.py:cpy", "--arg", "bfloat16[128,512]"], ["'cpy'", "copy"]),
-    (
-        "cost-grid-zero",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--grid", "0"],
-        ["--grid", "'0'"],
-    ),
-    (
-        "cost-grid-negative",
-        ["cost", "{ws}/k.py:copy", "--arg", "bfloat16[128,512]", "--grid", "2,-1"],
-        ["--grid", "2,-1"],
-    ),
+    ("cost-grid-zero", [*COST_COPY, "--grid", "0"], ["--grid", "'0'"]),
+    ("cost-grid-negative", [*COST_COPY, "--grid", "2,-1"], ["--grid", "2,-1"]),
     (
         "cost-kit-kernel-dtype-mismatch",
         [
@@ -283,22 +252,18 @@ USAGE_CASES = [
     ("simulate-m-without-module", ["simulate", "-m"], ["-m", "MODULE"]),
     ("tune-unknown-kernel", ["tune", "nope_kernel", "--shape", "1,2,3,4"], ["nope_kernel"]),
     ("tune-bad-shape", ["tune", "xuv_fused", "--shape", "1,2,3"], ["1,2,3"]),
-    ("tune-top-zero", ["tune", "xuv_fused", "--shape", "1,256,128,512", "--top", "0"], ["--top"]),
-    (
-        "tune-top-not-a-number",
-        ["tune", "xuv_fused", "--shape", "1,256,128,512", "--top", "x"],
-        ["--top", "'x'"],
-    ),
-    ("tune-unknown-target", ["tune", "xuv_fused", "--shape", "1,256,128,512", "--target", "tpu"], ["tpu"]),
-    ("tune-jobs-zero", ["tune", "xuv_fused", "--shape", "1,256,128,512", "--jobs", "0"], ["--jobs"]),
+    ("tune-top-zero", [*TUNE_SMALL, "--top", "0"], ["--top"]),
+    ("tune-top-not-a-number", [*TUNE_SMALL, "--top", "x"], ["--top", "'x'"]),
+    ("tune-unknown-target", [*TUNE_SMALL, "--target", "tpu"], ["tpu"]),
+    ("tune-jobs-zero", [*TUNE_SMALL, "--jobs", "0"], ["--jobs"]),
     (
         "tune-tuning-file-old-schema",
-        ["tune", "xuv_fused", "--shape", "1,256,128,512", "--tuning-file", "{ws}/old_schema_tuning.json"],
+        [*TUNE_SMALL, "--tuning-file", "{ws}/old_schema_tuning.json"],
         ["--tuning-file", "schema 7"],
     ),
     (
         "tune-tuning-file-is-a-dir",
-        ["tune", "xuv_fused", "--shape", "1,256,128,512", "--tuning-file", "{ws}/empty_dir"],
+        [*TUNE_SMALL, "--tuning-file", "{ws}/empty_dir"],
         ["--tuning-file", "empty_dir", "directory"],
     ),
     ("run-unknown-target", ["run", "--target", "tpu"], ["--target", "tpu", "unknown target"]),

@@ -128,21 +128,28 @@ def test_dma_copy_scatter_add_with_duplicates(rows, cols, n, seed):
     assert_exact(k(base, v, idx), want)
 
 
-def test_dma_copy_scatter_add_doc_example():
-    inp = rand(rng_of(1), (64, 32), F32)
+def _scatter_rows(rows: int, stride: int, **dma_kwargs):
+    """Kernel: row i of ``vals`` goes to row ``stride * i`` of a zeroed ``rows``-row fp32 tensor, through one
+    indirect ``nisa.dma_copy`` (iota row indices) with ``dma_kwargs``."""
 
     @nki.jit
-    def k(a):
-        out = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    def k(vals):
+        n, f = vals.shape
+        out = nl.ndarray((rows, f), dtype=nl.float32, buffer=nl.shared_hbm)
         nl.store(out, value=0.0)
-        idx = nisa.iota(2 * nl.arange(64)[:, None], dtype=nl.int32)
-        iy = nl.arange(32)[None, :]
-        nisa.dma_copy(dst=out[idx, iy], src=nl.load(a), dst_rmw_op=np.add)
+        idx = nisa.iota(stride * nl.arange(n)[:, None], dtype=nl.int32)
+        iy = nl.arange(f)[None, :]
+        nisa.dma_copy(dst=out[idx, iy], src=nl.load(vals), **dma_kwargs)
         return out
 
+    return k
+
+
+def test_dma_copy_scatter_add_doc_example():
+    inp = rand(rng_of(1), (64, 32), F32)
     want = np.zeros((128, 32), np.float32)
     want[::2] += inp
-    assert_exact(k(inp), want)
+    assert_exact(_scatter_rows(128, 2, dst_rmw_op=np.add)(inp), want)
 
 
 @pytest.mark.parametrize("stride", [2, 3, 5])
@@ -169,19 +176,9 @@ def test_dma_copy_oob_skip_leaves_rows_untouched(stride):
 
 def test_dma_copy_oob_skip_on_scatter_destination():
     v = rand(rng_of(3), (8, 4), F32)
-
-    @nki.jit
-    def k(vals):
-        out = nl.ndarray((10, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, value=0.0)
-        idx = nisa.iota(3 * nl.arange(8)[:, None], dtype=nl.int32)
-        iy = nl.arange(4)[None, :]
-        nisa.dma_copy(dst=out[idx, iy], src=nl.load(vals), oob_mode=oob_mode.skip)
-        return out
-
     want = np.zeros((10, 4), np.float32)
-    want[[0, 3, 6, 9]] = v[:4]
-    assert_exact(k(v), want)
+    want[[0, 3, 6, 9]] = v[:4]  # rows 12, 15, 18, 21 are past the 10-row destination: skipped
+    assert_exact(_scatter_rows(10, 3, oob_mode=oob_mode.skip)(v), want)
 
 
 def test_dma_copy_oob_error_mode_raises():

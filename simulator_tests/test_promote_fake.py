@@ -56,8 +56,12 @@ def _pytest(path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_generated_module_is_valid_and_pins_the_prediction(generated):
     source = generated.read_text()
     ast.parse(source)
-    assert "nki.baremetal(run.kernel)" in source
-    assert "nki.benchmark(warmup=WARMUP, iters=ITERS)" in source
+    assert "hw.run_numerics(nki, kernel_registry, hw_context, results_store, case, seed=SEED)" in source
+    assert (
+        "warmup=WARMUP," in source
+        and "iters=ITERS," in source
+        and "threshold=regression_threshold," in source
+    )
     assert "WARMUP = 1" in source and "ITERS = 5" in source
     assert max(len(line) for line in source.splitlines()) <= 110
     namespace: dict = {}

@@ -105,26 +105,9 @@ def test_partition_limit_on_load():
 
 
 @nki.jit
-def stationary_free_129(s, m):
-    out = nl.ndarray((129, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-    ts, tm = nl.load(s), nl.load(m)
-    res = nisa.nc_matmul(ts, tm)  # <- blame
-    nl.store(out, value=res)
-    return out
-
-
-@nki.jit
-def moving_free_513(s, m):
-    out = nl.ndarray((64, 513), dtype=nl.float32, buffer=nl.shared_hbm)
-    ts, tm = nl.load(s), nl.load(m)
-    res = nisa.nc_matmul(ts, tm)  # <- blame
-    nl.store(out, value=res)
-    return out
-
-
-@nki.jit
-def contraction_mismatch(s, m):
-    out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+def nc_matmul_of(s, m):
+    """nisa.nc_matmul of two loaded operands: their shapes and dtypes decide which rule it breaks."""
+    out = nl.ndarray((s.shape[1], m.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     ts, tm = nl.load(s), nl.load(m)
     res = nisa.nc_matmul(ts, tm)  # <- blame
     nl.store(out, value=res)
@@ -151,17 +134,9 @@ def moving_in_psum(s, m):
 
 
 @nki.jit
-def nl_matmul_x_too_wide(x, y):
-    out = nl.ndarray((129, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-    tx, ty = nl.load(x), nl.load(y)
-    res = nl.matmul(tx, ty, transpose_x=True)  # <- blame
-    nl.store(out, value=res)
-    return out
-
-
-@nki.jit
-def nl_matmul_y_too_wide(x, y):
-    out = nl.ndarray((64, 600), dtype=nl.float32, buffer=nl.shared_hbm)
+def nl_matmul_of(x, y):
+    """nl.matmul(x, y, transpose_x=True) of two loaded operands: their shapes decide which rule it breaks."""
+    out = nl.ndarray((x.shape[1], y.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
     tx, ty = nl.load(x), nl.load(y)
     res = nl.matmul(tx, ty, transpose_x=True)  # <- blame
     nl.store(out, value=res)
@@ -178,42 +153,34 @@ def matmul_into_sbuf(s, m):
     return out
 
 
-@nki.jit
-def matmul_int_operands(s, m):
-    out = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.shared_hbm)
-    ts, tm = nl.load(s), nl.load(m)
-    res = nisa.nc_matmul(ts, tm)  # <- blame
-    nl.store(out, value=res)
-    return out
-
-
 def _bf(shape):
     return np.ones(shape, BF16)
 
 
-def test_matmul_stationary_free_size_limit():
-    _raises(TileShapeError, stationary_free_129, _bf((128, 129)), _bf((128, 64)))
-
-
-def test_matmul_moving_free_size_limit():
-    _raises(TileShapeError, moving_free_513, _bf((128, 64)), _bf((128, 513)))
-
-
-def test_matmul_contraction_mismatch():
-    _raises(TileShapeError, contraction_mismatch, _bf((64, 32)), _bf((128, 32)))
+@pytest.mark.parametrize(
+    "kernel, s_shape, m_shape, rule",
+    [
+        (nc_matmul_of, (128, 129), (128, 64), "matmul-stationary-size"),  # free size 129 > 128
+        (nc_matmul_of, (128, 64), (128, 513), "matmul-moving-size"),  # free size 513 > 512
+        (nc_matmul_of, (64, 32), (128, 32), "matmul-contraction"),  # 64 != 128 partitions
+        (nl_matmul_of, (64, 129), (64, 64), "matmul-stationary-size"),  # x free size 129 > 128
+        (nl_matmul_of, (128, 64), (128, 600), "matmul-moving-size"),  # y free size 600 > 512
+    ],
+    ids=[
+        "stationary-free-129",
+        "moving-free-513",
+        "contraction-mismatch",
+        "nl-matmul-x-129",
+        "nl-matmul-y-600",
+    ],
+)
+def test_matmul_operand_size_limits(kernel, s_shape, m_shape, rule):
+    assert _raises(TileShapeError, kernel, _bf(s_shape), _bf(m_shape)).rule == rule
 
 
 @pytest.mark.parametrize("kernel", [stationary_in_psum, moving_in_psum], ids=lambda k: k.__name__)
 def test_matmul_operands_must_be_in_sbuf(kernel):
     _raises(MemoryPlacementError, kernel, _bf((128, 64)), _bf((128, 64)))
-
-
-def test_nl_matmul_x_limit():
-    _raises(TileShapeError, nl_matmul_x_too_wide, _bf((64, 129)), _bf((64, 64)))
-
-
-def test_nl_matmul_y_limit():
-    _raises(TileShapeError, nl_matmul_y_too_wide, _bf((128, 64)), _bf((128, 600)))
 
 
 def test_matmul_assigned_to_sbuf_lowers_to_a_psum_write_and_a_copy():
@@ -233,7 +200,7 @@ def test_matmul_assigned_to_sbuf_lowers_to_a_psum_write_and_a_copy():
 
 
 def test_matmul_operand_dtypes():
-    _raises(DtypeError, matmul_int_operands, np.ones((128, 64), np.int32), np.ones((128, 64), np.int32))
+    _raises(DtypeError, nc_matmul_of, np.ones((128, 64), np.int32), np.ones((128, 64), np.int32))
 
 
 # ---- 3. PSUM tile <= 2 KiB per partition ------------------------------------------------------------
