@@ -5,6 +5,9 @@ Public API:
 - :func:`simulate` -- run a kernel on NumPy inputs in the strict NKI simulator, get NumPy outputs.
 - :func:`estimate` -- cost-model a kernel (arrays or ``nt.tensor[[shape], dtype]`` placeholders) and get a
   :class:`~devkit.cost.report.CostReport`.
+- :func:`declare_kernel` / :class:`KernelSpec` / :func:`register` -- declare a kernel (reference,
+  tolerances, shape space, config space, baselines) for ``devkit validate``/``tune``/``sweep``/``promote``/
+  ``run`` (:mod:`devkit.declare`).
 - :class:`KernelError` -- every fault the simulator finds in a kernel (``.filename``/``.lineno`` blame the
   kernel line).
 """
@@ -18,20 +21,32 @@ from devkit.errors import KernelError, SpillWarning, UnwrittenOutputWarning
 
 __version__ = "0.1.0"
 __all__ = [
+    "Baseline",
+    "Feasibility",
     "KernelError",
+    "KernelSpec",
     "SimOptions",
     "SpillWarning",
+    "Sweep",
     "UnwrittenOutputWarning",
     "__version__",
+    "declare_kernel",
     "estimate",
+    "register",
     "simulate",
 ]
+
+_DECLARE_NAMES = ("Baseline", "Feasibility", "KernelSpec", "Sweep", "declare_kernel", "register")
 
 #: The value-based correctness checks (rule codes) and the option that enables each in a numerics run.
 VALUE_CHECKS = {"uninitialized-read": "check_uninit", "affine-race": "check_races"}
 
 
 def __getattr__(name: str) -> Any:
+    if name in _DECLARE_NAMES:
+        from devkit import declare
+
+        return getattr(declare, name)
     if name == "SimOptions":
         from devkit.sim.options import SimOptions
 

@@ -8,7 +8,11 @@ directly.  The record schema of the results store is documented in :mod:`devkit.
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 from devkit.errors import HardwareUnavailableError
+from devkit.project import find as find_project
 from devkit.workflow.hw.fake import FakeNki, fake_nki
 from devkit.workflow.hw.harness import (
     Case,
@@ -21,6 +25,14 @@ from devkit.workflow.hw.harness import (
 from devkit.workflow.hw.host import HostContext, check_requirements, load_sdk, sdk_version
 from devkit.workflow.hw.store import ResultsStore
 
+
+def project_kernels(root: str | Path) -> Any:
+    """The kernels the project at ``root`` declares, plus the kit's (``get(ref)``, ``max_error``)."""
+    from devkit.workflow.catalog import ProjectKernels
+
+    return ProjectKernels(root)
+
+
 __all__ = [
     "Case",
     "FakeNki",
@@ -30,10 +42,12 @@ __all__ = [
     "check_numerics",
     "check_requirements",
     "fake_nki",
+    "find_project",
     "latency_percentiles",
     "latency_record",
     "load_sdk",
     "numerics_record",
     "prepare",
+    "project_kernels",
     "sdk_version",
 ]

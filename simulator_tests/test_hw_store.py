@@ -218,9 +218,9 @@ def test_fake_baremetal_returns_registry_reference_or_corrupts_it():
     spec = registry.get("matmul_tiled")
     inputs = spec.make_inputs({"K": 256, "M": 128, "N": 512}, "float32", seed=1)
     case = hw_harness.Case("matmul_tiled", {"K": 256, "M": 128, "N": 512}, "float32")
-    good = hw_fake.fake_nki(registry, "ok").baremetal(spec.kernel())(*inputs)
+    good = hw_fake.fake_nki(registry, "ok").baremetal(spec.kernel_object())(*inputs)
     assert hw_harness.check_numerics(registry, case, inputs, good).passed
-    bad = hw_fake.fake_nki(registry, "wrong").baremetal(spec.kernel())(*inputs)
+    bad = hw_fake.fake_nki(registry, "wrong").baremetal(spec.kernel_object())(*inputs)
     check = hw_harness.check_numerics(registry, case, inputs, bad)
     assert not check.passed and "EXCEEDS" in check.message
 

@@ -34,7 +34,7 @@ def check(name: str, shape: dict[str, int], dtype: str, seed: int = 0, **blocks:
     """Simulate registry kernel ``name`` and assert it matches its reference; returns the error."""
     spec = registry.get(name)
     inputs = spec.make_inputs(shape, dtype, seed)
-    out = devkit.simulate(spec.kernel(), *inputs, **blocks)
+    out = devkit.simulate(spec.kernel_object(), *inputs, **blocks)
     ref = spec.reference(*inputs)
     assert out.shape == ref.shape
     assert out.dtype == inputs[0].dtype, f"output dtype {out.dtype} != input dtype {inputs[0].dtype}"

@@ -33,7 +33,7 @@ def test_every_contract_kernel_is_registered_once() -> None:
 
 @pytest.mark.parametrize("spec", registry.all_specs(), ids=lambda s: s.name)
 def test_spec_is_self_consistent(spec: registry.KernelSpec) -> None:
-    func = spec.kernel().func
+    func = spec.kernel_object().func
     params = list(inspect.signature(func).parameters)
     shapes = spec.arg_shapes(spec.default_shape)
     assert params[: len(shapes)] == list(spec.arg_names)

@@ -112,18 +112,17 @@ def test_run_passes_prints_tables_and_writes_the_report(tiny, tmp_path, capsys):
 
 
 def test_run_fails_with_a_summary_when_a_validation_fails(tiny, tmp_path, capsys, monkeypatch):
-    from kernels import registry
+    from devkit.declare import KernelSpec
 
-    real = registry.validate
+    real = KernelSpec.check
 
     def broken(spec, *args, **kwargs):
         res = real(spec, *args, **kwargs)
-        name = spec if isinstance(spec, str) else spec.name
-        if name == "matmul_tiled":
+        if spec.name == "matmul_tiled":
             return type(res)(res.kernel, res.shape, res.dtype, 0.5, res.tolerance, False)
         return res
 
-    monkeypatch.setattr(registry, "validate", broken)
+    monkeypatch.setattr(KernelSpec, "check", broken)
     (tmp_path / "none").mkdir()  # an empty results store: no hardware data
     code = cli.main(["run", "--out", str(tmp_path), "--jobs", "1", "--results", str(tmp_path / "none")])
     out = capsys.readouterr().out

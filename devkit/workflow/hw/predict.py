@@ -70,7 +70,7 @@ def trace_of(
         if registry is None:
             from kernels import registry
         spec = registry.get(kernel)
-        obj = spec.kernel()
+        obj = spec.kernel_object()
         specs = list(spec.arg_specs(dict(args["shape"]), dtype or "bfloat16"))
         blocks = dict(args.get("blocks") or {})
     else:
@@ -83,7 +83,7 @@ def trace_of(
         else:
             if registry is None:
                 from kernels import registry
-            obj = registry.get(kernel).kernel()
+            obj = registry.get(kernel).kernel_object()
         specs = []
         for value in args.values():
             dt, dims = parse_arg_spec(str(value))
