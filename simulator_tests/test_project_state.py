@@ -59,5 +59,5 @@ def test_malformed_settings_are_named(tmp_path):
     with pytest.raises(project.ProjectError, match="kernels must be a list"):
         project.find(tmp_path)
     (tmp_path / "pyproject.toml").write_text("[tool.devkit\n")
-    with pytest.raises(project.ProjectError, match="not a readable pyproject.toml"):
+    with pytest.raises(project.ProjectError, match=r"not a readable pyproject\.toml"):
         project.find(tmp_path)

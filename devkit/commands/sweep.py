@@ -20,7 +20,7 @@ from devkit.commands._outputs import check_dir
 
 _EXAMPLES = """examples:
   devkit sweep xuv_fused                               # the declared sweep, with its baselines
-  devkit sweep my_kernels.py:add --x N --values 512,1024,2048,4096
+  devkit sweep my_kernels.py:scaled_add --x N --values 512,2048,8192
 """
 
 

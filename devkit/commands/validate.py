@@ -18,7 +18,7 @@ from devkit.commands import stdout_console
 from devkit.commands._errors import unknown_choice
 
 _EXAMPLES = """examples:
-  devkit validate my_kernels.py:add                  # 10 hypothesis examples
+  devkit validate my_kernels.py:scaled_add           # 10 hypothesis examples
   devkit validate xuv_fused --examples 25 --dtype bfloat16
 """
 
