@@ -134,3 +134,23 @@ def test_broken_kernel_file_shows_the_users_traceback(tmp_path, monkeypatch, cap
     assert cli.main(["validate", "broken.py:k"]) == 1
     err = capsys.readouterr().err
     assert "boom in user code" in err and "broken.py" in err
+
+
+def test_cost_takes_the_same_names(proj, capsys):
+    spec = catalog.get("scaled_add")
+    shape = {"R": 1024, "N": 4096}
+    for ref in ("scaled_add", f"{proj / 'my_kernels.py'}:scaled_add"):
+        assert cli.main(["cost", ref, "--shape", "R=1024,N=4096", "--dtype", "bfloat16", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["latency_us"] == pytest.approx(spec.estimate(shape, "bfloat16").latency_us)
+    assert cli.main(["cost", "scaled_add", "--dtype", "float16"]) == 2
+    assert "one of float32, bfloat16" in capsys.readouterr().err
+
+
+def test_calibration_traces_find_project_kernels(proj):
+    from devkit.workflow.hw import predict
+
+    trace = predict.trace_of(
+        "scaled_add", {"shape": {"R": 256, "N": 512}, "blocks": {"tile_n": 256}}, "float32", "trn1"
+    )
+    assert len(trace) > 0

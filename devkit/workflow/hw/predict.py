@@ -66,9 +66,12 @@ def trace_of(
     from devkit.trace import Trace
 
     blocks: dict[str, Any] = {}
+    if registry is None:
+        from devkit import project
+        from devkit.workflow.catalog import ProjectKernels
+
+        registry = ProjectKernels(project.find().root)  # declared names and FILE.py:KERNEL, like promote
     if "shape" in args:
-        if registry is None:
-            from kernels import registry
         spec = registry.get(kernel)
         obj = spec.kernel_object()
         specs = list(spec.arg_specs(dict(args["shape"]), dtype or "bfloat16"))
@@ -81,8 +84,6 @@ def trace_of(
 
             obj = load_kernel(kernel)
         else:
-            if registry is None:
-                from kernels import registry
             obj = registry.get(kernel).kernel_object()
         specs = []
         for value in args.values():
