@@ -115,3 +115,16 @@ def test_unknown_names_say_how_to_name_a_kernel(tmp_path):
         catalog.get(f"{plain}:helper")
     with pytest.raises(catalog.KernelRefError, match="no such file"):
         catalog.get(f"{tmp_path}/missing.py:k")
+
+
+def test_a_file_keeps_its_declarations_when_a_copy_redeclares_the_names(tmp_path, monkeypatch):
+    from devkit import project
+
+    monkeypatch.setattr(catalog, "_PROJECT_LOADED", {})
+    theirs = catalog.get(SCALED_ADD)
+    copy = tmp_path / "my_kernels.py"
+    copy.write_text((EXAMPLE / "my_kernels.py").read_text())
+    ours = catalog.get(f"{copy}:scaled_add")  # same module name, same kernel names, another file
+    assert ours is not theirs and catalog.get(f"{copy}:scaled_add") is ours
+    names = [s.name for s in catalog.project_specs(project.find(EXAMPLE))]
+    assert names == ["scaled_add", "scaled_add_narrow"]

@@ -40,13 +40,11 @@ def kit_specs() -> list[declare.KernelSpec]:
 
 def _load_file(path: Path) -> dict[str, declare.KernelSpec]:
     """Import ``path`` and return the specs it declared (by name)."""
-    before = declare.declared()
     module = load_module(str(path))
-    found = {n: s for n, s in declare.declared().items() if before.get(n) is not s}
-    for value in vars(module).values():
-        spec = declare.spec_of(value) if not isinstance(value, type) else None
-        if spec is not None and spec.name not in found and declare.declared().get(spec.name) is spec:
-            found[spec.name] = spec
+    found = dict(getattr(module, "__devkit_declared__", {}))
+    for value in vars(module).values():  # spec variables declared without register()
+        if isinstance(value, declare.KernelSpec) and value.name not in found:
+            found[value.name] = value
     for n, s in found.items():
         _REF_OF[id(s)] = f"{path}:{n}"
     return found

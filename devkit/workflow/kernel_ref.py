@@ -66,10 +66,15 @@ def load_module(path: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    from devkit import declare
+
+    before = declare.declared()
     try:
         spec.loader.exec_module(module)
     finally:
         sys.path.pop(0)
+    # the kernels this file declared (devkit.declare), by name: how FILE.py:KERNEL finds them
+    module.__devkit_declared__ = {n: s for n, s in declare.declared().items() if before.get(n) is not s}
     _MODULES[key] = module
     return module
 
