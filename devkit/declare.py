@@ -1,7 +1,7 @@
 """Declare a kernel: one object with everything the workflow needs to run, check, tune and sweep it.
 
 This is the public way to bring a kernel into ``devkit validate``, ``tune``, ``sweep``, ``promote`` and
-``run``; the kit's own NeuronMM kernels are declared with it too (``kernels/registry.py``).  Two spellings,
+``run``; the kit's own NeuronMM kernels are declared with it too (``devkit/kernels/registry.py``).  Two spellings,
 same result:
 
 * the decorator, on the kernel itself::

@@ -17,7 +17,7 @@ SCALED_ADD = f"{EXAMPLE / 'my_kernels.py'}:scaled_add"
 
 
 def test_the_kit_kernels_are_public_declarations():
-    from kernels import registry
+    from devkit.kernels import registry
 
     table = declare.declared()
     assert registry.names()  # ten kernels

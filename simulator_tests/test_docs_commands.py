@@ -70,8 +70,8 @@ EXAMPLE_PROJECT = ROOT / "docs" / "examples" / "your-kernel"
 @functools.lru_cache(maxsize=1)
 def _declared_names() -> list[str]:
     from devkit import project
+    from devkit.kernels import registry
     from devkit.workflow import catalog
-    from kernels import registry
 
     return registry.names() + [s.name for s in catalog.project_specs(project.find(EXAMPLE_PROJECT))]
 

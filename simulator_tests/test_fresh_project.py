@@ -39,9 +39,7 @@ def wheel(tmp_path_factory) -> Path:
     src = work / "src"
     src.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for name in ("devkit", "kernels"):
-        if (REPO / name).is_dir():
-            shutil.copytree(REPO / name, src / name, ignore=ignore)
+    shutil.copytree(REPO / "devkit", src / "devkit", ignore=ignore)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
     proc = subprocess.run(
@@ -112,6 +110,7 @@ def test_fresh_project_runs_the_whole_workflow(fresh_venv, tmp_path):
     where = _run([py, "-c", "import devkit; print(devkit.__file__)"], proj, env).stdout.strip()
     assert where.startswith(str(fresh_venv)) and "site-packages" in where  # the installed wheel, not the repo
     site_pkgs = Path(where).parent.parent
+    assert not (site_pkgs / "kernels").exists()  # the kit's kernels live in devkit.kernels: no collision
     installed = _snapshot(site_pkgs)  # the package is read-only to the kit
     outside = _snapshot(tmp_path)
 

@@ -213,7 +213,7 @@ def test_fake_benchmark_reports_percentiles_like_the_sdk():
 
 
 def test_fake_baremetal_returns_registry_reference_or_corrupts_it():
-    from kernels import registry
+    from devkit.kernels import registry
 
     spec = registry.get("matmul_tiled")
     inputs = spec.make_inputs({"K": 256, "M": 128, "N": 512}, "float32", seed=1)
@@ -226,7 +226,7 @@ def test_fake_baremetal_returns_registry_reference_or_corrupts_it():
 
 
 def test_check_numerics_rejects_wrong_shape_and_dtype():
-    from kernels import registry
+    from devkit.kernels import registry
 
     case = hw_harness.Case("matmul_tiled", {"K": 128, "M": 128, "N": 512}, "float32")
     inputs = registry.get("matmul_tiled").make_inputs(dict(case.shape), "float32")

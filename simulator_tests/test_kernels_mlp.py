@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
+from devkit.kernels import plans, registry
+from devkit.kernels.mlp import dense_mlp, svd_mlp
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
-from kernels import plans, registry
-from kernels.mlp import dense_mlp, svd_mlp
 
 DTYPES = st.sampled_from(["bfloat16", "float32"])
 

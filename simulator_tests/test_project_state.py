@@ -13,7 +13,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def proj(tmp_path, monkeypatch):
-    (tmp_path / "pyproject.toml").write_text('[tool.devkit]\ncache = "state/cache"\nresults = "state/results"\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.devkit]\ncache = "state/cache"\nresults = "state/results"\n'
+    )
     (tmp_path / "src").mkdir()
     monkeypatch.chdir(tmp_path / "src")
     monkeypatch.delenv("DEVKIT_CACHE_DIR", raising=False)
@@ -49,7 +51,7 @@ def test_devkit_project_names_the_root(tmp_path, monkeypatch):
 def test_the_kit_checkout_keeps_its_table_in_the_package(monkeypatch):
     monkeypatch.chdir(REPO / "simulator_tests")
     monkeypatch.delenv("DEVKIT_PROJECT", raising=False)
-    from kernels import tuning
+    from devkit.kernels import tuning
 
     assert project.state_path("tuning") == Path(tuning.TUNING_FILE).resolve()
 

@@ -8,11 +8,11 @@ import neuronxcc.nki.typing as nt
 import pytest
 
 import devkit
+from devkit.kernels import registry
+from devkit.kernels.tutorial import tiled_matmul
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
-from kernels import registry
-from kernels.tutorial import tiled_matmul
 
 NO_REPLAY = SimOptions(numerics=False, replay_loops=False)
 

@@ -14,7 +14,7 @@ from devkit import cli, project
 from devkit.workflow import catalog
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "your-kernel"
-REPO_TUNING = Path(__file__).resolve().parents[1] / "kernels" / "tuning.json"
+REPO_TUNING = Path(__file__).resolve().parents[1] / "devkit" / "kernels" / "tuning.json"
 
 
 @pytest.fixture

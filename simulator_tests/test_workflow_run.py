@@ -37,7 +37,7 @@ def _tiny_plan(*, quick: bool, target: str = "trn1", **_: object) -> list[Task]:
 
 
 def test_plan_covers_every_kernel_and_dtype_and_the_paper_sweep():
-    from kernels import registry
+    from devkit.kernels import registry
 
     for quick in (True, False):
         tasks = main_job.plan(quick=quick)

@@ -102,8 +102,8 @@ def input_error_types() -> tuple[type[BaseException], ...]:
     ]
     # the kit's kernels reject shapes and blocks they cannot run with BlockError; the target loader
     # rejects unknown targets with TargetError
+    from devkit.kernels.plans import BlockError
     from devkit.targets import TargetError
-    from kernels.plans import BlockError
 
     types += [BlockError, TargetError]
     return tuple(types)

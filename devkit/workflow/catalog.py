@@ -4,7 +4,7 @@
   the real SDK is absent) and ``KERNEL`` is a :class:`devkit.KernelSpec` variable, a kernel declared with
   :func:`devkit.declare_kernel`, or the name of a kernel declared in that file;
 * ``NAME``: a kernel declared in one of the project's ``[tool.devkit] kernels`` files, else one of the kit's
-  NeuronMM kernels (:mod:`kernels.registry`).
+  NeuronMM kernels (:mod:`devkit.kernels.registry`).
 
 A spec found by file is addressed by its absolute ``FILE.py:KERNEL`` reference (:func:`ref_of`), which
 worker processes resolve again; the kit's and the project's kernels are addressed by name.
@@ -33,7 +33,7 @@ def is_file_ref(ref: str) -> bool:
 
 
 def kit_specs() -> list[declare.KernelSpec]:
-    from kernels import registry
+    from devkit.kernels import registry
 
     return registry.all_specs()
 
@@ -96,7 +96,7 @@ def get(ref: str) -> declare.KernelSpec:
     for spec in project_specs():
         if spec.name == ref:
             return spec
-    from kernels import registry
+    from devkit.kernels import registry
 
     if ref in registry.names():
         return registry.get(ref)

@@ -266,11 +266,11 @@ class KernelMlpCost:
     name = "kernels"
 
     def __init__(self) -> None:
-        self.version = _sources_version(["kernels", "devkit/sim", "devkit/cost", "devkit/nki"])
+        self.version = _sources_version(["devkit/kernels", "devkit/sim", "devkit/cost", "devkit/nki"])
 
     @staticmethod
     def _latency(kernel: str, shape: dict[str, int], dtype: str, target: str) -> float:
-        from kernels import registry
+        from devkit.kernels import registry
 
         return float(registry.get(kernel).estimate(shape, dtype, target).latency_us)
 

@@ -1,9 +1,9 @@
 """Tuner hooks of the NeuronMM kernels: closed-form data movement of a block choice, and the block choice
-as the kernel clamps it to a shape (declared as ``movement`` / ``canonical`` in :mod:`kernels.registry`).
+as the kernel clamps it to a shape (declared as ``movement`` / ``canonical`` in :mod:`devkit.kernels.registry`).
 
 ``movement(name)(shape, blocks, dtype, target)`` gives the FLOPs and HBM bytes of one call (a
 :class:`devkit.cost.closed_form.Movement`, bytes and FLOPs); ``canonical(name)(shape, blocks)`` gives the
-blocks with the clamps of :mod:`kernels.plans` applied (token blocks to S, ``block_m`` to M, chunks to the
+blocks with the clamps of :mod:`devkit.kernels.plans` applied (token blocks to S, ``block_m`` to M, chunks to the
 128-row tiles of their contraction), so two candidates with equal canonical blocks are one configuration.
 """
 

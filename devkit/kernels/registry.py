@@ -4,12 +4,12 @@ Each declaration says where the kernel lives, its shape parameters and default v
 argument shapes, its NumPy reference, tolerances per dtype, its block parameters with candidate values,
 its default blocks for a shape (the tuning table, shrunk to fit) and its feasibility rule (SBUF bytes per
 partition against the target's usable capacity, PSUM banks, tile limits).  The feasibility rule is the
-same function the kernel runs in its prologue (:mod:`kernels.plans`), so a block set declared feasible
+same function the kernel runs in its prologue (:mod:`devkit.kernels.plans`), so a block set declared feasible
 is one the kernel accepts.  A user's own kernels are declared the same way (docs/your-kernel.md).
 
 Quick use::
 
-    from kernels import registry
+    from devkit.kernels import registry
     spec = registry.get("xuv_fused")
     out = spec.run(spec.default_shape, "bfloat16", seed=0)          # simulate on random inputs
     res = registry.validate(spec)                                     # compare with the reference
@@ -40,7 +40,7 @@ from devkit.declare import (
     register,
 )
 from devkit.dtype_names import itemsize
-from kernels import closed_form, plans, tuning
+from devkit.kernels import closed_form, plans, tuning
 
 __all__ = [
     "DTYPES",
@@ -340,7 +340,7 @@ for _name, _doc in (
 ):
     _declare(
         _name,
-        "kernels.matmul",
+        "devkit.kernels.matmul",
         description=_doc,
         default_shape=_MM_SHAPE,
         arg_shapes=_mm_shapes,
@@ -353,7 +353,7 @@ for _name, _doc in (
 
 _declare(
     "matmul_optimized",
-    "kernels.matmul",
+    "devkit.kernels.matmul",
     description="dense lhsT.T @ rhs: resident lhsT panel, streamed rhs, full-K PSUM accumulation",
     default_shape=_ro({"K": 2048, "M": 256, "N": 8192}),
     arg_shapes=_mm_shapes,
@@ -371,7 +371,7 @@ _declare(
 
 _declare(
     "xuv_fused",
-    "kernels.neuronmm",
+    "devkit.kernels.neuronmm",
     description="fused x @ u @ v -> [S, N] with the (XU)^T strip cached in SBUF",
     default_shape=_XUV_SHAPE,
     arg_shapes=_xuv_shapes,
@@ -388,7 +388,7 @@ _declare(
 
 _declare(
     "xuv_fused_t",
-    "kernels.neuronmm",
+    "devkit.kernels.neuronmm",
     description="fused (x @ u @ v)^T -> [N, S] (implicit transposition of the output)",
     default_shape=_XUV_SHAPE,
     arg_shapes=_xuv_shapes,
@@ -405,7 +405,7 @@ _declare(
 
 _declare(
     "xtuv_fused",
-    "kernels.neuronmm",
+    "devkit.kernels.neuronmm",
     description="fused xT.T @ u @ v -> [S, N] for an input laid out [H, S] (no transposes)",
     default_shape=_XTUV_SHAPE,
     arg_shapes=_xtuv_shapes,
@@ -420,7 +420,7 @@ _declare(
 
 _declare(
     "xuv_sequential",
-    "kernels.neuronmm",
+    "devkit.kernels.neuronmm",
     description="NKI XUV baseline: two matmul_optimized passes, intermediates and transposes through HBM",
     default_shape=_XUV_SHAPE,
     arg_shapes=_xuv_shapes,
@@ -432,7 +432,7 @@ _declare(
 
 _declare(
     "svd_mlp",
-    "kernels.mlp",
+    "devkit.kernels.mlp",
     description="fused SVD SwiGLU MLP: gate/up writes act^T [I, S], down consumes it without a transpose",
     default_shape=_MLP_SHAPE,
     arg_shapes=_mlp_shapes,
@@ -449,7 +449,7 @@ _declare(
 
 _declare(
     "dense_mlp",
-    "kernels.mlp",
+    "devkit.kernels.mlp",
     description="uncompressed SwiGLU MLP baseline (act^T through HBM, matmul_optimized down projection)",
     default_shape=_ro({"S": 256, "H": 2048, "I": 8192}),
     arg_shapes=_dense_mlp_shapes,
