@@ -63,3 +63,18 @@ def test_malformed_settings_are_named(tmp_path):
     (tmp_path / "pyproject.toml").write_text("[tool.devkit\n")
     with pytest.raises(project.ProjectError, match=r"not a readable pyproject\.toml"):
         project.find(tmp_path)
+
+
+def test_the_repo_hw_tests_conftest_is_the_promoted_template():
+    template = REPO / "devkit" / "templates" / "hw_conftest.py"
+    assert (REPO / "hw_tests" / "conftest.py").read_text() == template.read_text()
+
+
+def test_promoted_conftest_finds_the_project_above_it(tmp_path, monkeypatch):
+    from devkit import hw
+
+    monkeypatch.delenv("DEVKIT_PROJECT", raising=False)
+    (tmp_path / "hw_tests").mkdir()
+    assert hw.find_project(tmp_path / "hw_tests" / "..").root == tmp_path  # no table: the parent
+    (tmp_path / "pyproject.toml").write_text('[tool.devkit]\nresults = "out/results"\n')
+    assert hw.find_project(tmp_path).path("results") == tmp_path / "out" / "results"

@@ -23,8 +23,9 @@ import pytest
 
 from devkit import hw
 
-#: The project this directory belongs to (``[tool.devkit]`` in its pyproject.toml) and its results store.
-PROJECT = hw.find_project(Path(__file__).resolve().parent)
+#: The project this directory belongs to (the nearest ``[tool.devkit]`` pyproject.toml above it, else the
+#: directory holding this one) and its results store.
+PROJECT = hw.find_project(Path(__file__).resolve().parent.parent)
 RESULTS_DIR = PROJECT.path("results")
 _FAKE_MODES = ("ok", "wrong", "slow")
 
