@@ -50,7 +50,7 @@ def wheel(tmp_path_factory) -> Path:
     )
     if proc.returncode != 0:
         pytest.skip(
-            f"cannot build the wheel here (no setuptools from the index or pip's cache): {proc.stderr}"
+            f"cannot build the wheel here (setuptools comes from the index or pip's cache): {proc.stderr}"
         )
     (whl,) = (work / "dist").glob("neuronmm_devkit-*.whl")
     return whl
