@@ -6,9 +6,9 @@ scope) and with the two optional checks off (``SimOptions(check_uninit=False, ch
 -- and reports the best CPU time of each and the overhead ``checked / unchecked - 1``.
 
 The kernels follow the AWS NKI matmul tutorial (tiled, the project's one copy in
-:mod:`kernels.tutorial`; hoisted loads, blocked free dimensions and fully optimized with SBUF
+:mod:`devkit.kernels.tutorial`; hoisted loads, blocked free dimensions and fully optimized with SBUF
 accumulation, written here), so the figure does not move when the project's kernels change.
-``--project`` also times ``kernels.matmul`` when it is importable.
+``--project`` also times ``devkit.kernels.matmul`` when it is importable.
 
 Usage::
 
@@ -37,8 +37,8 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 import devkit
+from devkit.kernels.tutorial import tiled_matmul as mm_tiled
 from devkit.sim.options import SimOptions
-from kernels.tutorial import tiled_matmul as mm_tiled
 
 GOAL = 0.30
 TILE_K, TILE_M, TILE_N = 128, 128, 512
@@ -136,7 +136,7 @@ def cases(size: int, project: bool) -> list[tuple[str, Any, tuple]]:
     ]
     if project:
         try:
-            from kernels import matmul as km
+            from devkit.kernels import matmul as km
         except Exception as e:
             print(f"(kernels.matmul not importable: {e})")
         else:

@@ -42,8 +42,8 @@ def main() -> None:
 
     import devkit
     from devkit import compat
-    from kernels import registry
-    from kernels.tutorial import tiled_matmul as kernel
+    from devkit.kernels import registry
+    from devkit.kernels.tutorial import tiled_matmul as kernel
 
     compat.install()  # already bound by importing kernels; explicit for the two imports below
     import neuronxcc.nki.language as nl

@@ -1,6 +1,6 @@
 """Modelled cost comparison of NeuronMM against its baselines (trn1 by default).
 
-Runs :mod:`kernels.compare` cases in cost-only mode (``nt.tensor`` placeholders) and prints markdown
+Runs :mod:`devkit.kernels.compare` cases in cost-only mode (``nt.tensor`` placeholders) and prints markdown
 tables; ``--json`` writes every row.  Paper-scale cases take minutes each (the simulator walks every
 instruction), so cases run in a process pool (``--workers``).
 
@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from kernels import compare
+from devkit.kernels import compare
 
 
 def _paper(args: tuple[str, int, str]) -> dict[str, Any]:

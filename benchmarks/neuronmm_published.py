@@ -50,7 +50,7 @@ def main() -> None:
         import three_mm  # the published kernels
 
         import devkit
-        from kernels import registry
+        from devkit.kernels import registry
 
         s, h, r, n = args.tokens, 8192, 4096, 16384
         bf = nl.bfloat16

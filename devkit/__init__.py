@@ -5,6 +5,9 @@ Public API:
 - :func:`simulate` -- run a kernel on NumPy inputs in the strict NKI simulator, get NumPy outputs.
 - :func:`estimate` -- cost-model a kernel (arrays or ``nt.tensor[[shape], dtype]`` placeholders) and get a
   :class:`~devkit.cost.report.CostReport`.
+- :func:`declare_kernel` / :class:`KernelSpec` / :func:`register` -- declare a kernel (reference,
+  tolerances, shape space, config space, baselines) for ``devkit validate``/``tune``/``sweep``/``promote``/
+  ``run`` (:mod:`devkit.declare`).
 - :class:`KernelError` -- every fault the simulator finds in a kernel (``.filename``/``.lineno`` blame the
   kernel line).
 """
@@ -19,18 +22,30 @@ from devkit.sim.options import VALUE_CHECKS
 
 __version__ = "0.1.0"
 __all__ = [
+    "Baseline",
+    "Feasibility",
     "KernelError",
+    "KernelSpec",
     "PlacementNote",
     "SimOptions",
     "SpillWarning",
+    "Sweep",
     "UnwrittenOutputWarning",
     "__version__",
+    "declare_kernel",
     "estimate",
+    "register",
     "simulate",
 ]
 
+_DECLARE_NAMES = ("Baseline", "Feasibility", "KernelSpec", "Sweep", "declare_kernel", "register")
+
 
 def __getattr__(name: str) -> Any:
+    if name in _DECLARE_NAMES:
+        from devkit import declare
+
+        return getattr(declare, name)
     if name == "SimOptions":
         from devkit.sim.options import SimOptions
 

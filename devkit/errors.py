@@ -3,7 +3,8 @@
 Every fault the simulator detects in a kernel raises an instance of :class:`KernelError` (a subclass
 per kind).  The message names the rule broken, the values involved and ``file:line``; the
 ``.filename`` / ``.lineno`` attributes point at the kernel statement that performed the illegal
-operation (the innermost stack frame outside the ``devkit`` package).  Errors in the devkit itself
+operation (the innermost stack frame outside the ``devkit`` package; the kit's own kernels in
+``devkit/kernels/`` are kernel code, not devkit code).  Errors in the devkit itself
 are ordinary Python exceptions and are never dressed up as kernel errors.
 """
 
@@ -14,6 +15,8 @@ import sys
 from types import FrameType
 
 _DEVKIT_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: The kit's NKI kernels: inside the package, but blamed like any kernel.
+_KERNELS_DIR = os.path.join(_DEVKIT_DIR, "kernels") + os.sep
 _internal_code: dict[object, bool] = {}
 
 
@@ -21,7 +24,7 @@ def _is_internal(frame: FrameType) -> bool:
     code = frame.f_code
     hit = _internal_code.get(code)
     if hit is None:
-        hit = code.co_filename.startswith(_DEVKIT_DIR)
+        hit = code.co_filename.startswith(_DEVKIT_DIR) and not code.co_filename.startswith(_KERNELS_DIR)
         _internal_code[code] = hit
     return hit
 

@@ -8,9 +8,11 @@ directly.  The record schema of the results store is documented in :mod:`devkit.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from devkit.errors import HardwareUnavailableError
+from devkit.project import find as find_project
 from devkit.workflow.hw import harness as _h
 from devkit.workflow.hw.fake import FakeNki, fake_nki
 from devkit.workflow.hw.harness import Case, LatencyJudgement, NumericsCheck
@@ -18,7 +20,8 @@ from devkit.workflow.hw.host import HostContext, check_requirements, load_sdk, s
 from devkit.workflow.hw.store import ResultsStore
 
 __all__ = ["Case", "FakeNki", "HardwareUnavailableError", "HostContext", "ResultsStore", "check_requirements"]
-__all__ += ["fake_nki", "load_sdk", "run_latency", "run_numerics", "sdk_version"]
+__all__ += ["fake_nki", "find_project", "load_sdk", "project_kernels", "run_latency", "run_numerics"]
+__all__ += ["sdk_version"]
 
 
 def run_numerics(
@@ -56,3 +59,10 @@ def run_latency(
     verdict = _h.judge_latency(store, ctx, case, measured, predicted, slack, threshold)
     store.append(_h.latency_record(ctx, case, measured, predicted, slack, warmup, iters, verdict))
     return verdict
+
+
+def project_kernels(root: str | Path) -> Any:
+    """The kernels the project at ``root`` declares, plus the kit's (``get(ref)``, ``max_error``)."""
+    from devkit.workflow.catalog import ProjectKernels
+
+    return ProjectKernels(root)

@@ -1,5 +1,8 @@
 """Hardware tests: run only where a Neuron device and the real ``neuronx-cc`` exist.
 
+Written by ``devkit promote`` (from ``devkit/templates/hw_conftest.py``) next to the tests it generates;
+edit freely, it is not overwritten.
+
 Without them every test is skipped with one reason (``pytest hw_tests -rs`` shows it once);
 ``--require-hardware`` turns that into an immediate failure naming what is missing.  These tests never
 fall back to the simulator: the ``nki`` fixture is the real ``neuronxcc.nki`` (checked not to be the
@@ -20,8 +23,10 @@ import pytest
 
 from devkit import hw
 
-#: The project's results store: next to this directory.
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+#: The project this directory belongs to (the nearest ``[tool.devkit]`` pyproject.toml above it, else the
+#: directory holding this one) and its results store.
+PROJECT = hw.find_project(Path(__file__).resolve().parent.parent)
+RESULTS_DIR = PROJECT.path("results")
 _FAKE_MODES = ("ok", "wrong", "slow")
 
 
@@ -132,12 +137,11 @@ def pytest_runtest_setup(item: Any) -> None:
 
 @pytest.fixture(scope="session")
 def kernel_registry(request: Any) -> Any:
-    """``kernels.registry``, imported only after the hardware check (the real SDK binds the kernels)."""
+    """The project's declared kernels (and the kit's), imported only after the hardware check (the real
+    SDK binds the kernels)."""
     if not _state(request.config)["fake"]:
-        hw.load_sdk()  # refuses the simulator before the kernels package can bind anything
-    from kernels import registry
-
-    return registry
+        hw.load_sdk()  # refuses the simulator before any kernel module can bind anything
+    return hw.project_kernels(PROJECT.root)
 
 
 @pytest.fixture(scope="session")

@@ -117,9 +117,9 @@ def test_run_report_renders_without_console_errors(
 
 def test_exported_trace_renders_without_console_errors(browser_tmp: Path) -> None:
     import devkit
+    from devkit.kernels import tutorial
     from devkit.nki.runner import TensorSpec
     from devkit.workflow import report
-    from kernels import tutorial
 
     trace_path = browser_tmp / "tiled.json"
     devkit.estimate(tutorial.tiled_matmul, TensorSpec((512, 256), "bfloat16"), TensorSpec((512, 1024), "bfloat16"),

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from devkit.cli import main
+from devkit.kernels import tutorial
 from devkit.workflow.hw import imports
-from kernels import tutorial
 
 TUTORIAL = os.path.abspath(tutorial.__file__)
 ARGS = {"lhsT": "bfloat16[256,256]", "rhs": "bfloat16[256,1024]"}

@@ -102,7 +102,7 @@ def ws(tmp_path_factory) -> Path:
     (d / "m.jsonl").write_text(
         json.dumps(
             {
-                "kernel": f"{ROOT}/kernels/matmul.py:matmul_optimized",
+                "kernel": f"{ROOT}/devkit/kernels/matmul.py:matmul_optimized",
                 "target": "trn1",
                 "measured_us": 10.0,
                 "args": {"lhsT": "bfloat16[512,256]", "rhs": "bfloat16[512,512]"},
@@ -159,7 +159,7 @@ USAGE_CASES = [
         "cost-kit-kernel-shape-mismatch",
         [
             "cost",
-            "{root}/kernels/matmul.py:matmul_optimized",
+            "{root}/devkit/kernels/matmul.py:matmul_optimized",
             "--arg",
             "bfloat16[1024,512]",
             "--arg",
@@ -235,7 +235,7 @@ USAGE_CASES = [
         "cost-kit-kernel-dtype-mismatch",
         [
             "cost",
-            "{root}/kernels/mlp.py:dense_mlp",
+            "{root}/devkit/kernels/mlp.py:dense_mlp",
             "--arg",
             "bfloat16[128,256]",
             "--arg",
@@ -350,7 +350,7 @@ USAGE_CASES = [
         "cost-kit-kernel-wrong-rank",
         [
             "cost",
-            "{root}/kernels/matmul.py:matmul_optimized",
+            "{root}/devkit/kernels/matmul.py:matmul_optimized",
             "--arg",
             "bfloat16[1024]",
             "--arg",
@@ -362,7 +362,7 @@ USAGE_CASES = [
         "cost-kit-kernel-3d-input",
         [
             "cost",
-            "{root}/kernels/neuronmm.py:xuv_fused",
+            "{root}/devkit/kernels/neuronmm.py:xuv_fused",
             "--arg",
             "bfloat16[1,128,256]",
             "--arg",

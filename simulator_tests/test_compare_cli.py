@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from devkit.cost.compare import CompareError, compare
-from kernels import tutorial
+from devkit.kernels import tutorial
 
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = os.path.abspath(tutorial.__file__)
@@ -79,7 +79,7 @@ def test_json_output_has_ratios(baseline: Path) -> None:
 
 
 def test_two_kernels_with_the_same_args(baseline: Path) -> None:
-    matmul = ROOT / "kernels" / "matmul.py"
+    matmul = ROOT / "devkit" / "kernels" / "matmul.py"
     proc = _devkit("compare", f"{TUTORIAL}:tiled_matmul", f"{matmul}:matmul_blocked", *ARGS, "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)

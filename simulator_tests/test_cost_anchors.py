@@ -2,7 +2,7 @@
 simulator and the cost model.
 
 The four kernels follow the structure of the tutorial's ``nki_matmul_tiled_`` (the project's one
-copy, :func:`kernels.tutorial.tiled_matmul`), ``nki_matmul_hoist_load_``,
+copy, :func:`devkit.kernels.tutorial.tiled_matmul`), ``nki_matmul_hoist_load_``,
 ``nki_matmul_block_free_dimension_`` and ``nki_matmul_fully_optimized_`` (the last three below;
 reference/nki_api.md section 5.3: tile sizes 128/128/512, block factors 2x2 and 16x2x8, loop orders).
 Measured on trn1, bf16 lhsT[8192, 4096] @ rhs[8192, 8192]: 51.80, 42.96, 22.07 and 6.97 ms (``[[anchors]]`` of
@@ -22,7 +22,7 @@ import pytest
 import devkit
 from devkit.cost.closed_form import blocked_matmul
 from devkit.cost.params import load_params
-from kernels.tutorial import tiled_matmul
+from devkit.kernels.tutorial import tiled_matmul
 
 
 @nki.jit

@@ -63,6 +63,18 @@ def _generated_cli_blocks() -> list[Block]:
 
 # ---- argument validity ------------------------------------------------------------------------------
 
+#: The runnable example project of docs/your-kernel.md; its declared names are valid in the docs too.
+EXAMPLE_PROJECT = ROOT / "docs" / "examples" / "your-kernel"
+
+
+@functools.lru_cache(maxsize=1)
+def _declared_names() -> list[str]:
+    from devkit import project
+    from devkit.kernels import registry
+    from devkit.workflow import catalog
+
+    return registry.names() + [s.name for s in catalog.project_specs(project.find(EXAMPLE_PROJECT))]
+
 
 @functools.lru_cache(maxsize=1)
 def _parser():
@@ -88,12 +100,15 @@ def check_devkit_command(argv: list[str]) -> None:
             raise AssertionError(f"devkit {shlex.join(argv)}: {err.getvalue().strip()}") from None
         return  # --help
     kernel = getattr(ns, "kernel", None)
-    if ns.command in ("tune", "promote") and kernel:
-        from kernels import registry
-
-        assert kernel in registry.names(), (
-            f"devkit {ns.command}: unknown kernel {kernel!r} ({registry.names()})"
-        )
+    if ns.command in ("tune", "promote", "validate", "sweep") and kernel:
+        known = _declared_names()
+        if ":" in kernel:  # FILE.py:KERNEL: a file of the repository or of the example project
+            path, _, func = kernel.rpartition(":")
+            files = [f for f in (ROOT / path, EXAMPLE_PROJECT / path) if f.is_file()]
+            assert files, f"devkit {ns.command}: no file {path} in the repository or the example project"
+            assert func in known, f"devkit {ns.command}: {path} declares no kernel {func}"
+        else:
+            assert kernel in known, f"devkit {ns.command}: unknown kernel {kernel!r} ({known})"
     if ns.command == "cost":
         path, _, func = ns.kernel.rpartition(":")
         file = ROOT / path

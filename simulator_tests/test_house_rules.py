@@ -47,9 +47,9 @@ UPPER_LAYERS = (
     "devkit.hw",
 )
 #: Code that must read its hardware numbers from devkit.targets.
-NUMBER_FREE_DIRS = ("devkit/cost", "devkit/nki", "devkit/sim", "kernels")
+NUMBER_FREE_DIRS = ("devkit/cost", "devkit/nki", "devkit/sim", "devkit/kernels")
 #: Python sources held to the length limit.
-SOURCE_DIRS = ("devkit", "kernels", "simulator_tests", "hw_tests", "benchmarks", "docs/_gen")
+SOURCE_DIRS = ("devkit", "simulator_tests", "hw_tests", "benchmarks", "docs/_gen")
 
 
 # ---- reading imports ---------------------------------------------------------------------------

@@ -18,7 +18,7 @@ SHAPE = {"S": 128, "H": 256, "r": 128, "N": 512}
 
 
 def _predicted(shape=SHAPE, dtype="bfloat16") -> float:
-    from kernels import registry
+    from devkit.kernels import registry
 
     return registry.get("xuv_fused").estimate(shape, dtype, "trn1").latency_us
 

@@ -213,20 +213,20 @@ def test_fake_benchmark_reports_percentiles_like_the_sdk():
 
 
 def test_fake_baremetal_returns_registry_reference_or_corrupts_it():
-    from kernels import registry
+    from devkit.kernels import registry
 
     spec = registry.get("matmul_tiled")
     inputs = spec.make_inputs({"K": 256, "M": 128, "N": 512}, "float32", seed=1)
     case = hw_harness.Case("matmul_tiled", {"K": 256, "M": 128, "N": 512}, "float32")
-    good = hw_fake.fake_nki(registry, "ok").baremetal(spec.kernel())(*inputs)
+    good = hw_fake.fake_nki(registry, "ok").baremetal(spec.kernel_object())(*inputs)
     assert hw_harness.check_numerics(registry, case, inputs, good).passed
-    bad = hw_fake.fake_nki(registry, "wrong").baremetal(spec.kernel())(*inputs)
+    bad = hw_fake.fake_nki(registry, "wrong").baremetal(spec.kernel_object())(*inputs)
     check = hw_harness.check_numerics(registry, case, inputs, bad)
     assert not check.passed and "EXCEEDS" in check.message
 
 
 def test_check_numerics_rejects_wrong_shape_and_dtype():
-    from kernels import registry
+    from devkit.kernels import registry
 
     case = hw_harness.Case("matmul_tiled", {"K": 128, "M": 128, "N": 512}, "float32")
     inputs = registry.get("matmul_tiled").make_inputs(dict(case.shape), "float32")

@@ -15,12 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
+from devkit.kernels import plans, registry
+from devkit.kernels.matmul import matmul_blocked, matmul_hoisted, matmul_optimized, matmul_tiled
+from devkit.kernels.neuronmm import xtuv_fused, xuv_fused, xuv_fused_t, xuv_sequential
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
-from kernels import plans, registry
-from kernels.matmul import matmul_blocked, matmul_hoisted, matmul_optimized, matmul_tiled
-from kernels.neuronmm import xtuv_fused, xuv_fused, xuv_fused_t, xuv_sequential
 
 DTYPES = st.sampled_from(["bfloat16", "float32"])
 
@@ -34,7 +34,7 @@ def check(name: str, shape: dict[str, int], dtype: str, seed: int = 0, **blocks:
     """Simulate registry kernel ``name`` and assert it matches its reference; returns the error."""
     spec = registry.get(name)
     inputs = spec.make_inputs(shape, dtype, seed)
-    out = devkit.simulate(spec.kernel(), *inputs, **blocks)
+    out = devkit.simulate(spec.kernel_object(), *inputs, **blocks)
     ref = spec.reference(*inputs)
     assert out.shape == ref.shape
     assert out.dtype == inputs[0].dtype, f"output dtype {out.dtype} != input dtype {inputs[0].dtype}"
@@ -92,7 +92,7 @@ def test_matmul_optimized_streams_the_panel_when_it_cannot_fit() -> None:
     import neuronxcc.nki as nki
     import neuronxcc.nki.language as nl
 
-    from kernels.matmul import matmul_into
+    from devkit.kernels.matmul import matmul_into
 
     @nki.jit
     def streamed(lhsT, rhs):  # type: ignore[no-untyped-def]

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
+from devkit.kernels import plans, registry
+from devkit.kernels.mlp import dense_mlp, svd_mlp
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
-from kernels import plans, registry
-from kernels.mlp import dense_mlp, svd_mlp
 
 DTYPES = st.sampled_from(["bfloat16", "float32"])
 
@@ -34,7 +34,7 @@ BLOCKS = st.fixed_dictionaries(
 
 def _check(name: str, inputs: tuple[np.ndarray, ...], dtype: str, **blocks: int) -> None:
     spec = registry.get(name)
-    out = devkit.simulate(spec.kernel(), *inputs, **blocks)
+    out = devkit.simulate(spec.kernel_object(), *inputs, **blocks)
     assert out.dtype == inputs[0].dtype
     err = registry.max_error(out, spec.reference(*inputs))
     assert err <= spec.tolerance(dtype), (

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from kernels import plans, registry, tuning
+from devkit.kernels import plans, registry, tuning
 
 EXPECTED = {
     "matmul_tiled",
@@ -33,7 +33,7 @@ def test_every_contract_kernel_is_registered_once() -> None:
 
 @pytest.mark.parametrize("spec", registry.all_specs(), ids=lambda s: s.name)
 def test_spec_is_self_consistent(spec: registry.KernelSpec) -> None:
-    func = spec.kernel().func
+    func = spec.kernel_object().func
     params = list(inspect.signature(func).parameters)
     shapes = spec.arg_shapes(spec.default_shape)
     assert params[: len(shapes)] == list(spec.arg_names)
@@ -178,3 +178,14 @@ def test_plan_messages_name_the_numbers() -> None:
         )
     msg = str(info.value)
     assert "SBUF limit" in msg and "180224" in msg and "x_panel" in msg
+
+
+def test_the_kit_kernels_are_blamed_like_any_kernel() -> None:
+    """devkit/kernels/ is inside the package but is kernel code: hotspots (and faults) name its lines."""
+    import os
+
+    import devkit.kernels
+
+    kernels_dir = os.path.dirname(devkit.kernels.__file__) + os.sep
+    hot = registry.get("matmul_tiled").estimate().to_dict()["hotspots"]
+    assert hot and all(h["file"].startswith(kernels_dir) for h in hot)

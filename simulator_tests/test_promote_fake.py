@@ -73,7 +73,7 @@ def test_generated_module_is_valid_and_pins_the_prediction(generated):
         assert set(c.predicted_us) == {"trn1", "trn2"}
         assert all(v > 0 for v in c.predicted_us.values())
         assert c.slack == 0.2
-    from kernels import registry
+    from devkit.kernels import registry
 
     assert dict(cases[0].blocks) == registry.get("xuv_fused").default_blocks(SHAPE, "bfloat16", "trn1")
 
@@ -196,7 +196,7 @@ class _Tight:
     """A registry whose xuv_fused never fits: promotion must refuse before writing anything."""
 
     def get(self, name):
-        from kernels import registry
+        from devkit.kernels import registry
 
         spec = registry.get(name)
 
@@ -210,7 +210,7 @@ class _Tight:
                 return {"block_tokens": 1 << 20}
 
             def feasible(self, *a):
-                from kernels.registry import Feasibility
+                from devkit.kernels.registry import Feasibility
 
                 return Feasibility(False, "SBUF limit: too big")
 

@@ -8,11 +8,11 @@ import neuronxcc.nki.typing as nt
 import pytest
 
 import devkit
+from devkit.kernels import registry
+from devkit.kernels.tutorial import tiled_matmul
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace
-from kernels import registry
-from kernels.tutorial import tiled_matmul
 
 NO_REPLAY = SimOptions(numerics=False, replay_loops=False)
 
@@ -94,8 +94,8 @@ def test_replayed_estimate_matches_full_execution(kernel, args):
 def test_project_kernels_estimate_the_same_with_replay(name):
     spec = registry.get(name)
     specs = spec.arg_specs(spec.default_shape, "bfloat16")
-    full = devkit.estimate(spec.kernel(), *specs, options=NO_REPLAY)
-    fast = devkit.estimate(spec.kernel(), *specs)
+    full = devkit.estimate(spec.kernel_object(), *specs, options=NO_REPLAY)
+    fast = devkit.estimate(spec.kernel_object(), *specs)
     assert fast.instructions == full.instructions
     assert fast.latency_us == pytest.approx(full.latency_us, rel=1e-6)
     assert fast.sbuf_peak_bytes == full.sbuf_peak_bytes

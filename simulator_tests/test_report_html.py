@@ -115,8 +115,8 @@ def test_trace_view_keeps_the_longest_slices_past_its_limit(tmp_path):
     import json
 
     import devkit
+    from devkit.kernels import tutorial
     from devkit.nki.runner import TensorSpec
-    from kernels import tutorial
 
     path = tmp_path / "t.json"
     devkit.estimate(tutorial.tiled_matmul, TensorSpec((256, 256), "bfloat16"), TensorSpec((256, 1024), "bfloat16"),

@@ -10,9 +10,9 @@ import pytest
 
 from devkit.cli import main
 from devkit.cost.roofline import RooflinePoint, point_of, report_roofs, roofs
+from devkit.kernels import tutorial
 from devkit.targets import load_target
 from devkit.workflow import report
-from kernels import tutorial
 
 TUTORIAL = os.path.abspath(tutorial.__file__)
 ARGS = ["--arg", "bfloat16[256,256]", "--arg", "bfloat16[256,1024]"]

@@ -7,8 +7,8 @@ import neuronxcc.nki.typing as nt
 import pytest
 
 import devkit
+from devkit.kernels.tutorial import tiled_matmul
 from devkit.targets import TargetError, from_environment
-from kernels.tutorial import tiled_matmul
 
 
 @pytest.mark.parametrize(

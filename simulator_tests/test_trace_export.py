@@ -21,10 +21,10 @@ import devkit
 from devkit.cost.chrome_trace import build_trace, tracing_scheduler
 from devkit.cost.scheduler import Scheduler
 from devkit.cost.trace_builder import TraceBuilder
+from devkit.kernels import tutorial
 from devkit.nki.runner import TensorSpec, run_kernel
 from devkit.targets import load_target
 from devkit.trace import ENGINES, MemoryStats
-from kernels import tutorial
 
 SCHEMA = json.loads((Path(__file__).parent / "data" / "chrome_trace.schema.json").read_text())
 K, M, N = 256, 256, 1024  # 2 x 2 output tiles, 2 contraction steps: 36 instructions

@@ -52,7 +52,7 @@ def result():
 
 
 def test_tune_prunes_ranks_and_never_loses_to_the_default(result):
-    from kernels import registry
+    from devkit.kernels import registry
 
     spec = registry.get("xuv_fused")
     assert result.enumerated == len(spec.candidate_blocks())
@@ -75,7 +75,7 @@ def test_tune_is_deterministic(result):
 
 
 def test_tuning_table_is_merged_and_read_by_the_kernels(result, tmp_path, monkeypatch):
-    from kernels import tuning
+    from devkit.kernels import tuning
 
     path = tmp_path / "tuning.json"
     path.write_text(
@@ -99,8 +99,10 @@ def test_tuning_table_is_merged_and_read_by_the_kernels(result, tmp_path, monkey
     assert tuning.blocks_for("xuv_fused", {**SHAPE, "S": 999}, "bfloat16", "trn1", path=str(path)) == {
         "block_tokens": 512
     }
-    monkeypatch.setattr(tuning, "TUNING_FILE", str(path))
-    from kernels import registry
+    from devkit import tuning_table
+    from devkit.kernels import registry
+
+    monkeypatch.setattr(tuning_table, "project_table", lambda: str(path))  # the project's table wins
 
     assert registry.get("xuv_fused").default_blocks(SHAPE, "bfloat16", "trn1") == result.best.blocks
 

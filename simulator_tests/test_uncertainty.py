@@ -16,7 +16,9 @@ def test_residuals_file_is_current_with_the_model_and_the_anchors() -> None:
     # matmuls); the nki-samples QoR anchors need the corpus and are validated in docs/calibration.md
     anchors = {a.id: a for a in load_params().anchors if a.metric == "latency_us" and a.id in predicted}
     assert len(anchors) >= 4, "the tutorial latency anchors are in params.toml"
-    assert {p.id for p in points} == set(anchors), "every reproducible latency anchor has exactly one residual"
+    assert {p.id for p in points} == set(anchors), (
+        "every reproducible latency anchor has exactly one residual"
+    )
     for p in points:
         assert p.measured_us == anchors[p.id].measured_us
         assert p.predicted_us == pytest.approx(predicted[p.id], rel=1e-3), (

@@ -37,7 +37,7 @@ def _tiny_plan(*, quick: bool, target: str = "trn1", **_: object) -> list[Task]:
 
 
 def test_plan_covers_every_kernel_and_dtype_and_the_paper_sweep():
-    from kernels import registry
+    from devkit.kernels import registry
 
     for quick in (True, False):
         tasks = main_job.plan(quick=quick)
@@ -156,18 +156,17 @@ def test_run_writes_every_row_as_json_and_csv(tiny, tmp_path, capsys):
 
 
 def test_run_fails_with_a_summary_when_a_validation_fails(tiny, tmp_path, capsys, monkeypatch):
-    from kernels import registry
+    from devkit.declare import KernelSpec
 
-    real = registry.validate
+    real = KernelSpec.check
 
     def broken(spec, *args, **kwargs):
         res = real(spec, *args, **kwargs)
-        name = spec if isinstance(spec, str) else spec.name
-        if name == "matmul_tiled":
+        if spec.name == "matmul_tiled":
             return type(res)(res.kernel, res.shape, res.dtype, 0.5, res.tolerance, False)
         return res
 
-    monkeypatch.setattr(registry, "validate", broken)
+    monkeypatch.setattr(KernelSpec, "check", broken)
     (tmp_path / "none").mkdir()  # an empty results store: no hardware data
     code = cli.main(["run", "--out", str(tmp_path), "--jobs", "1", "--results", str(tmp_path / "none")])
     out = capsys.readouterr().out

@@ -72,13 +72,17 @@ def input_error_types() -> tuple[type[BaseException], ...]:
     """The kit's exception types whose message already names a bad input (reported as usage errors)."""
     from devkit.cost.calibrate import MeasurementError
     from devkit.cost.params import ParamsError
+    from devkit.declare import SpecError
+    from devkit.project import ProjectError
     from devkit.workflow.hw.predict import CalibrationInputError
     from devkit.workflow.hw.store import StoreError
     from devkit.workflow.kernel_ref import KernelRefError
     from devkit.workflow.llm import ModelConfigError
     from devkit.workflow.promote import PromoteError
     from devkit.workflow.svd.factor import SvdInputError
+    from devkit.workflow.sweep import SweepError
     from devkit.workflow.tune import TuneError
+    from devkit.workflow.validate import ValidateError
 
     types: list[type[BaseException]] = [
         UsageError,
@@ -91,11 +95,15 @@ def input_error_types() -> tuple[type[BaseException], ...]:
         ParamsError,
         MeasurementError,
         ModelConfigError,
+        SpecError,
+        ProjectError,
+        SweepError,
+        ValidateError,
     ]
     # the kit's kernels reject shapes and blocks they cannot run with BlockError; the target loader
     # rejects unknown targets with TargetError
+    from devkit.kernels.plans import BlockError
     from devkit.targets import TargetError
-    from kernels.plans import BlockError
 
     types += [BlockError, TargetError]
     return tuple(types)

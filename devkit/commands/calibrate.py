@@ -33,7 +33,7 @@ _EXAMPLES = """examples:
   devkit calibrate --from results/ --write         # store the fitted values in params.toml
   devkit calibrate measurements.jsonl --params dma_fixed_latency_ns,dma_queue_busy_ns
   devkit calibrate bench.jsonl --percentile 99     # nki.benchmark percentile records
-  devkit calibrate profile_summary.json --kernel kernels/tutorial.py:tiled_matmul \
+  devkit calibrate profile_summary.json --kernel devkit/kernels/tutorial.py:tiled_matmul \
       --arg 'bfloat16[8192,4096]' --arg 'bfloat16[8192,8192]' --target trn1
 """
 

@@ -2,6 +2,9 @@
 
 The file is imported unmodified with ``neuronxcc.nki`` mapped to the simulator; the kernel runs on
 shape/dtype placeholders (no arithmetic) and the cost model schedules its instruction trace.
+A declared kernel (``FILE.py:KERNEL`` declared with ``devkit.declare_kernel``, or a declared name such as
+``xuv_fused``) may instead be given ``--shape NAME=VALUE,...`` (default: its declared default shape) and
+``--dtype``: its declaration makes the arguments and the config (the project's tuning table first).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("kernel", metavar="FILE.py:KERNEL", help="kernel to estimate")
+    p.add_argument("kernel", metavar="FILE.py:KERNEL", help="kernel to estimate (or a declared name)")
     p.add_argument(
         "--arg",
         action="append",
@@ -39,6 +42,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="NAME=VALUE",
         help="a keyword argument given as a Python literal (repeatable)",
     )
+    p.add_argument(
+        "--shape",
+        default=None,
+        metavar="NAME=VALUE,...",
+        help="shape of a declared kernel (instead of --arg; default: its declared default shape)",
+    )
+    p.add_argument("--dtype", default=None, help="dtype of a declared kernel (default: its first declared)")
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid")
     p.add_argument(
         "--target",
@@ -75,7 +85,6 @@ def run(args: argparse.Namespace) -> int:
         args.target = from_environment(default=DEFAULT_TARGET)
     if args.target not in TARGETS:
         raise unknown_choice("--target", args.target, "target", TARGETS)
-    specs = [_tensor_spec(a) for a in args.arg]
     kwargs = dict(parse_kwarg(k) for k in args.kwarg)
     grid = parse_grid(args.grid)
     if args.plot and not args.plot.lower().endswith((".png", ".svg")):
@@ -85,7 +94,13 @@ def run(args: argparse.Namespace) -> int:
     for flag, path in (("--trace", args.trace), ("--plot", args.plot)):
         if path:
             check_file(path, flag)
-    kernel = _load(args.kernel)
+    if _declared_form(args):
+        kernel, specs, kwargs = _declared_call(args, kwargs)
+    else:
+        if args.dtype is not None:
+            raise UsageError("--dtype: only with a declared kernel and --shape (use --arg DTYPE[...])")
+        specs = [_tensor_spec(a) for a in args.arg]
+        kernel = _load(args.kernel)
     _check_signature(kernel, specs, kwargs)
     work = sum(itemsize(s.dtype) * math.prod(s.shape) for s in specs)
     with _progress.Heartbeat("devkit cost", work_bytes=work):
@@ -136,6 +151,33 @@ def parse_grid(text: str | None) -> tuple[int, ...] | None:
     if not parts or not all(p.isdigit() and int(p) > 0 for p in parts):
         raise bad_value("--grid", text, "positive integers separated by commas, e.g. 4 or 4,2")
     return tuple(int(p) for p in parts)
+
+
+def _declared_form(args: argparse.Namespace) -> bool:
+    """A declared kernel without --arg: a declared name, or FILE.py:KERNEL with --shape."""
+    from devkit.workflow import catalog
+
+    if args.arg:
+        if args.shape is not None:
+            raise UsageError("--shape and --arg: give either the declared shape or every argument")
+        return False
+    return args.shape is not None or not catalog.is_file_ref(args.kernel)
+
+
+def _declared_call(args: argparse.Namespace, kwargs: dict) -> tuple[Any, list, dict]:
+    from devkit.workflow import catalog
+    from devkit.workflow.tune import TuneError, parse_shape
+
+    spec = catalog.get(args.kernel)
+    try:
+        shape = parse_shape(args.shape, spec.shape_params) if args.shape else dict(spec.default_shape)
+    except TuneError as exc:
+        raise UsageError(f"--shape: {exc}") from None
+    dtype = args.dtype or spec.dtypes[0]
+    if dtype not in spec.dtypes:
+        raise bad_value("--dtype", dtype, f"one of {', '.join(spec.dtypes)} (declared by {spec.name})")
+    config = spec.call_blocks(shape, dtype, args.target, None)
+    return spec.kernel_object(), list(spec.arg_specs(shape, dtype)), {**config, **kwargs}
 
 
 def _load(ref: str) -> Any:

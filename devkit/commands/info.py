@@ -41,7 +41,7 @@ def binding() -> dict[str, str]:
     elif real:
         kernels = "neuron-sdk (the real SDK is installed; the simulator only when requested)"
     else:
-        kernels = "simulator (importing the kernels package maps it: no real SDK to bind to)"
+        kernels = "simulator (importing devkit.kernels maps it: no real SDK to bind to)"
     return {"neuronxcc.nki": now, "nki": compat.backend_beta2(), "kernels": kernels}
 
 

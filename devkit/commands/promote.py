@@ -1,5 +1,8 @@
 """``devkit promote KERNEL``: render hw_tests/test_<KERNEL>.py, a hardware test of a simulated kernel.
 
+KERNEL is ``FILE.py:KERNEL`` or a declared name.  The test goes into the project's ``hw_tests/``
+(``[tool.devkit] hw_tests``) together with the ``conftest.py`` it needs (written once, never overwritten).
+
 The generated module validates the kernel with the real ``nki.baremetal`` against the registry's NumPy
 reference and tolerance, times it with ``nki.benchmark`` (P50, P99), asserts the P50 is within
 ``--slack`` of the latency the cost model predicts now (written into the test), and appends every run
@@ -21,7 +24,6 @@ from devkit.commands import add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir
 from devkit.workflow import pool, promote
-from devkit.workflow.hw import host as hw_host
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -39,8 +41,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("kernel", nargs="?", help="registry kernel name (or --all)")
-    p.add_argument("--all", action="store_true", help="promote every registered kernel")
+    p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL or a declared name (or --all)")
+    p.add_argument("--all", action="store_true", help="promote every declared kernel (project and kit)")
     p.add_argument(
         "--shape",
         action="append",
@@ -67,33 +69,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out-dir",
         default=None,
         metavar="DIR",
-        help="where to write test_<kernel>.py (default: ./hw_tests)",
+        help="where to write test_<kernel>.py (default: the project's hw_tests/)",
     )
     add_jobs_argument(p, " for the predictions")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from devkit.workflow import catalog
     from devkit.workflow.tune import TuneError, parse_shape
-    from kernels import registry
 
     err = Console(stderr=True)
     out = stdout_console(130)
     if bool(args.kernel) == bool(args.all):
-        raise UsageError(f"name one KERNEL or pass --all (registered: {', '.join(registry.names())})")
-    kernels = registry.names() if args.all else [args.kernel]
+        raise UsageError(f"name one KERNEL or pass --all (declared: {', '.join(catalog.names())})")
+    kernels = [catalog.ref_of(s) for s in catalog.all_specs()] if args.all else [args.kernel]
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     if jobs < 1:
         raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
-    check_dir(args.out_dir if args.out_dir is not None else hw_host.project_dir("hw_tests"), "--out-dir")
+    check_dir(args.out_dir if args.out_dir is not None else promote.default_out_dir(), "--out-dir")
     targets = args.target or ["trn1"]
     dtypes = args.dtype or ["bfloat16"]
     status = 0
     for kernel in kernels:
-        try:
-            spec = registry.get(kernel)
-        except KeyError as exc:
-            raise UsageError(str(exc.args[0])) from None
+        spec = catalog.get(kernel)
         try:
             shapes = [parse_shape(s, spec.shape_params) for s in args.shape] or None
         except TuneError as exc:
@@ -132,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
                 )
         except promote.PromoteError as exc:
             raise UsageError(str(exc)) from None
-        out.print(cases_table(kernel, result))
+        out.print(cases_table(spec.name, result))
         for f in result.failures:
             err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)
             status = 1

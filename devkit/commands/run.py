@@ -1,6 +1,7 @@
 """``devkit run``: the main job.
 
-Validates every registered kernel against its NumPy reference in the simulator, estimates NeuronMM
+Validates every declared kernel (the project's ``[tool.devkit] kernels``, then the kit's unless
+``include_kit = false``; or just the KERNELs named) against its NumPy reference in the simulator, estimates NeuronMM
 against its baselines on the paper's shapes and the MLPs of small LLMs (cost-only), prints summary
 tables and writes an HTML report.  Exit status: 0 when every validation passed and every estimate ran;
 1 otherwise (the failures are listed at the end); 2 for bad options.
@@ -47,10 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
+        "kernels",
+        nargs="*",
+        metavar="KERNEL",
+        help="FILE.py:KERNEL or declared names (default: all declared)",
+    )
+    p.add_argument(
         "--quick", action="store_true", help="smaller validation shapes and fewer sequence lengths"
     )
     p.add_argument(
-        "--out", default="devkit-report", metavar="DIR", help="report directory (default devkit-report)"
+        "--out", default=None, metavar="DIR", help="report directory (default: the project's devkit-report/)"
     )
     p.add_argument("--target", default="trn1", help="cost-model target: trn1, inf2 or trn2 (default trn1)")
     add_jobs_argument(p)
@@ -74,11 +81,18 @@ def run(args: argparse.Namespace) -> int:
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     if jobs < 1:
         raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    if args.out is None:
+        from devkit import project
+
+        args.out = str(project.state_path("reports"))
     check_dir(args.out, "--out")
     if args.results:
         check_input_dir(args.results, "--results")
     t0 = time.perf_counter()
-    tasks = main_job.plan(quick=args.quick, target=args.target)
+    from devkit.workflow import catalog
+
+    specs = [catalog.get(k) for k in args.kernels] if args.kernels else None
+    tasks = main_job.plan(quick=args.quick, target=args.target, specs=specs)
     n_valid = sum(t.kind == "validate" for t in tasks)
     err.print(
         f"devkit run: {n_valid} validations and {len(tasks) - n_valid} estimates on {jobs} worker(s); "
@@ -196,7 +210,7 @@ def validation_table(summary: main_job.Summary) -> Table:
     for r in summary.validations:
         result = "[green]pass[/]" if r.ok else "[red]FAIL[/]"
         table.add_row(
-            r.task.kernel,
+            r.task.kernel.rsplit(":", 1)[-1],
             r.task.shape_text,
             r.task.dtype,
             result,

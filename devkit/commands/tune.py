@@ -1,9 +1,11 @@
-"""``devkit tune KERNEL --shape S,H,r,N``: search the kernel's block sizes with the cost model.
+"""``devkit tune KERNEL --shape S,H,r,N``: search the kernel's declared config space with the cost model.
 
-Enumerates the registry's block candidates, prunes the infeasible ones with the kernel's own
-feasibility rule, ranks the rest with the closed-form model, re-ranks the best few (and the current
-default) with the trace-based model in worker processes, prints the top K and merges the winner into
-``kernels/tuning.json``, which the kernels read for their default blocks.  Same inputs, same answer.
+KERNEL is ``FILE.py:KERNEL`` or a declared name.  Enumerates the declared block candidates, prunes the
+infeasible ones with the kernel's declared constraint, ranks the rest with its closed-form model (when it
+declares one), re-ranks the best few (and the current default) with the trace-based model in worker
+processes, prints the top K and merges the winner into the project's tuning table (``[tool.devkit]
+tuning``, default ``devkit-tuning.json`` in the project root), which later runs use as the default.
+Same inputs, same answer.
 """
 
 from __future__ import annotations
@@ -33,14 +35,17 @@ _EXAMPLES = """examples:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
-        help="block-size search ranked by the cost model; writes kernels/tuning.json",
+        help="config search ranked by the cost model; writes the project's tuning table",
         description=__doc__,
         epilog=_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("kernel", help="registry kernel name (e.g. xuv_fused)")
+    p.add_argument("kernel", help="FILE.py:KERNEL or a declared name (e.g. xuv_fused)")
     p.add_argument(
-        "--shape", required=True, help="shape parameters in registry order (S,H,r,N) or NAME=VALUE,..."
+        "--shape",
+        default=None,
+        help="shape parameters in declaration order (S,H,r,N) or NAME=VALUE,... (default: the declared "
+        "default_shape)",
     )
     p.add_argument("--dtype", default="bfloat16", help="input dtype (default bfloat16)")
     p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
@@ -61,7 +66,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="widen the tuning entry beyond this exact shape (repeatable; empty side = open)",
     )
     p.add_argument(
-        "--tuning-file", default=None, metavar="PATH", help="tuning table (default kernels/tuning.json)"
+        "--tuning-file", default=None, metavar="PATH", help="tuning table (default: the project's)"
     )
     p.add_argument("--no-write", action="store_true", help="print only; leave the tuning table alone")
     p.set_defaults(func=run)
@@ -71,18 +76,15 @@ def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     out = stdout_console(130)
     from devkit.targets import TARGETS
-    from kernels import registry
+    from devkit.workflow import catalog
 
     try:
         if args.target not in TARGETS:
             raise tuner.TuneError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")
         if args.top < 1 or args.rerank < 1:
             raise tuner.TuneError("--top and --rerank must be >= 1")
-        try:
-            spec = registry.get(args.kernel)
-        except KeyError as exc:
-            raise tuner.TuneError(str(exc.args[0])) from None
-        shape = tuner.parse_shape(args.shape, spec.shape_params)
+        spec = catalog.get(args.kernel)
+        shape = tuner.parse_shape(args.shape, spec.shape_params) if args.shape else dict(spec.default_shape)
         when = tuner.parse_when(args.when, shape)
         jobs = args.jobs if args.jobs is not None else pool.default_jobs()
         if jobs < 1:
@@ -148,11 +150,11 @@ def run(args: argparse.Namespace) -> int:
     command = (
         "devkit tune " + " ".join(shlex.quote(a) for a in sys.argv[2:])
         if sys.argv[1:2] == ["tune"]
-        else f"devkit tune {args.kernel} --shape {args.shape}"
+        else f"devkit tune {args.kernel}" + (f" --shape {args.shape}" if args.shape else "")
     )
     path = tuner.write_tuning(result, args.tuning_file, when=when, command=command)
     out.print(
-        f"wrote {escape(str(path))}: {args.kernel} on {args.target}/{args.dtype} for {when} now "
+        f"wrote {escape(str(path))}: {result.kernel} on {args.target}/{args.dtype} for {when} now "
         f"defaults to {best.blocks}",
         highlight=False,
     )

@@ -269,11 +269,11 @@ class KernelMlpCost:
     name = "kernels"
 
     def __init__(self) -> None:
-        self.version = _sources_version(["kernels", "devkit/sim", "devkit/cost", "devkit/nki"])
+        self.version = _sources_version(["devkit/kernels", "devkit/sim", "devkit/cost", "devkit/nki"])
 
     @staticmethod
     def _latency(kernel: str, shape: dict[str, int], dtype: str, target: str) -> float:
-        from kernels import registry
+        from devkit.kernels import registry
 
         return float(registry.get(kernel).estimate(shape, dtype, target).latency_us)
 
@@ -298,6 +298,13 @@ def _sources_version(paths: list[str]) -> str:
                 digest.update(str(f.relative_to(root)).encode())
                 digest.update(f.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _project_cache() -> Path:
+    """The current project's cache directory (``[tool.devkit] cache``, see :mod:`devkit.project`)."""
+    from devkit import project
+
+    return project.state_path("cache")
 
 
 #: Provider factories by name (``devkit e2e --provider NAME``).
@@ -333,16 +340,15 @@ CODE_VERSION = _code_version()
 
 
 class DiskCache:
-    """JSON-file cache under ``root`` (default ``$DEVKIT_CACHE_DIR`` or ``./.devkit-cache``), sub-dir ``e2e``.
+    """JSON-file cache under ``root`` (default ``$DEVKIT_CACHE_DIR`` or the project's ``.devkit-cache``),
+    sub-dir ``e2e``.
 
     One file per key (the SHA-256 of the canonical JSON of the key), written atomically
     (:mod:`devkit.atomic`) so concurrent writers never leave a torn entry; unreadable entries count as misses.
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None) -> None:
-        base = (
-            root if root is not None else os.environ.get("DEVKIT_CACHE_DIR") or Path.cwd() / ".devkit-cache"
-        )
+        base = root if root is not None else os.environ.get("DEVKIT_CACHE_DIR") or _project_cache()
         self.dir = Path(base) / "e2e"
 
     @staticmethod

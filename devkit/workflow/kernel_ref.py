@@ -45,15 +45,18 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
         return name, value
 
 
-def load_kernel(ref: str) -> Any:
-    """``path/to/file.py:KERNEL`` -> the kernel object, imported with the simulator mapped in."""
+_MODULES: dict[tuple[str, float], Any] = {}
+
+
+def load_module(path: str) -> Any:
+    """Import ``path`` (once per process and modification time) with the simulator mapped in."""
     from devkit import compat
 
-    if ":" not in ref:
-        raise KernelRefError(f"{ref!r}: expected FILE.py:KERNEL")
-    path, name = ref.rsplit(":", 1)
     if not os.path.isfile(path):
         raise KernelRefError(f"no such file: {path}")
+    key = (os.path.realpath(path), os.path.getmtime(path))
+    if key in _MODULES:
+        return _MODULES[key]
     if not compat.is_installed():
         compat.install()
     mod_name = "_devkit_cost_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
@@ -63,10 +66,27 @@ def load_kernel(ref: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    from devkit import declare
+
+    before = declare.declared()
     try:
         spec.loader.exec_module(module)
     finally:
         sys.path.pop(0)
+    # the kernels this file declared (devkit.declare), by name: how FILE.py:KERNEL finds them
+    module.__devkit_declared__ = {n: s for n, s in declare.declared().items() if before.get(n) is not s}
+    _MODULES[key] = module
+    return module
+
+
+def load_kernel(ref: str) -> Any:
+    """``path/to/file.py:KERNEL`` -> the kernel object, imported with the simulator mapped in."""
+    if ":" not in ref:
+        raise KernelRefError(f"{ref!r}: expected FILE.py:KERNEL")
+    path, name = ref.rsplit(":", 1)
+    if not os.path.isfile(path):
+        raise KernelRefError(f"no such file: {path}")
+    module = load_module(path)
     if not hasattr(module, name):
         kernels = [k for k, v in vars(module).items() if callable(v) and not k.startswith("_")]
         raise KernelRefError(

@@ -82,12 +82,8 @@ def build_cases(
     """Cases with pinned blocks and predictions; also the predictions that failed (as messages)."""
     from devkit.workflow.tune import run_trace_jobs
 
-    if registry is None:
-        from kernels import registry
-    try:
-        spec = registry.get(kernel)
-    except KeyError as exc:
-        raise PromoteError(str(exc.args[0])) from None
+    spec = _spec(kernel, registry)
+    kernel = _ref(kernel, spec, registry)
     if not 0 < slack < 10:
         raise PromoteError(f"slack must be a positive fraction, got {slack}")
     for d in dtypes:
@@ -111,8 +107,11 @@ def build_cases(
                         f"{t}: {feas.reason}"
                     )
             pending.append((shp, dtype, blocks))
+    from devkit.workflow import catalog
+
+    job_ref = kernel if registry is not None else catalog.ref_of(spec)
     jobs_args = [
-        ((i, t), kernel, shp, dtype, t, blocks)
+        ((i, t), job_ref, shp, dtype, t, blocks)
         for i, (shp, dtype, blocks) in enumerate(pending)
         for t in targets
     ]
@@ -247,18 +246,57 @@ def promote(
     progress: Callable[[int, int], None] | None = None,
 ) -> Promoted:
     """Build the cases, render the module and write ``out_dir/test_<kernel>.py`` (atomically)."""
-    if registry is None:
-        from kernels import registry
-    try:
-        spec = registry.get(kernel)
-    except KeyError as exc:
-        raise PromoteError(str(exc.args[0])) from None
+    spec = _spec(kernel, registry)
+    kernel = _ref(kernel, spec, registry)
     shapes = list(shapes) if shapes else default_shapes(spec)
     cases, failures = build_cases(
         kernel, shapes, dtypes, targets, slack=slack, jobs=jobs, registry=registry, progress=progress
     )
     cmd = command or f"devkit promote {kernel}"
     source = render(kernel, cases, description=spec.description, command=cmd, warmup=warmup, iters=iters)
-    target_dir = Path(out_dir) if out_dir is not None else hw_host.project_dir("hw_tests")
-    path = atomic.write_text(target_dir / f"test_{kernel}.py", source)
+    target_dir = Path(out_dir) if out_dir is not None else default_out_dir()
+    ensure_conftest(target_dir)
+    path = atomic.write_text(target_dir / f"test_{spec.name}.py", source)
     return Promoted(path, cases, failures)
+
+
+def default_out_dir() -> Path:
+    """The project's hardware-test directory (``[tool.devkit] hw_tests``, see :mod:`devkit.project`)."""
+    from devkit import project
+
+    return project.state_path("hw_tests")
+
+
+#: The conftest.py every promoted test directory needs (skip with one reason, results store, fixtures).
+CONFTEST_TEMPLATE = Path(__file__).resolve().parent.parent / "templates" / "hw_conftest.py"
+
+
+def ensure_conftest(directory: Path) -> Path | None:
+    """Write ``directory/conftest.py`` from the packaged template unless one exists (returns it if written)."""
+    path = Path(directory) / "conftest.py"
+    if path.exists():
+        return None
+    return atomic.write_text(path, CONFTEST_TEMPLATE.read_text(encoding="utf-8"))
+
+
+def _spec(kernel: str, registry: Any) -> Any:
+    from devkit.workflow import catalog
+
+    try:
+        return registry.get(kernel) if registry is not None else catalog.get(kernel)
+    except (KeyError, catalog.KernelRefError) as exc:
+        raise PromoteError(str(exc.args[0])) from None
+
+
+def _ref(kernel: str, spec: Any, registry: Any) -> str:
+    """How the generated test names the kernel: a declared name, or FILE.py:KERNEL relative to the project
+    root (the conftest resolves it from there)."""
+    from devkit.workflow import catalog
+
+    if registry is not None:
+        return kernel
+    ref = catalog.ref_of(spec)
+    if catalog.is_file_ref(ref):
+        path, name = ref.rsplit(":", 1)
+        return f"{catalog.relative(path)}:{name}"
+    return ref

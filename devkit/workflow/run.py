@@ -112,18 +112,35 @@ def quick_shape(shape: Mapping[str, int]) -> dict[str, int]:
 
 
 def plan(
-    *, quick: bool, target: str = "trn1", registry: Any = None, seq_lens: Sequence[int] | None = None
+    *,
+    quick: bool,
+    target: str = "trn1",
+    registry: Any = None,
+    seq_lens: Sequence[int] | None = None,
+    specs: Sequence[Any] | None = None,
+    comparisons: bool | None = None,
 ) -> list[Task]:
-    """Every task of one run, in a deterministic order."""
-    if registry is None:
-        from kernels import registry
-    from devkit.workflow import llm
+    """Every task of one run, in a deterministic order.
 
+    ``specs``: the kernels to validate (default: everything the project declares, then the kit's kernels
+    unless ``[tool.devkit] include_kit = false``; or ``registry.all_specs()``).  ``comparisons``: add the
+    NeuronMM estimates (default: when the kit's kernels are validated).
+    """
+    from devkit.workflow import catalog, llm
+
+    if specs is None:
+        specs = registry.all_specs() if registry is not None else catalog.all_specs()
+    kit = {s.name for s in catalog.kit_specs()}
+    if comparisons is None:
+        comparisons = any(s.name in kit for s in specs)
     tasks: list[Task] = []
-    for spec in registry.all_specs():
+    for spec in specs:
         shape = quick_shape(spec.default_shape) if quick else dict(spec.default_shape)
+        ref = spec.name if registry is not None else catalog.ref_of(spec)
         for dtype in spec.dtypes:
-            tasks.append(Task("validate", spec.name, _shape(shape), dtype, target))
+            tasks.append(Task("validate", ref, _shape(shape), dtype, target))
+    if not comparisons:
+        return tasks
     s_values = tuple(seq_lens) if seq_lens else (PAPER_S_QUICK if quick else PAPER_S_FULL)
     timeline_s = s_values[len(s_values) // 2]
     for s in s_values:
@@ -202,13 +219,13 @@ def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
 
 def run_task(task: Task) -> TaskResult:
     """Execute one task in this process (the worker entry point)."""
-    from kernels import registry
+    from devkit.workflow import catalog
 
     t0 = time.perf_counter()
     try:
-        spec = registry.get(task.kernel)
+        spec = catalog.get(task.kernel)
         if task.kind == "validate":
-            res = registry.validate(spec, task.shape_dict, task.dtype, seed=0, target=task.target)
+            res = spec.check(task.shape_dict, task.dtype, seed=0, target=task.target)
             return TaskResult(
                 task,
                 time.perf_counter() - t0,

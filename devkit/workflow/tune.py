@@ -18,8 +18,8 @@
    a contender, so the answer is never worse than it (modelled).
 
 The answer is deterministic: the same inputs give the same ranking (ties keep registry order).
-:func:`write_tuning` merges the winner into ``kernels/tuning.json``, which the kernels read for their
-default blocks (see :mod:`kernels.tuning`).
+:func:`write_tuning` merges the winner into the project's tuning table (``[tool.devkit] tuning``, see
+:mod:`devkit.project`), which runs without explicit blocks read first (see :mod:`devkit.tuning_table`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from devkit import atomic
-from devkit.dtype_names import itemsize
 from devkit.workflow import pool
 
 
@@ -117,88 +116,54 @@ def parse_shape(text: str, params: Sequence[str]) -> dict[str, int]:
     return {p: shape[p] for p in params}
 
 
-# --- the closed-form model per kernel family --------------------------------------------------------
+# --- the closed-form model and the clamps: the kernel's declared hooks --------------------------------
 
 
-def _xuv_movement(s: int, h: int, r: int, n: int, blocks: Mapping[str, int], dtype: str, target: str) -> Any:
-    from devkit.cost.closed_form import fused_xuv
+def _spec(kernel: Any, registry: Any = None) -> Any:
+    """The declaration of ``kernel`` (a spec, a ``FILE.py:KERNEL`` reference or a declared name)."""
+    from devkit.declare import KernelSpec
+    from devkit.workflow import catalog
 
-    bt = min(blocks.get("block_tokens", s), s)
-    return fused_xuv(s, h, r, n, block_tokens=bt, dtype=dtype, target=target)
+    if isinstance(kernel, KernelSpec):
+        return kernel
+    try:
+        return registry.get(kernel) if registry is not None else catalog.get(kernel)
+    except (KeyError, catalog.KernelRefError) as exc:
+        raise TuneError(str(exc.args[0])) from None
 
 
 def closed_form_movement(
-    kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
+    kernel: Any, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
 ) -> Any:
-    """FLOPs and HBM bytes of one call (a :class:`devkit.cost.closed_form.Movement`)."""
-    from devkit.cost.closed_form import blocked_matmul
-
-    if kernel in ("xuv_fused", "xuv_fused_t", "xtuv_fused"):
-        return _xuv_movement(shape["S"], shape["H"], shape["r"], shape["N"], blocks, dtype, target)
-    if kernel == "svd_mlp":
-        s, h, i, r = shape["S"], shape["H"], shape["I"], shape["r"]
-        gate = _xuv_movement(s, h, r, i, blocks, dtype, target)
-        up = _xuv_movement(s, h, r, i, blocks, dtype, target)
-        down = _xuv_movement(s, i, r, h, blocks, dtype, target)
-        x_bytes = s * h * itemsize(dtype)  # gate and up share one read of X
-        act_bytes = s * i * itemsize(dtype)  # ... and write one activation
-        total = gate + up + down
-        return type(total)(
-            total.flops,
-            total.hbm_read_bytes - x_bytes,
-            total.hbm_write_bytes - act_bytes,
-            total.sbuf_bytes,
-            total.spill_bytes,
-        )
-    if kernel == "matmul_optimized":
-        k, m, n = shape["K"], shape["M"], shape["N"]
-        return blocked_matmul(
-            k, m, n, dtype=dtype, block_m=min(blocks.get("block_m", m), m), reuse="lhsT", target=target
-        )
-    if kernel == "dense_mlp":
-        s, h, i = shape["S"], shape["H"], shape["I"]
-        bt = min(blocks.get("block_tokens", s), s)
-        gate_up = blocked_matmul(h, s, 2 * i, dtype=dtype, block_m=bt, reuse="lhsT", target=target)
-        down = blocked_matmul(i, s, h, dtype=dtype, block_m=bt, reuse="lhsT", target=target)
-        return gate_up + down
-    raise TuneError(f"no closed-form model for kernel {kernel!r}")
+    """FLOPs and HBM bytes of one call (a :class:`devkit.cost.closed_form.Movement`), from the kernel's
+    declared ``movement`` hook."""
+    spec = _spec(kernel)
+    if spec.movement is None:
+        raise TuneError(f"no closed-form model for kernel {spec.name!r}")
+    return spec.movement(shape, blocks, dtype, target)
 
 
 def closed_form_key(
-    kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
-) -> tuple[float, tuple]:
-    """(lower-bound latency in us, the closed-form part of the sort key) of one candidate."""
+    kernel: Any, shape: Mapping[str, int], blocks: Mapping[str, int], dtype: str, target: str
+) -> tuple[float | None, tuple]:
+    """(lower-bound latency in us, the closed-form part of the sort key) of one candidate; a kernel
+    without a ``movement`` hook gives ``(None, ())`` (every candidate ties; the default's neighbourhood
+    and declaration order decide which are re-ranked)."""
     from devkit.cost.closed_form import latency_bound
 
-    mv = closed_form_movement(kernel, shape, blocks, dtype, target)
+    spec = _spec(kernel)
+    if spec.movement is None:
+        return None, ()
+    mv = spec.movement(shape, blocks, dtype, target)
     bound = latency_bound(target, mv.flops, mv.hbm_bytes, dtype)
     return bound.latency_us, (round(bound.latency_us, 6), mv.hbm_bytes)
 
 
-def _tiles(n: int) -> int:
-    return -(-n // 128)
-
-
-def effective_blocks(kernel: str, shape: Mapping[str, int], blocks: Mapping[str, int]) -> dict[str, int]:
-    """``blocks`` with the clamps the kernels apply (kernels/plans.py): token blocks to S, ``block_m`` to M,
-    chunks to the tiles of their contraction.  Two candidates with equal effective blocks are one."""
-    out = dict(blocks)
-    if "S" in shape:
-        for name in ("block_tokens", "stage1_tokens"):
-            if name in out:
-                out[name] = min(out[name], shape["S"])
-        if "stage1_tokens" in out and "block_tokens" in out:
-            out["stage1_tokens"] = min(out["stage1_tokens"], out["block_tokens"])
-    if kernel in ("xuv_fused", "xuv_fused_t", "xtuv_fused"):
-        for name, dim in (("u_chunk_tiles", "H"), ("v_chunk_tiles", "r")):
-            if name in out:
-                out[name] = min(out[name], _tiles(shape[dim]))
-    if kernel == "matmul_optimized":
-        if "block_m" in out:
-            out["block_m"] = min(out["block_m"], shape["M"])
-        if "k_chunk_tiles" in out:
-            out["k_chunk_tiles"] = min(out["k_chunk_tiles"], _tiles(shape["K"]))
-    return out
+def effective_blocks(kernel: Any, shape: Mapping[str, int], blocks: Mapping[str, int]) -> dict[str, int]:
+    """``blocks`` as the kernel clamps them to ``shape`` (its declared ``canonical`` hook; identity
+    without one).  Two candidates with equal effective blocks are one."""
+    spec = _spec(kernel)
+    return dict(spec.canonical(shape, blocks)) if spec.canonical else dict(blocks)
 
 
 def distance(blocks: Mapping[str, int], other: Mapping[str, int]) -> int:
@@ -213,10 +178,8 @@ def trace_latency(
     kernel: str, shape: Mapping[str, int], dtype: str, target: str, blocks: Mapping[str, int] | None
 ) -> tuple[float | None, str | None]:
     """Cost-only latency (us) of one call; ``blocks=None`` = the kernel's own defaults."""
-    from kernels import registry
-
-    spec = registry.get(kernel)
     try:
+        spec = _spec(kernel)
         report = spec.estimate(dict(shape), dtype, target, dict(blocks) if blocks is not None else None)
     except Exception as exc:  # an infeasible or failing configuration is a value, not a crash
         return None, f"{type(exc).__name__}: {exc}"
@@ -260,17 +223,17 @@ def tune(
     registry: Any = None,
 ) -> TuneResult:
     """Search the block space of ``kernel`` on ``shape`` (see the module docstring)."""
-    if registry is None:
-        from kernels import registry
-    try:
-        spec = registry.get(kernel)
-    except KeyError as exc:
-        raise TuneError(str(exc.args[0])) from None
+    from devkit.workflow import catalog
+
+    spec = _spec(kernel, registry)
+    ref = spec.name if registry is not None else catalog.ref_of(spec)
     if not spec.block_params:
+        tunable = registry.all_specs() if registry is not None else catalog.all_specs(include_kit=True)
         raise TuneError(
-            f"{kernel} has no block parameters to tune (tunable: "
-            f"{', '.join(s.name for s in registry.all_specs() if s.block_params)})"
+            f"{spec.name} has no block parameters to tune (declare block_params; tunable: "
+            f"{', '.join(s.name for s in tunable if s.block_params)})"
         )
+    kernel = spec.name
     if dtype not in spec.dtypes:
         raise TuneError(f"{kernel} supports dtypes {', '.join(spec.dtypes)}, not {dtype!r}")
     shape = {p: int(shape[p]) for p in spec.shape_params}
@@ -278,7 +241,7 @@ def tune(
     default_blocks = spec.default_blocks(shape, dtype, target)
 
     def signature(blocks: Mapping[str, int], key: tuple) -> tuple:
-        return (key, tuple(sorted(effective_blocks(kernel, shape, blocks).items())))
+        return (key, tuple(sorted(effective_blocks(spec, shape, blocks).items())))
 
     candidates: list[Candidate] = []
     infeasible: list[Candidate] = []
@@ -291,7 +254,7 @@ def tune(
             if len(infeasible) < 3:
                 infeasible.append(Candidate(idx, dict(blocks), False, feas.reason, feas.footprint))
             continue
-        bound_us, key = closed_form_key(kernel, shape, blocks, dtype, target)
+        bound_us, key = closed_form_key(spec, shape, blocks, dtype, target)
         sig = signature(blocks, key)
         if sig in seen:
             pos = seen[sig]
@@ -307,7 +270,7 @@ def tune(
         )
 
     # the current default is always a contender (found among the candidates when one has its plan)
-    d_bound, d_key = closed_form_key(kernel, shape, default_blocks, dtype, target)
+    d_bound, d_key = closed_form_key(spec, shape, default_blocks, dtype, target)
     d_pos = seen.get(signature(default_blocks, d_key))
     if d_pos is not None:
         default = candidates[d_pos].replace(is_default=True)
@@ -325,7 +288,7 @@ def tune(
     short = candidates[: max(1, rerank)]
     if not any(c.is_default for c in short):
         short.append(default)
-    job_args = [(i, kernel, shape, dtype, target, c.blocks) for i, c in enumerate(short)]
+    job_args = [(i, ref, shape, dtype, target, c.blocks) for i, c in enumerate(short)]
 
     def on_progress(done: int, total: int) -> None:
         if progress:
@@ -358,9 +321,10 @@ def tune(
 
 
 def default_tuning_path() -> Path:
-    from kernels import tuning
+    """The current project's tuning table (``[tool.devkit] tuning``; see :mod:`devkit.project`)."""
+    from devkit import project
 
-    return Path(tuning.TUNING_FILE)
+    return project.state_path("tuning")
 
 
 def parse_when(items: Sequence[str], shape: Mapping[str, int]) -> dict[str, list[int | None]]:

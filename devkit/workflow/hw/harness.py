@@ -56,7 +56,7 @@ class Prepared:
 def prepare(registry: Any, case: Case, seed: int = 0) -> Prepared:
     """Kernel (as bound by the SDK that imported ``kernels``) and the registry's seeded inputs."""
     spec = registry.get(case.kernel)
-    return Prepared(spec.kernel(), tuple(spec.make_inputs(dict(case.shape), case.dtype, seed)))
+    return Prepared(spec.kernel_object(), tuple(spec.make_inputs(dict(case.shape), case.dtype, seed)))
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,12 @@ RESULTS_DIR = Path(__file__).resolve().parents[3] / "results"
 
 
 def project_dir(name: str) -> Path:
-    """``./name`` when the current directory has it (a project checkout), else the devkit checkout's."""
-    local = Path.cwd() / name
-    return local if local.is_dir() else RESULTS_DIR.parent / name
+    """A state directory of the current project (``"results"``, ``"hw_tests"``, ...; see
+    :mod:`devkit.project`), never inside the installed package."""
+    from devkit import project
+
+    proj = project.find()
+    return proj.path(name) if name in project.DEFAULTS else proj.root / name
 
 
 #: Instance-family prefixes -> cost-model target.

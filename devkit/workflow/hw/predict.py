@@ -66,11 +66,14 @@ def trace_of(
     from devkit.trace import Trace
 
     blocks: dict[str, Any] = {}
+    if registry is None:
+        from devkit import project
+        from devkit.workflow.catalog import ProjectKernels
+
+        registry = ProjectKernels(project.find().root)  # declared names and FILE.py:KERNEL, like promote
     if "shape" in args:
-        if registry is None:
-            from kernels import registry
         spec = registry.get(kernel)
-        obj = spec.kernel()
+        obj = spec.kernel_object()
         specs = list(spec.arg_specs(dict(args["shape"]), dtype or "bfloat16"))
         blocks = dict(args.get("blocks") or {})
     else:
@@ -81,9 +84,7 @@ def trace_of(
 
             obj = load_kernel(kernel)
         else:
-            if registry is None:
-                from kernels import registry
-            obj = registry.get(kernel).kernel()
+            obj = registry.get(kernel).kernel_object()
         specs = []
         for value in args.values():
             dt, dims = parse_arg_spec(str(value))

@@ -117,6 +117,9 @@ class ResultsStore:
         self.root = Path(root)
 
     def path_for(self, kernel: str) -> Path:
+        """``<root>/<kernel>.jsonl``; a ``FILE.py:KERNEL`` reference stores under its kernel name."""
+        if ".py:" in kernel:
+            kernel = kernel.rsplit(":", 1)[1]
         if not kernel or any(c in kernel for c in "/\\") or kernel.startswith("."):
             raise StoreError(f"bad kernel name for the store: {kernel!r}")
         return self.root / f"{kernel}.jsonl"

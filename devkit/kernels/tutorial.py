@@ -6,7 +6,7 @@ output tile of ``gemm_stationary_fmax`` x ``gemm_moving_fmax``, one load of each
 ``pmax``-row contraction step and accumulation in one PSUM bank.  Written for this project from the
 tutorial's structure; K, M and N must be multiples of the tile sizes (no ragged edges), which keeps it
 the simple textbook loop the cost-model anchors and the throughput benchmark measure.  The project's
-general kernels are in :mod:`kernels.matmul`.
+general kernels are in :mod:`devkit.kernels.matmul`.
 """
 
 from __future__ import annotations

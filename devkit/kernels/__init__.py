@@ -1,9 +1,9 @@
 """The project's NKI kernels (written exactly like real NKI code) and their registry.
 
-Modules: :mod:`kernels.matmul` (dense baselines), :mod:`kernels.neuronmm` (fused X.U.V),
-:mod:`kernels.mlp` (SVD and dense MLP), :mod:`kernels.registry` (one declaration per kernel),
-:mod:`kernels.plans` (block plans and feasibility), :mod:`kernels.tuning` (default blocks),
-:mod:`kernels.tutorial` (the tutorial's tiled matmul, for tests and benchmarks).
+Modules: :mod:`devkit.kernels.matmul` (dense baselines), :mod:`devkit.kernels.neuronmm` (fused X.U.V),
+:mod:`devkit.kernels.mlp` (SVD and dense MLP), :mod:`devkit.kernels.registry` (one declaration per kernel),
+:mod:`devkit.kernels.plans` (block plans and feasibility), :mod:`devkit.kernels.tuning` (default blocks),
+:mod:`devkit.kernels.tutorial` (the tutorial's tiled matmul, for tests and benchmarks).
 
 Importing this package on a machine without the real Neuron SDK binds ``neuronxcc.nki`` to the devkit
 simulator (DESIGN.md section 1: an explicit, project-scoped opt-in); with the real SDK present the

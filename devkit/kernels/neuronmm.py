@@ -29,10 +29,10 @@ V is read from HBM once per token block (``ceil(S / block_tokens)`` times in tot
 stage-1 sub-block (``stage1_tokens``, as large as the X^T panel allows next to the strip); the
 intermediate never touches HBM.  ``xuv_sequential`` is the unfused "NKI XUV" baseline.
 
-Block keyword arguments (``None`` = tuned default from ``kernels/tuning.json``, shrunk to fit SBUF):
+Block keyword arguments (``None`` = tuned default from ``devkit/kernels/tuning.json``, shrunk to fit SBUF):
 ``block_tokens`` (tokens per cached strip), ``stage1_tokens`` (tokens per X^T panel in stage 1),
 ``u_chunk_tiles`` / ``v_chunk_tiles`` (128-row weight tiles per DMA), ``psum_banks`` (accumulators per
-group, <= 8).  Explicit blocks that break a limit raise :class:`kernels.plans.BlockError` before any
+group, <= 8).  Explicit blocks that break a limit raise :class:`devkit.kernels.plans.BlockError` before any
 instruction is issued.
 """
 
@@ -43,9 +43,9 @@ from typing import Any
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
-from kernels import _blocks as B
-from kernels import plans, tuning
-from kernels.matmul import matmul_into, matmul_plan_for, store_natural
+from devkit.kernels import _blocks as B
+from devkit.kernels import plans, tuning
+from devkit.kernels.matmul import matmul_into, matmul_plan_for, store_natural
 
 
 def _shapes(name: str, x_shape: tuple[int, int], u: Any, v: Any, x_rows: bool) -> tuple[int, int, int, int]:

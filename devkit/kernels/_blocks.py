@@ -1,5 +1,5 @@
 """Shared NKI building blocks of the project's kernels (plain NKI code; hardware numbers come from
-:mod:`devkit.targets` through :mod:`kernels.plans`).
+:mod:`devkit.targets` through :mod:`devkit.kernels.plans`).
 
 Everything here is called from inside ``@nki.jit`` kernels and emits NKI instructions.  Sizes are
 static Python ints (shapes are known at trace time); loop variables only appear in affine index
@@ -33,8 +33,8 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 from devkit.dtype_names import itemsize
+from devkit.kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
 from devkit.targets import DEFAULT_TARGET
-from kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
 
 TRANSPOSES_PER_BANK = 4  # [128 x 128] fp32 transposes collected in one PSUM bank before evacuation
 

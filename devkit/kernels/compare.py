@@ -65,7 +65,7 @@ def _stub_missing(names: Iterable[str]) -> None:
 
 def load_published(repo: str | None = None) -> Any:
     """The published ``three_mm`` module of github Jerry2423/neuron-mm (unmodified) from a checkout."""
-    import kernels  # noqa: F401  (binds neuronxcc.nki to the simulator where the SDK is absent)
+    import devkit.kernels  # noqa: F401  (binds neuronxcc.nki to the simulator where the SDK is absent)
 
     path = os.path.join(repo or NEURONMM_REPO, "neuron_kernels")
     if not os.path.isdir(path):
@@ -80,7 +80,7 @@ def load_published(repo: str | None = None) -> Any:
 
 def load_tutorial(directory: str | None = None) -> Any:
     """The AWS NKI tutorial matmul module (``matrix_multiplication_nki_kernels``) from a checkout."""
-    import kernels  # noqa: F401
+    import devkit.kernels  # noqa: F401
 
     path = directory or NKI_TUTORIAL_DIR
     if not os.path.isdir(path):
@@ -91,8 +91,8 @@ def load_tutorial(directory: str | None = None) -> Any:
 
 
 def _specs(shapes: Sequence[Sequence[int]], dtype: str) -> list[Any]:
+    from devkit.kernels.registry import DTYPES
     from devkit.nki import typing as nt
-    from kernels.registry import DTYPES
 
     return [nt.tensor[list(s), DTYPES[dtype]] for s in shapes]
 
@@ -116,11 +116,11 @@ def paper_case(kernel: str, s_tok: int, target: str = "trn1", dtype: str = "bflo
     h, r, n = PAPER_HNR
     row: dict[str, Any] = {"S": s_tok, "kernel": kernel, "note": ""}
     if kernel in ("xuv_fused", "xuv_sequential", "xuv_fused_t"):
-        import kernels.neuronmm as nm
+        import devkit.kernels.neuronmm as nm
 
         row.update(_estimate(getattr(nm, kernel), [(s_tok, h), (h, r), (r, n)], dtype, target))
     elif kernel == "matmul_optimized":
-        from kernels.matmul import matmul_optimized
+        from devkit.kernels.matmul import matmul_optimized
 
         row.update(_estimate(matmul_optimized, [(h, s_tok), (h, n)], dtype, target))
     elif kernel == "published_xuv_t":
@@ -144,8 +144,8 @@ PAPER_KERNELS = ("xuv_fused", "xuv_sequential", "matmul_optimized", "published_x
 
 def decode_case(target: str = "trn1", dtype: str = "bfloat16") -> dict[str, Any]:
     """``xuv_fused`` at S = 1 against the bandwidth bounds of streaming U and V once (us)."""
+    from devkit.kernels.neuronmm import xuv_fused
     from devkit.targets import load_target
-    from kernels.neuronmm import xuv_fused
 
     h, r, n = PAPER_HNR
     row = {"S": 1, "kernel": "xuv_fused", "note": "decode"}
@@ -208,16 +208,16 @@ def mlp_case(
         "note": "",
     }
     if kernel == "svd_mlp":
-        from kernels.mlp import svd_mlp
+        from devkit.kernels.mlp import svd_mlp
 
         shapes = [(s_tok, h), (h, r), (r, i), (h, r), (r, i), (i, shp["r_down"]), (shp["r_down"], h)]
         row.update(_estimate(svd_mlp, shapes, dtype, target))
     elif kernel == "dense_mlp":
-        from kernels.mlp import dense_mlp
+        from devkit.kernels.mlp import dense_mlp
 
         row.update(_estimate(dense_mlp, [(s_tok, h), (h, i), (h, i), (i, h)], dtype, target))
     elif kernel == "svd_mlp_sequential":
-        from kernels.neuronmm import xuv_sequential
+        from devkit.kernels.neuronmm import xuv_sequential
 
         parts = [_estimate(xuv_sequential, [(s_tok, h), (h, r), (r, i)], dtype, target)] * 2
         parts.append(

@@ -19,8 +19,8 @@ from typing import Any
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
-from kernels import _blocks as B
-from kernels import plans, tuning
+from devkit.kernels import _blocks as B
+from devkit.kernels import plans, tuning
 
 
 def _dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
@@ -37,7 +37,7 @@ def _dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
 
 
 def store_natural(out: Any, tok0: Any, dtype: Any) -> Any:
-    """Epilogue for :func:`kernels._blocks.weights_moving`: evacuate a group and store it to
+    """Epilogue for :func:`devkit.kernels._blocks.weights_moving`: evacuate a group and store it to
     ``out[tok0 + token, col]`` (rows = tokens)."""
 
     def epilogue(ps: list, ct0: Any, c0: Any, tok_tiles: list, col_tiles: list) -> None:
@@ -101,9 +101,9 @@ def matmul_optimized(
 ) -> Any:
     """``lhsT.T @ rhs`` -> [M, N] in the input dtype; the project's best dense kernel.
 
-    Blocks (``None`` = tuned default from ``kernels/tuning.json``, shrunk to fit SBUF):
+    Blocks (``None`` = tuned default from ``devkit/kernels/tuning.json``, shrunk to fit SBUF):
     ``block_m`` tokens (lhsT columns) per resident panel; ``k_chunk_tiles`` 128-row tiles of rhs per
-    DMA; ``psum_banks`` accumulators per group (<= 8).  Raises :class:`kernels.plans.BlockError`
+    DMA; ``psum_banks`` accumulators per group (<= 8).  Raises :class:`devkit.kernels.plans.BlockError`
     before issuing anything if explicit blocks break a limit (SBUF bytes per partition, PSUM banks).
     """
     plan = matmul_plan_for(

@@ -1,16 +1,16 @@
-"""Default block sizes by shape bucket, read from ``kernels/tuning.json`` (pure Python, no devkit).
+"""Tuning tables: default configs by shape bucket, looked up in the project's table, then the kit's.
 
-Schema of ``tuning.json`` (version 1; the tuner rewrites the file, keep this format)::
+Schema (version 1; ``devkit tune`` rewrites tables in this format)::
 
     {
       "schema": 1,
       "generated_by": "hand" | "devkit tune ...",     # free text
       "kernels": {
-        "<kernel name>": {                             # a registry name, e.g. "xuv_fused"
+        "<kernel name>": {                             # a declared name, e.g. "xuv_fused"
           "<target>": {                                # "trn1", "inf2", "trn2" or "*" (any target)
             "<dtype>": [                               # "bfloat16", "float32", ... or "*" (any dtype)
               {"when": {"S": [lo, hi], "H": [lo, hi]},  # optional; inclusive bounds, null = open
-               "blocks": {"block_tokens": 1024, ...},   # block keyword arguments of the kernel
+               "blocks": {"block_tokens": 1024, ...},   # config keyword arguments of the kernel
                "note": "free text"},                   # optional
               ...                                      # first matching entry wins
             ]
@@ -20,9 +20,9 @@ Schema of ``tuning.json`` (version 1; the tuner rewrites the file, keep this for
     }
 
 A shape parameter missing from ``when`` matches anything.  Lookups fall back from the exact target to
-``"*"`` and from the exact dtype to ``"*"``.  Unknown kernels, targets or shapes give ``{}`` (the kernel
-then derives its blocks from its own fit rules).  The kernels apply the looked-up blocks, override
-them with explicit keyword arguments, and shrink any *default* that does not fit SBUF.
+``"*"`` and from the exact dtype to ``"*"``.  The project's table (``[tool.devkit] tuning``, default
+``devkit-tuning.json`` in the project root, see :mod:`devkit.project`) is consulted first; a kernel's
+packaged defaults (read-only, e.g. the NeuronMM kernels' ``tuning.json``) second.
 """
 
 from __future__ import annotations
@@ -33,11 +33,10 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-TUNING_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tuning.json")
 SCHEMA = 1
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def _load(path: str, mtime: float) -> dict[str, Any]:
     del mtime  # part of the cache key: a rewritten file is re-read
     with open(path) as f:
@@ -47,9 +46,9 @@ def _load(path: str, mtime: float) -> dict[str, Any]:
     return data
 
 
-def load(path: str | None = None) -> dict[str, Any]:
-    """The parsed tuning table (``{}``-like structure when the file is missing)."""
-    p = path or TUNING_FILE
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The parsed tuning table at ``path`` (an empty table when the file is missing)."""
+    p = os.fspath(path)
     if not os.path.exists(p):
         return {"schema": SCHEMA, "kernels": {}}
     return _load(p, os.path.getmtime(p))
@@ -68,10 +67,10 @@ def _matches(when: Mapping[str, Any], shape: Mapping[str, int]) -> bool:
     return True
 
 
-def blocks_for(
-    kernel: str, shape: Mapping[str, int], dtype: str, target: str = "trn1", path: str | None = None
-) -> dict[str, Any]:
-    """Block keyword arguments for ``kernel`` on ``shape`` (dict of shape parameter -> size)."""
+def lookup(
+    path: str | os.PathLike[str], kernel: str, shape: Mapping[str, int], dtype: str, target: str
+) -> dict[str, Any] | None:
+    """The first matching entry's blocks in one table, or None."""
     table = load(path).get("kernels", {}).get(kernel, {})
     for tgt in (target, "*"):
         by_dtype = table.get(tgt)
@@ -81,21 +80,28 @@ def blocks_for(
             for entry in by_dtype.get(dt, []):
                 if _matches(entry.get("when", {}), shape):
                     return dict(entry.get("blocks", {}))
+    return None
+
+
+def project_table() -> str:
+    """Path of the current project's tuning table (it may not exist yet)."""
+    from devkit import project
+
+    return os.fspath(project.state_path("tuning"))
+
+
+def blocks_for(
+    kernel: str,
+    shape: Mapping[str, int],
+    dtype: str,
+    target: str = "trn1",
+    packaged: str | os.PathLike[str] | None = None,
+) -> dict[str, Any]:
+    """Config keyword arguments for ``kernel`` on ``shape``: the project's table, then ``packaged``."""
+    for path in (project_table(), packaged):
+        if path is None:
+            continue
+        found = lookup(path, kernel, shape, dtype, target)
+        if found is not None:
+            return found
     return {}
-
-
-def dtype_name(dtype: Any) -> str:
-    """Canonical name of an NKI/NumPy dtype (``"bfloat16"``, ``"float32"``, ...)."""
-    name = getattr(dtype, "name", None) or getattr(dtype, "__name__", None) or str(dtype)
-    return str(name).replace("numpy.", "")
-
-
-def target_name() -> str:
-    """The target the current kernel is traced for, from the NeuronCore version (gen2 -> trn1)."""
-    try:
-        import neuronxcc.nki.isa as nisa
-
-        v = int(nisa.get_nc_version())
-    except Exception:  # outside a kernel or an SDK without the query
-        return "trn1"
-    return {2: "trn1", 3: "trn2"}.get(v, "trn1")

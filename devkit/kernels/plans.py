@@ -108,7 +108,7 @@ def matmul_plan(
     usable: int,
     kernel: str = "matmul_optimized",
 ) -> Plan:
-    """Plan of :func:`kernels.matmul.matmul_optimized` (lhsT [k, m], rhs [k, n])."""
+    """Plan of :func:`devkit.kernels.matmul.matmul_optimized` (lhsT [k, m], rhs [k, n])."""
     b = _ints(kernel, blocks, MATMUL_BLOCKS)
     _check_banks(kernel, b["psum_banks"])
     s = itemsize
@@ -314,7 +314,7 @@ def dense_mlp_plan(
     usable: int,
     kernel: str = "dense_mlp",
 ) -> Plan:
-    """Plan of :func:`kernels.mlp.dense_mlp`: gate/up pass (act^T to HBM) then a dense down pass.
+    """Plan of :func:`devkit.kernels.mlp.dense_mlp`: gate/up pass (act^T to HBM) then a dense down pass.
 
     The down pass (``lhsT = act^T``) resolves its own panel width and falls back to streaming the
     panel, so it always fits; only the gate/up pass constrains these blocks.

@@ -12,15 +12,15 @@
        tensor (:func:`swiglu_T`).  Decode blocks (<= 128 tokens) use weights as the moving operand
        and transpose the activation tile on the TensorE before the store.
     2. down: ``act^T`` is already contraction-major, so it is the ``xT`` input of the fused
-       ``xtuv`` path (:func:`kernels.neuronmm.xuv_into` with ``x_rows=False``): no transpose at all.
+       ``xtuv`` path (:func:`devkit.kernels.neuronmm.xuv_into` with ``x_rows=False``): no transpose at all.
 
     Gate and up ranks may differ.
 
 ``dense_mlp(x, w_gate, w_up, w_down)`` -> [S, H]: the same two passes with dense weights
     (``W_gate``/``W_up`` [H, I] stationary against the ``X^T`` panel, SwiGLU into ``act^T``; then
-    :func:`kernels.matmul.matmul_into` with ``lhsT = act^T``).
+    :func:`devkit.kernels.matmul.matmul_into` with ``lhsT = act^T``).
 
-Blocks: see :mod:`kernels.neuronmm` (svd_mlp) and :mod:`kernels.plans` (``DENSE_MLP_BLOCKS``).
+Blocks: see :mod:`devkit.kernels.neuronmm` (svd_mlp) and :mod:`devkit.kernels.plans` (``DENSE_MLP_BLOCKS``).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
-from kernels import _blocks as B
-from kernels import plans, tuning
-from kernels.matmul import matmul_into, matmul_plan_for
-from kernels.neuronmm import block_args, build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
+from devkit.kernels import _blocks as B
+from devkit.kernels import plans, tuning
+from devkit.kernels.matmul import matmul_into, matmul_plan_for
+from devkit.kernels.neuronmm import block_args, build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
 
 
 def swiglu_T(
