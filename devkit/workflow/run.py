@@ -209,7 +209,7 @@ def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
     from devkit.nki import _tensor_ops  # noqa: F401
     from devkit.nki.runner import run_kernel
 
-    func, grid = _unwrap(spec.kernel(), None)
+    func, grid = _unwrap(spec.kernel_object(), None)
     sched = tracing_scheduler(task.target, kernel_name=task.kernel)
     args = spec.arg_specs(task.shape_dict, task.dtype)
     run_kernel(func, args, {}, grid=grid, target=task.target, sink=sched)
