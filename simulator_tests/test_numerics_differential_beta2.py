@@ -164,7 +164,19 @@ def test_nl_logical_not_and_invert(data, p, f, dtype):
 
 NL_COMPARE = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal"]
 NL_LOGICAL = ["logical_and", "logical_or", "logical_xor"]
-NL_ARITH = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "fmod", "mod", "power"]
+NL_ARITH = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "maximum",
+    "minimum",
+    "fmod",
+    "mod",
+    "power",
+    "abs_max",
+    "abs_min",
+]
 NL_BITVEC = ["bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"]
 
 
@@ -178,7 +190,7 @@ def binary_ref(op: str, x: np.ndarray, y: np.ndarray, od: np.dtype, integer_path
     with np.errstate(all="ignore"):
         if op == "power":
             return "approx", np.power(x32.astype(np.float64), y32.astype(np.float64))
-        return "exact", cast(ALU32[op](x32, y32), od)
+        return "exact", cast({**ALU32, **ref.ABS_SELECT}[op](x32, y32), od)
 
 
 @pytest.mark.parametrize("op", NL_ARITH + NL_COMPARE + NL_LOGICAL)
@@ -188,7 +200,9 @@ def test_nl_binary(op, data, p, f, d1, d2, out):
     """nl.<op>(x, y, dtype=None) on equal shapes ("no broadcasting") [B2 §3.7]: fp32 operation, one cast;
     default dtype: the promoted type [B1-SH], and for comparisons "1/0 in the input dtype" (x's).
     Reading: logical_and/or/xor keep Beta 1's bool default (the note names comparisons).  Two 32-bit
-    integer tiles add/subtract/multiply/max/min natively (the wrappers issue tensor_tensor)."""
+    integer tiles add/subtract/multiply/max/min natively (the wrappers issue tensor_tensor).  abs_max /
+    abs_min (0.4.0): the signed operand of larger / smaller magnitude, ties -> y, computed like the other
+    fp32 ALU operators (reading: not an integer-exact select)."""
     x = data.draw(arrays(d1, (p, f)))
     y = data.draw(arrays(d2, (p, f)))
     got = run_nl(lambda a, b: getattr(nl, op)(a, b, out), x, y)
@@ -236,16 +250,8 @@ def test_nl_where(data, p, f, d1, d2, cd):
 # ---- nisa element-wise --------------------------------------------------------------------------------------------
 
 ISA_TT = [
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "maximum",
-    "minimum",
-    "equal",
-    "less",
-    "logical_or",
-    "power",
+    *("add", "subtract", "multiply", "divide", "maximum", "minimum", "equal", "less", "logical_or", "power"),
+    *("abs_max", "abs_min"),
 ]
 
 
