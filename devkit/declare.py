@@ -258,7 +258,7 @@ class KernelSpec:
         target: str = "trn1",
     ) -> Any:
         """Simulate the kernel on :meth:`make_inputs` and return its output (NumPy)."""
-        import devkit
+        from devkit import api as devkit
 
         shp = self._shape(shape)
         return devkit.simulate(
@@ -277,7 +277,7 @@ class KernelSpec:
         target: str = "trn1",
     ) -> ValidationResult:
         """Simulate on seeded random inputs and compare with the reference within the dtype's tolerance."""
-        import devkit
+        from devkit import api as devkit
 
         shp = self._shape(shape)
         inputs = self.make_inputs(shp, dtype, seed)
@@ -307,7 +307,7 @@ class KernelSpec:
         blocks: Mapping[str, Any] | None = None,
     ) -> Any:
         """Cost-only :class:`devkit.cost.report.CostReport` of the kernel on ``shape``."""
-        import devkit
+        from devkit import api as devkit
 
         shp = self._shape(shape)
         return devkit.estimate(

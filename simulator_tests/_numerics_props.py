@@ -11,16 +11,18 @@ import _numerics_ref as ref
 import neuronxcc.nki as nki
 import numpy as np
 from _nki_support import apply_kernel
+from _numerics_draw import (  # noqa: F401  (re-exported: the value strategy and comparisons live there)
+    EPS32,
+    arrays,
+    assert_bits,
+    assert_close,
+    assert_same,
+)
+from _numerics_draw import act_tolerance as _act_tolerance  # noqa: F401
 from _numerics_ref import (
     ALL,
     FLOATS,
     INTS,
-    bits,
-    close_values,
-    nan_bits,
-    same_values,
-    special_floats,
-    special_ints,
 )
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -29,7 +31,6 @@ ACT, ALU32, VUNARY = ref.ACTIVATION_DEFS, ref.FP32_ALU, ref.VECTOR_UNARY
 INT32_OPS, PRED_OPS, int32_ref = ref.INT32_NATIVE, ref.PREDICATES, ref.int32_native
 EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
 EX = settings(max_examples=EXAMPLES)
-EPS32 = float(np.finfo(np.float32).eps)
 APPLY_TRN2 = nki.jit(platform_target="trn2")(apply_kernel.func)
 
 # ---- strategies -----------------------------------------------------------------------------------------
@@ -41,136 +42,9 @@ parts = st.one_of(st.integers(1, 6), st.just(128))
 frees = st.integers(1, 12)
 
 
-def _special_bits(d: np.dtype) -> list[int]:
-    vals = np.array(special_floats(d), dtype=np.float64).astype(np.float32)
-    with np.errstate(over="ignore"):
-        b = bits(vals.astype(d)).tolist()
-    return sorted(set(b) | set(nan_bits(d)))
-
-
-@st.composite
-def arrays(draw, dtype, shape, *, finite: bool = False, lo: float | None = None, hi: float | None = None):
-    """Values of ``dtype``: special values, raw bit patterns (floats) or the full range (ints), and
-    ordinary moderate values.  Up to 16 elements are drawn by hypothesis (so failures shrink to
-    them); larger tiles are filled from a drawn seed with the same mixture.  ``finite`` leaves out
-    inf/NaN; ``lo``/``hi`` bound the magnitudes of finite values for ops whose result would
-    otherwise depend on an undocumented order (whether a partial sum or product overflows)."""
-    d = np.dtype(dtype)
-    n = int(np.prod(shape))
-    k = min(n, 16)
-    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
-    if d in FLOATS:
-        u = np.dtype(f"u{d.itemsize}")
-        specials = _special_bits(d)
-        moderate = st.floats(-8, 8, width=32).map(lambda v: int(bits(np.array([v], np.float32).astype(d))[0]))
-        elem = st.one_of(st.sampled_from(specials), st.integers(0, 2 ** (8 * d.itemsize) - 1), moderate)
-        head = draw(st.lists(elem, min_size=k, max_size=k))
-        pick = rng.integers(0, 3, size=n - k)
-        raw = rng.integers(0, 2 ** (8 * d.itemsize), size=n - k, dtype=np.uint64)
-        spec = np.asarray(specials, np.uint64)[rng.integers(0, len(specials), size=n - k)]
-        mod = bits(rng.uniform(-8, 8, size=n - k).astype(np.float32).astype(d)).astype(np.uint64)
-        tail = np.where(pick == 0, spec, np.where(pick == 1, raw, mod))
-        a = np.concatenate([np.asarray(head, np.uint64), tail]).astype(u)
-        a = rng.permutation(a).view(d).reshape(shape)
-        if finite or lo is not None:
-            x = a.astype(np.float32)
-            bad = ~np.isfinite(x)
-            if lo is not None:  # finite values outside [lo, hi] (inf and NaN stay unless ``finite``)
-                with np.errstate(invalid="ignore"):
-                    out = np.isfinite(x) & ((np.abs(x) > hi) | ((np.abs(x) < lo) & (x != 0)))
-                bad = (bad & finite) | out
-            a = np.where(bad, np.float32(1.5), x).astype(d)
-        return a
-    info = np.iinfo(d)
-    top, bot = int(info.max), int(info.min)
-    if hi is not None:
-        top, bot = min(top, int(hi)), max(bot, -int(hi))
-    specials = [v for v in special_ints(d) if bot <= v <= top] or [0]
-    head = draw(st.lists(st.one_of(st.sampled_from(specials), st.integers(bot, top)), min_size=k, max_size=k))
-    pick = rng.integers(0, 2, size=n - k)
-    tail = np.where(
-        pick == 0,
-        np.asarray(specials, np.int64)[rng.integers(0, len(specials), size=n - k)],
-        rng.integers(bot, top, size=n - k, endpoint=True, dtype=np.int64),
-    )
-    a = np.concatenate([np.asarray(head, np.int64), tail])
-    return rng.permutation(a).astype(d).reshape(shape)
-
-
-# ---- comparisons ----------------------------------------------------------------------------------------
-
-
-def assert_same(got, want, what: str = "") -> None:
-    """Bit-exact (any NaN matches any NaN); dtype and shape too."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    ok = same_values(got, want)
-    if not ok.all():
-        i = tuple(int(v[0]) for v in np.nonzero(~ok))
-        raise AssertionError(
-            f"{what}: {int((~ok).sum())} of {ok.size} differ, first at {i}: {got[i]!r} vs {want[i]!r}"
-        )
-
-
-def assert_bits(got, want, what: str = "") -> None:
-    """Same bits, NaN payloads included (copies and data movement)."""
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape, (
-        f"{what}: {got.dtype}{got.shape} vs {want.dtype}{want.shape}"
-    )
-    np.testing.assert_array_equal(bits(got), bits(want), err_msg=what)
-
-
-def assert_close(got, want64, dtype, n_ulp: float = 2.0, slack=None, what: str = "") -> None:
-    got = np.asarray(got)
-    assert got.dtype == np.dtype(dtype), f"{what}: dtype {got.dtype} != {np.dtype(dtype)}"
-    w = np.broadcast_to(np.asarray(want64, np.float64), got.shape)
-    ok = close_values(got, w, dtype, n_ulp)
-    if slack is not None:
-        with np.errstate(invalid="ignore"):
-            ok |= (
-                np.isfinite(w)
-                & np.isfinite(got.astype(np.float64))
-                & (np.abs(got.astype(np.float64) - w) <= slack)
-            )
-    if not ok.all():
-        i = tuple(int(v[0]) for v in np.nonzero(~ok))
-        raise AssertionError(
-            f"{what}: {int((~ok).sum())} of {ok.size} outside tolerance, first at {i}: {got[i]!r} vs {w[i]!r}"
-        )
-
-
-def _act_tolerance(name: str, x32: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Absolute slack for an approximated activation: 64 fp32 epsilons of the size of the terms its
-    definition combines (x for x*g(x) forms, 1 for bounded ones, the result itself otherwise).  The
-    definitions cancel (gelu(-5) = -5 * Phi(-5) ~ -1.4e-6 comes from 1 + erf(-3.5)), so a relative
-    bound alone would demand more than any fp32 evaluation, the hardware's included, can give."""
-    x = np.abs(np.asarray(x32, np.float64))
-    scale = {
-        "gelu": x,
-        "gelu_apprx_tanh": x,
-        "gelu_apprx_sigmoid": x,
-        "silu": x,
-        "mish": x,
-        "gelu_dx": 1 + x,
-        "silu_dx": 1 + x,
-        "sigmoid": 1.0,
-        "tanh": 1.0,
-        "erf": 1.0,
-        "erf_dx": 1.0,
-        "softplus": 1.0 + x,
-        "sin": 1.0,
-        "cos": 1.0,
-        "arctan": 1.0,
-    }.get(name, 0.0)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return 64 * EPS32 * (np.abs(w) + scale)
-
-
-def run2(fn, *arrays):
+def run2(fn, *xs):
     """``apply`` on trn2 (NeuronCore-v3 APIs)."""
-    return APPLY_TRN2(list(arrays), fn)
+    return APPLY_TRN2(list(xs), fn)
 
 
 def _np_dtype(d):

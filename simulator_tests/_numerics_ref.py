@@ -214,6 +214,12 @@ FP32_ALU = {
     "logical_or": lambda x, y: ((x != 0) | (y != 0)).astype(np.float32),
     "logical_xor": lambda x, y: ((x != 0) ^ (y != 0)).astype(np.float32),
 }
+#: NKI 0.4.0 ``abs_max`` / ``abs_min``: "return the signed operand with larger/smaller magnitude, ties ->
+#: y" [B2 §3.7]; reading: a NaN operand makes the comparison false, so y is returned.
+ABS_SELECT = {
+    "abs_max": lambda x, y: np.where(np.abs(x) > np.abs(y), x, y).astype(np.float32),
+    "abs_min": lambda x, y: np.where(np.abs(x) < np.abs(y), x, y).astype(np.float32),
+}
 #: The operators whose fp32 result is correctly rounded, so simulator and reference agree bit for bit.
 EXACT_ALU = set(FP32_ALU)
 #: Approximated operators (GpSimd power): compared with a tolerance.

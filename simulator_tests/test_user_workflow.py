@@ -106,6 +106,9 @@ def test_tune_sweep_promote_run_keep_state_in_the_project(proj, capsys):
         "hw_tests/conftest.py",
         "hw_tests/test_scaled_add.py",
         "devkit-report/index.html",
+        "devkit-report/results.json",
+        "devkit-report/validations.csv",
+        "devkit-report/estimates.csv",
     }
     assert REPO_TUNING.read_bytes() == repo_tuning  # the kit's defaults are read only
 

@@ -61,6 +61,9 @@ ALU: dict[str, Any] = {
     "reciprocal": lambda a, b: 1.0 / a,
     "abs": lambda a, b: np.abs(a),
     "bypass": lambda a, b: a,
+    # NKI 0.4.0: the signed operand of larger / smaller magnitude, ties (and NaN comparisons) -> b
+    "abs_max": lambda a, b: np.where(np.abs(a) > np.abs(b), a, b),
+    "abs_min": lambda a, b: np.where(np.abs(a) < np.abs(b), a, b),
 }
 BITVEC = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "left_shift", "right_shift"}
 REDUCE_OK = {
@@ -165,6 +168,8 @@ _ALU_ALIASES = {
     "remainder": "mod",
     "fmod": "fmod",
     "bypass": "bypass",
+    "abs_max": "abs_max",
+    "abs_min": "abs_min",
 }
 
 

@@ -272,7 +272,11 @@ def shared_constant(constant: ArrayLike, dtype: Any = None, **kwargs: Any) -> Te
             d = _dt.as_dtype(arr.dtype)
         except _dt.DtypeNotSupported:
             d = _dt.float32 if arr.dtype.kind == "f" else _dt.int32
-    data = _dt.round_to(arr.astype(np.float32) if _dt.is_float(d) else arr, d) if m.numerics else None
+    data = None
+    if m.numerics and _dt.is_float(d) and _dt.name_of(d) != "tfloat32" and np.dtype(d) == arr.dtype:
+        data = _dt.to_storage(arr, d)  # the array's own dtype: its bits, NaN payloads included
+    elif m.numerics:
+        data = _dt.round_to(arr.astype(np.float32) if _dt.is_float(d) else arr, d)
     st = m.new_storage(tuple(arr.shape), d, "shared_hbm", data=data, fill=None, kind="constant", loc=loc)
     return Tensor.whole(st)
 

@@ -204,7 +204,7 @@ def _error_text(exc: BaseException) -> str:
 
 def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
     """Cost-only estimate with the scheduled trace recorded: (CostReport, trace-event dict)."""
-    from devkit import _unwrap
+    from devkit.api import _unwrap
     from devkit.cost.chrome_trace import build_trace, tracing_scheduler
     from devkit.nki import _tensor_ops  # noqa: F401
     from devkit.nki.runner import run_kernel

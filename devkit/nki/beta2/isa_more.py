@@ -107,7 +107,13 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     """Reduce across partitions (add, average, max, bitwise_or, bitwise_and) into ``dst[1, F]`` (GpSimd)."""
     api = "nisa.tensor_partition_reduce"
     d = _dst(dst, api)
-    _into(api, d, _b1.tensor_partition_reduce(op, data, dtype=d.dtype))
+    average = getattr(op, "_nki_alu", None) == "average"  # nl.average: the add reduction divided by P
+    _into(api, d, _b1.tensor_partition_reduce(np.add if average else op, data, dtype=d.dtype))
+    m = _x.current()
+    if average and m is not None and m.numerics:
+        v = data.read().astype(np.float32).reshape(data.partitions, -1)
+        mean = v.sum(axis=0, dtype=np.float32) / np.float32(data.partitions)
+        d.write(_dt.round_to(mean.reshape(d.shape), d.dtype))
 
 
 @_strict
@@ -225,9 +231,9 @@ def dma_compute(
     if not m.numerics:
         d.mark_written()
         return
-    acc = np.zeros(d.shape, dtype=np.float32)
-    for t in items:
-        acc += t.read().reshape(d.shape).astype(np.float32)
+    acc = items[0].read().reshape(d.shape).astype(np.float32)  # from the first source: -0.0 + -0.0 is -0.0
+    for t in items[1:]:
+        acc = acc + t.read().reshape(d.shape).astype(np.float32)
     d.write(_dt.round_to(acc, d.dtype))
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from devkit.errors import KernelArgumentError, UnsupportedError
-from devkit.nki import _buffers
+from devkit.nki import _alu, _buffers
 from devkit.nki import language as _b1
 from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
@@ -300,7 +300,7 @@ _UNARY = (
     "invert logical_not"
 ).split()
 _REDUCE = "sum max min mean prod".split()
-_AS_IS = "load_transpose2d matmul softmax rms_norm var all where dropout gather_flattened".split()
+_AS_IS = "matmul".split()
 
 
 def _binary(fn: Callable[..., Any], compare: builtins.bool) -> Callable[..., Any]:
@@ -338,6 +338,63 @@ for _name in _REDUCE:
 for _name in _AS_IS:
     globals()[_name] = getattr(_b1, _name)
 del _name
+
+
+# NKI 0.x signatures of the remaining wrappers (``dtype`` may be passed by position, [B2 §3.7])
+
+
+def load_transpose2d(src: Tensor, dtype: Any = None) -> Tensor:
+    """A new SBUF tile holding the 2-D transpose of HBM ``src`` (cast to ``dtype``)."""
+    return _b1.load_transpose2d(src, dtype=dtype)
+
+
+def softmax(x: Tensor, axis: Any = -1, dtype: Any = None) -> Tensor:
+    """Softmax over trailing free axes (``axis=-1``: the last)."""
+    if isinstance(axis, (int, np.integer)) and axis < 0:
+        axis = len(x.shape) + int(axis)
+    return _b1.softmax(x, axis, dtype=dtype)
+
+
+def rms_norm(
+    x: Tensor,
+    w: Tensor,
+    axis: Any,
+    n: Any,
+    epsilon: float = 1e-6,
+    dtype: Any = None,
+    compute_dtype: Any = None,
+) -> Tensor:
+    """``x * rsqrt(sum(x**2) / n + epsilon) * w`` over trailing free axes."""
+    return _b1.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype)
+
+
+def var(x: Tensor, axis: Any, dtype: Any = None, keepdims: builtins.bool = True) -> Tensor:
+    """Population variance over free axes; the result always keeps the reduced dims (NKI 0.x)."""
+    return _b1.var(x, axis, dtype=dtype)
+
+
+def all(x: Tensor, axis: Any, dtype: Any = None) -> Tensor:
+    """Whether every element along ``axis`` is nonzero (bool unless ``dtype``)."""
+    return _b1.all(x, axis) if dtype is None else _b1.all(x, axis, dtype=dtype)
+
+
+def where(condition: Tensor, x: Any, y: Any, dtype: Any = None) -> Tensor:
+    """``x`` where ``condition`` is nonzero, else ``y``."""
+    return _b1.where(condition, x, y, dtype=dtype)
+
+
+def dropout(x: Tensor, rate: Any, dtype: Any = None) -> Tensor:
+    """Each element kept or zeroed with probability ``rate``."""
+    return _b1.dropout(x, rate, dtype=dtype)
+
+
+def gather_flattened(data: Tensor, indices: Tensor, axis: int = 0, dtype: Any = None) -> Tensor:
+    """``np.take_along_axis`` on the flattened free dims of each partition (``axis`` 0, the only documented)."""
+    if axis != 0:
+        raise UnsupportedError(
+            f"nl.gather_flattened: axis={axis!r} is not simulated (only the default 0)", rule="unsupported"
+        )
+    return _b1.gather_flattened(data, indices, dtype=dtype)
 
 
 def load(src: Tensor, dtype: Any = None) -> Tensor:
@@ -391,5 +448,9 @@ def _token(name: str) -> Any:
 bypass = _token("bypass")
 prelu = _token("prelu")
 average = _token("average")
-abs_max = _token("abs_max")
-abs_min = _token("abs_min")
+
+
+# NKI 0.4.0 (trn3): the signed operand with the larger / smaller magnitude, ties -> y; callable wrappers
+# that are also ALU operator tokens (``op=nl.abs_max``)
+abs_max = _binary(_b1._binary("abs_max", _alu.ALU["abs_max"]), False)
+abs_min = _binary(_b1._binary("abs_min", _alu.ALU["abs_min"]), False)

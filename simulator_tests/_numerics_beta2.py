@@ -1,0 +1,91 @@
+"""Shared pieces of the Beta-2 differential suites (``test_numerics_differential_beta2*.py``): drawn
+shapes and dtypes, the example budget, the one-op ``@nki.jit`` kernels run with ``nki.simulate``, and the
+tolerance helpers their docstrings justify."""
+
+from __future__ import annotations
+
+import os
+
+import _numerics_ref as ref
+import nki
+import nki.isa as nisa
+import nki.language as nl
+import numpy as np
+from _numerics_draw import EPS32
+from _numerics_ref import ALL, F32, FLOATS, INTS
+from hypothesis import settings
+from hypothesis import strategies as st
+
+EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
+EX = settings(max_examples=EXAMPLES, deadline=None)
+
+dtypes_any = st.sampled_from(ALL)
+dtypes_float = st.sampled_from(FLOATS)
+dtypes_int = st.sampled_from(INTS)
+parts = st.one_of(st.integers(1, 6), st.just(128))
+frees = st.integers(1, 12)
+engines = st.sampled_from(["unknown", "vector", "gpsimd"])
+
+
+# ---- one-op kernels ---------------------------------------------------------------------------------------
+
+
+def to_sbuf(x):
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def to_hbm(t):
+    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=o, src=t)
+    return o
+
+
+@nki.jit
+def isa_kernel(inputs, fn, outs):
+    """DMA each input to SBUF, allocate SBUF ``dst`` tensors of ``outs`` ((shape, dtype) pairs), run
+    ``fn(*dsts, *tiles)`` (the one instruction under test) and DMA the dsts out (same dtype: bit moves)."""
+    tiles = [to_sbuf(x) for x in inputs]
+    dsts = [nl.ndarray(s, dtype=d, buffer=nl.sbuf) for s, d in outs]
+    fn(*dsts, *tiles)
+    res = [to_hbm(d) for d in dsts]
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+@nki.jit
+def nl_kernel(inputs, fn):
+    """DMA each input to SBUF, call the ``nl`` wrapper ``fn(*tiles)`` (it returns a new tile) and DMA the
+    result out (copied to SBUF first when the wrapper returns a PSUM tile)."""
+    tiles = [to_sbuf(x) for x in inputs]
+    r = fn(*tiles)
+    if nl.is_psum(r):
+        s = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(s, r)
+        r = s
+    return to_hbm(r)
+
+
+def run_isa(fn, inputs, *outs):
+    return nki.simulate(isa_kernel)(list(inputs), fn, list(outs))
+
+
+def run_nl(fn, *inputs):
+    return nki.simulate(nl_kernel)(list(inputs), fn)
+
+
+def eng(name: str):
+    return getattr(nisa.engine, name)
+
+
+def sum_bound(x32: np.ndarray, axis) -> np.ndarray:
+    n = np.prod([x32.shape[a] for a in axis])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return n * EPS32 * np.abs(x32.astype(np.float64)).sum(axis=axis, keepdims=True)
+
+
+def fp32_ulps(w: np.ndarray, n: int) -> np.ndarray:
+    """``n`` fp32 ulps of ``w``: an approximated fp32 result written into an integer dtype is that far off
+    before the cast rounds it."""
+    with np.errstate(all="ignore"):
+        return n * ref.ulp(np.nan_to_num(np.asarray(w, np.float64), posinf=0, neginf=0), F32)
