@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.workflow.hw.host import HostContext
-from devkit.workflow.hw.store import PERCENTILES, make_record, shape_key
+from devkit.workflow.hw.store import PERCENTILES, ResultsStore, make_record, shape_key
 
 
 def latency_percentiles(benchmark_result: Any) -> dict[str, float]:
@@ -234,3 +234,38 @@ def latency_record(
         iters=iters,
         **extra,
     )
+
+
+def run_numerics(
+    nki: Any, registry: Any, ctx: HostContext, store: ResultsStore, case: Case, *, seed: int
+) -> NumericsCheck:
+    """``nki.baremetal`` one case, compare it with the registry reference, append the record, return the check."""
+    run = prepare(registry, case, seed=seed)
+    check = check_numerics(registry, case, run.inputs, nki.baremetal(run.kernel)(*run.inputs, **case.blocks))
+    store.append(numerics_record(ctx, case, check))
+    return check
+
+
+def run_latency(
+    nki: Any,
+    registry: Any,
+    ctx: HostContext,
+    store: ResultsStore,
+    case: Case,
+    *,
+    seed: int,
+    warmup: int,
+    iters: int,
+    slack: float | None,
+    threshold: float,
+) -> LatencyJudgement:
+    """``nki.benchmark`` one case, judge its P50 (us), append the record; ``slack=None``: the case's own."""
+    run = prepare(registry, case, seed=seed)
+    bench = nki.benchmark(warmup=warmup, iters=iters)(run.kernel)
+    bench(*run.inputs, **case.blocks)
+    measured = latency_percentiles(bench.benchmark_result)
+    predicted = case.predicted_us.get(ctx.target) if ctx.target else None
+    slack = case.slack if slack is None else slack
+    verdict = judge_latency(store, ctx, case, measured, predicted, slack, threshold)
+    store.append(latency_record(ctx, case, measured, predicted, slack, warmup, iters, verdict))
+    return verdict
