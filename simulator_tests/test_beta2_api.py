@@ -843,3 +843,26 @@ def test_neuroncore_v4_matmul_takes_wide_moving_tensors(monkeypatch):
     with pytest.raises(TileShapeError) as e:
         nki.simulate(wide_matmul)(a, b)
     assert e.value.rule == "matmul-moving-size" and e.value.lineno == line_of(wide_matmul, "# <- wide")
+
+
+# ---- nl.shared_constant from a .npy file (nki-library rotational top-k) ---------------------------------------
+
+
+@nki.jit
+def constant_from(src):
+    c = nl.shared_constant(src)
+    t = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=c)
+    out = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_shared_constant_reads_npy_paths(tmp_path):
+    want = RNG.standard_normal((16, 8)).astype(np.float32)
+    path = tmp_path / "c.npy"
+    np.save(path, want)
+    np.testing.assert_array_equal(nki.simulate(constant_from)(str(path)), want)
+    np.testing.assert_array_equal(nki.simulate(constant_from)(path), want)
+    with pytest.raises(KernelArgumentError, match=r"missing\.npy"):
+        nki.simulate(constant_from)(str(tmp_path / "missing.npy"))

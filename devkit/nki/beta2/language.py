@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -159,7 +160,20 @@ def _buffer_of(x: Tensor) -> Buffer:
 
 rand = _b1.rand
 random_seed = _b1.random_seed
-shared_constant = _b1.shared_constant
+
+
+def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.shared_constant(array_or_npy_path)``: a constant tensor in ``shared_hbm``; a ``str``/path argument
+    names a ``.npy`` file (nki-library's rotational top-k saves its constants that way)."""
+    if isinstance(constant, (str, os.PathLike)):
+        try:
+            constant = np.load(os.fspath(constant), allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise KernelArgumentError(
+                f"nl.shared_constant({os.fspath(constant)!r}): cannot read a .npy array from it ({e})",
+                rule="bad-argument",
+            ) from None
+    return _b1.shared_constant(constant, dtype=dtype, **kwargs)
 
 
 def shared_identity_matrix(n: int, dtype: Any = dtypes.uint8, dst: Any = None) -> Tensor:
