@@ -866,3 +866,27 @@ def test_shared_constant_reads_npy_paths(tmp_path):
     np.testing.assert_array_equal(nki.simulate(constant_from)(path), want)
     with pytest.raises(KernelArgumentError, match=r"missing\.npy"):
         nki.simulate(constant_from)(str(tmp_path / "missing.npy"))
+
+
+# ---- LNC-2 programs run side by side (one instruction each in turn) ---------------------------------------------
+
+
+@nki.jit
+def zero_all_then_store_my_half(a):
+    """Both programs zero the whole output, then each stores its half (nki-library cascaded_max's pattern)."""
+    rows, cols = a.shape
+    pid, half = nl.program_id(0), rows // nl.num_programs()
+    out = nl.ndarray((rows, cols), dtype=a.dtype, buffer=nl.shared_hbm)
+    z = nl.ndarray((rows, cols), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.memset(z, 0.0)
+    nisa.dma_copy(dst=out, src=z)
+    t = nl.ndarray((half, cols), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a[pid * half : (pid + 1) * half, :])
+    nisa.dma_copy(dst=out[pid * half : (pid + 1) * half, :], src=t)
+    return out
+
+
+def test_lnc2_programs_alternate_instructions():
+    a = RNG.standard_normal((64, 32)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(zero_all_then_store_my_half[2])(a), a)
+    np.testing.assert_array_equal(nki.simulate(zero_all_then_store_my_half[1])(a), a)
