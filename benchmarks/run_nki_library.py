@@ -133,6 +133,14 @@ def _time_v(stderr: str) -> tuple[float, int]:
     return wall, int(m.group(1)) if m else 0
 
 
+def _message_class(msg: str) -> str:
+    """A failure message with numbers, temp paths and shapes blanked, so equal causes group together."""
+    msg = re.sub(r"/tmp/\S+", "<path>", msg)
+    msg = re.sub(r"\(\d+(, \d+)*,?\)", "(<shape>)", msg)
+    msg = re.sub(r"\d+(\.\d+)?", "N", msg)
+    return msg[:200]
+
+
 def _junit(path: Path) -> dict:
     """Counts and failure messages from a pytest JUnit XML file."""
     out = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0, "messages": Counter()}
@@ -144,7 +152,7 @@ def _junit(path: Path) -> dict:
             node = kids.get("failure", kids.get("error"))
             out["failed" if "failure" in kids else "errors"] += 1
             first = (node.get("message") or node.text or "").strip().splitlines()
-            out["messages"][first[0][:160] if first else "?"] += 1
+            out["messages"][_message_class(first[0]) if first else "?"] += 1
         elif "skipped" in kids:
             out["skipped"] += 1
         else:
