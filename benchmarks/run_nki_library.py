@@ -32,6 +32,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -172,6 +173,8 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     ]  # fmt: skip
     if args.k:
         cmd += ["-k", args.k]
+    if args.m:
+        cmd += ["-m", args.m]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(SHIMS), str(root / "src")])
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -179,14 +182,22 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     if args.run_all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
     shell = f"ulimit -v {args.mem_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
+    proc = subprocess.Popen(
+        ["bash", "-c", shell],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # so a timeout can stop the whole process group (time, python)
+    )
     try:
-        proc = subprocess.run(
-            ["bash", "-c", shell], cwd=root, env=env, capture_output=True, text=True, timeout=args.timeout
-        )
-        stdout, stderr, timed_out = proc.stdout, proc.stderr, False
-    except subprocess.TimeoutExpired as exc:
-        stdout = (exc.stdout or b"").decode(errors="replace")
-        stderr, timed_out = (exc.stderr or b"").decode(errors="replace"), True
+        stdout, stderr = proc.communicate(timeout=args.timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        stdout, stderr = proc.communicate()
+        timed_out = True
     (root / f"log-{name}.txt").write_text(stdout + stderr)
     wall, rss = _time_v(stderr)
     res = _junit(xml)
@@ -202,6 +213,7 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=Path(f"/tmp/corpora-{USER}-nkilib"))
     ap.add_argument("--venv", type=Path, default=Path(f"/tmp/venv-{USER}-nkilib"))
     ap.add_argument("-k", default="", help="pytest -k expression applied to every family")
+    ap.add_argument("-m", default="", help="pytest -m marker expression (e.g. fast) applied to every family")
     ap.add_argument("--mem-kb", type=int, default=8_000_000, help="ulimit -v per family run (KiB)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per family")
     ap.add_argument("--run-all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1 (large shapes too)")

@@ -7,6 +7,7 @@ Kernels here are written like NKI 0.x code from AWS's docs (dst-passing ``nisa.*
 from __future__ import annotations
 
 import importlib
+import inspect
 import subprocess
 import sys
 
@@ -920,3 +921,37 @@ def test_writing_through_a_converted_view_is_refused():
     with pytest.raises(UnsupportedError, match="writing through a float8_e4m3 view") as e:
         nki.simulate(fp32_bytes_as_fp8)(a, True)
     assert e.value.rule == "unsupported"
+
+
+@nki.jit
+def exchange_twice(a, extra_send_by=None):
+    """Two sendrecvs on pipe 0 in a row (nki-library router_topk); optionally one program sends a third time."""
+    pid = nl.program_id(0)
+    peer = 1 - pid
+    mine = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[pid * 8 : (pid + 1) * 8, :])
+    first = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    second = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(mine, first, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)
+    nisa.tensor_scalar(dst=mine, data=mine, op0=nl.multiply, operand0=2.0)
+    nisa.sendrecv(mine, second, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)
+    if extra_send_by == pid:
+        nisa.sendrecv(mine, second, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)  # <- wait
+    out = nl.ndarray((16, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.tensor_tensor(dst=first, data1=first, data2=second, op=nl.add)
+    nisa.dma_copy(dst=out[pid * 8 : (pid + 1) * 8, :], src=first)
+    return out
+
+
+def test_a_second_send_on_a_pipe_waits_for_the_first_to_be_received():
+    from devkit.nki.beta2.lnc import DeadlockError
+
+    a = RNG.standard_normal((16, 16)).astype(np.float32)
+    got = nki.simulate(exchange_twice[2])(a)
+    want = 3 * np.concatenate([a[8:], a[:8]])  # each program gets the peer's rows, once and doubled
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(DeadlockError) as e:  # program 1 sends a third time; program 0 never receives it
+        nki.simulate(exchange_twice[2])(a, 1)
+    assert "program 1 of an LNC-2 launch waits for a sendrecv from program 0 on pipe 0" in str(e.value)
+    lines, first = inspect.getsourcelines(exchange_twice.func)
+    assert e.value.lineno == first + next(i for i, ln in enumerate(lines) if "# <- wait" in ln)
