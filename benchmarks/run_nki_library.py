@@ -169,7 +169,7 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     cmd = [
         "/usr/bin/time", "-v", str(venv / "bin" / "python"), "-m", "devkit", "simulate", "-m", "pytest",
         str(folder.relative_to(root)), "--test-mode", "simulation", "-q", "-p", "nkilib_harness_fixes",
-        "-p", "no:cacheprovider", f"--junitxml={xml}", "--tb=line",
+        "-p", "no:cacheprovider", f"--junitxml={xml}", "--tb=line", "--continue-on-collection-errors",
     ]  # fmt: skip
     if args.k:
         cmd += ["-k", args.k]
