@@ -955,3 +955,27 @@ def test_a_second_send_on_a_pipe_waits_for_the_first_to_be_received():
     assert "program 1 of an LNC-2 launch waits for a sendrecv from program 0 on pipe 0" in str(e.value)
     lines, first = inspect.getsourcelines(exchange_twice.func)
     assert e.value.lineno == first + next(i for i, ln in enumerate(lines) if "# <- wait" in ln)
+
+
+# ---- `if tile:` is a presence test in NKI 0.x (nki-library mlp_tkg_constants.py) ----------------------------------
+
+
+@nki.jit
+def copy_if_given(a, scale=None):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    s = None
+    if scale is not None:
+        s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(s, float(scale))
+    if s:  # an SBUF tile: true when given, as in hardware-tested NKI 0.x code
+        nisa.tensor_tensor(dst=t, data1=t, data2=s, op=nl.multiply)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_sbuf_tile_truthiness_tests_presence():
+    a = RNG.standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(copy_if_given)(a), a)
+    np.testing.assert_array_equal(nki.simulate(copy_if_given)(a, 3.0), a * np.float32(3.0))

@@ -69,6 +69,20 @@ Tensor.name = property(lambda self: self.st.name)  # type: ignore[attr-defined]
 for _method, _fn in views.VIEW_METHODS.items():
     setattr(Tensor, _method, _fn)
 
+_beta1_bool = Tensor.__bool__
+
+
+def _tensor_bool(self: Tensor) -> bool:
+    """``if tile:`` in an NKI 0.x kernel tests that a tile was given: nki-library (hardware-tested) writes
+    ``if params.expert_index:`` for SBUF tiles (mlp_tkg_constants.py:173).  Beta 1 keeps its error."""
+    m = current()
+    if m is not None and getattr(m, "nki_beta2", False):
+        return True
+    return _beta1_bool(self)
+
+
+Tensor.__bool__ = _tensor_bool  # type: ignore[method-assign]
+
 
 # ---- kernels and launches ----------------------------------------------------------------------------------------
 

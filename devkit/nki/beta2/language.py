@@ -129,6 +129,7 @@ def _allow_multibank_psum() -> None:
     m = _x.current()
     if m is not None:
         m.psum_tile_banks = m.geometry.psum_banks
+        m.nki_beta2 = True  # NKI 0.x rules apply to this run (see devkit.nki.beta2: tensor truthiness)
 
 
 def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
