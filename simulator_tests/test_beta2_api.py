@@ -979,3 +979,23 @@ def test_sbuf_tile_truthiness_tests_presence():
     a = RNG.standard_normal((128, 8)).astype(np.float32)
     np.testing.assert_array_equal(nki.simulate(copy_if_given)(a), a)
     np.testing.assert_array_equal(nki.simulate(copy_if_given)(a, 3.0), a * np.float32(3.0))
+
+
+# ---- nl.NKIObject subclasses without __init__ are built from their fields (nki-library moe_cte) -------------------
+
+
+class _Dims(nl.NKIObject):
+    rows: int
+    cols: int
+    scale: float = 1.0
+
+
+def test_nkiobject_fields_make_the_constructor():
+    d = _Dims(rows=4, cols=8)
+    assert (d.rows, d.cols, d.scale) == (4, 8, 1.0)
+    d = _Dims(2, 3, 0.5)
+    assert (d.rows, d.cols, d.scale) == (2, 3, 0.5)
+    with pytest.raises(TypeError, match="missing field"):
+        _Dims(rows=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
+        _Dims(rows=1, cols=2, depth=3)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import inspect
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -89,7 +90,34 @@ tile_size = _TileSize2()
 
 
 class NKIObject:
-    """Base class for user classes used inside kernels (NKI 0.x compiles only such classes)."""
+    """Base class for user classes used inside kernels (NKI 0.x compiles only such classes).
+
+    A subclass without an ``__init__`` of its own (and not a dataclass) is built from its annotated fields,
+    positionally in declaration order or by name, class attributes serving as defaults: nki-library
+    (hardware-tested) constructs ``DimensionSizes(T=T, H=H, ...)`` from such a class (moe_cte/bwmm_shard_on_I.py).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for n in inspect.get_annotations(klass):
+                if n not in names:
+                    names.append(n)
+        if len(args) > len(names):
+            raise TypeError(f"{cls.__name__}() takes {len(names)} field(s) but {len(args)} were given")
+        given = dict(zip(names, args))
+        for n, v in kwargs.items():
+            if n not in names:
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {n!r}")
+            if n in given:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {n!r}")
+            given[n] = v
+        missing = [n for n in names if n not in given and not hasattr(cls, n)]
+        if missing:
+            raise TypeError(f"{cls.__name__}() missing field(s): {', '.join(missing)}")
+        for n, v in given.items():
+            setattr(self, n, v)
 
 
 # ---- creation ---------------------------------------------------------------------------------------------------
