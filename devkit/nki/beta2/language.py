@@ -93,8 +93,9 @@ class NKIObject:
     """Base class for user classes used inside kernels (NKI 0.x compiles only such classes).
 
     A subclass without an ``__init__`` of its own (and not a dataclass) is built from its annotated fields,
-    positionally in declaration order or by name, class attributes serving as defaults: nki-library
-    (hardware-tested) constructs ``DimensionSizes(T=T, H=H, ...)`` from such a class (moe_cte/bwmm_shard_on_I.py).
+    positionally in declaration order or by name, class attributes serving as defaults; fields not given stay
+    unset (methods fill them in later): nki-library (hardware-tested) constructs ``DimensionSizes(T=T, H=H, ...)``
+    from such a class and derives ``I_TP_sharded`` afterwards (moe_cte/bwmm_shard_on_I.py).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -113,9 +114,6 @@ class NKIObject:
             if n in given:
                 raise TypeError(f"{cls.__name__}() got multiple values for argument {n!r}")
             given[n] = v
-        missing = [n for n in names if n not in given and not hasattr(cls, n)]
-        if missing:
-            raise TypeError(f"{cls.__name__}() missing field(s): {', '.join(missing)}")
         for n, v in given.items():
             setattr(self, n, v)
 
