@@ -869,60 +869,6 @@ def test_shared_constant_reads_npy_paths(tmp_path):
         nki.simulate(constant_from)(str(tmp_path / "missing.npy"))
 
 
-# ---- LNC-2 programs run side by side (one instruction each in turn) ---------------------------------------------
-
-
-@nki.jit
-def zero_all_then_store_my_half(a):
-    """Both programs zero the whole output, then each stores its half (nki-library cascaded_max's pattern)."""
-    rows, cols = a.shape
-    pid, half = nl.program_id(0), rows // nl.num_programs()
-    out = nl.ndarray((rows, cols), dtype=a.dtype, buffer=nl.shared_hbm)
-    z = nl.ndarray((rows, cols), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.memset(z, 0.0)
-    nisa.dma_copy(dst=out, src=z)
-    t = nl.ndarray((half, cols), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a[pid * half : (pid + 1) * half, :])
-    nisa.dma_copy(dst=out[pid * half : (pid + 1) * half, :], src=t)
-    return out
-
-
-def test_lnc2_programs_alternate_instructions():
-    a = RNG.standard_normal((64, 32)).astype(np.float32)
-    np.testing.assert_array_equal(nki.simulate(zero_all_then_store_my_half[2])(a), a)
-    np.testing.assert_array_equal(nki.simulate(zero_all_then_store_my_half[1])(a), a)
-
-
-# ---- fp32 storage read through a narrower float view (nki-library rmsnorm_quant's fp8 scale store) ---------------
-
-
-@nki.jit
-def fp32_bytes_as_fp8(a, write_through=False):
-    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=s, src=a)
-    out = nl.ndarray((128, 4), dtype=nl.float8_e4m3, buffer=nl.shared_hbm)
-    view = s.ap(pattern=[[4, 128], [1, 4]], dtype=nl.float8_e4m3)
-    if write_through:
-        nisa.dma_copy(dst=view, src=out)  # <- blame
-    nisa.dma_copy(dst=out, src=view)
-    return out
-
-
-def test_fp32_storage_read_as_fp8_bytes():
-    a = RNG.standard_normal((128, 1)).astype(np.float32)
-    got = nki.simulate(fp32_bytes_as_fp8)(a)
-    want = a.view(np.uint8).view(ml_dtypes.float8_e4m3).reshape(128, 4)
-    assert got.dtype == np.dtype(ml_dtypes.float8_e4m3)
-    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
-
-
-def test_writing_through_a_converted_view_is_refused():
-    a = RNG.standard_normal((128, 1)).astype(np.float32)
-    with pytest.raises(UnsupportedError, match="writing through a float8_e4m3 view") as e:
-        nki.simulate(fp32_bytes_as_fp8)(a, True)
-    assert e.value.rule == "unsupported"
-
-
 @nki.jit
 def exchange_twice(a, extra_send_by=None):
     """Two sendrecvs on pipe 0 in a row (nki-library router_topk); optionally one program sends a third time."""

@@ -43,27 +43,15 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        _depth[0] += 1
         try:
-            out = fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         except TypeError as e:
             tb = e.__traceback__
             if tb is not None and tb.tb_next is None:
                 raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
             raise
-        finally:
-            _depth[0] -= 1
-        if after_instruction and not _depth[0]:
-            after_instruction[0]()
-        return out
 
     return wrapper
-
-
-#: nesting depth of ``nisa.*`` calls (an adapter may call another); hooks run only after the outermost one
-_depth = [0]
-#: called after every outermost ``nisa.*`` instruction (set by :mod:`devkit.nki.beta2.lnc`: LNC-2 turns)
-after_instruction: list[Callable[[], None]] = []
 
 
 def _member(value: Any, cls: type, api: str, name: str) -> Any:

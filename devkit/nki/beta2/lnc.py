@@ -3,11 +3,9 @@
 Under LNC 2 the two programs of a launch run on two physical NeuronCores sharing HBM; ``nisa.sendrecv`` swaps
 SBUF data between them and ``nisa.core_barrier`` makes each wait for the other (``reference/nki_beta2.md``
 §2, §5.4; AWS's simulator runs them as two threads).  Here the programs run as two threads that take turns on
-the one simulated machine, one instruction at a time (the two cores start together and run side by side, so
-e.g. both programs' initialisation of a shared output lands before either stores its half, as nki-library's
-``cascaded_max`` tests rely on); a program that has to wait for the other (a ``sendrecv`` whose message has
-not arrived, a barrier the other has not reached) hands over until it can go on.  The result is
-deterministic, and a program waiting for one that already finished is reported as a deadlock.
+the one simulated machine: a program runs until it has to wait for the other (a ``sendrecv`` whose message
+has not arrived, a barrier the other has not reached), then hands over.  The result is deterministic, and a
+program waiting for one that already finished is reported as a deadlock.
 
 Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators) is swapped
 when the turn changes; everything else (memories, trace) is shared.
@@ -29,7 +27,6 @@ from devkit.errors import (
     TileShapeError,
     user_location,
 )
-from devkit.nki.beta2 import _convention
 from devkit.sim import machine as _machine
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
@@ -102,21 +99,6 @@ class Programs:
         finally:
             self.blocked.pop(pid, None)
 
-    def step(self) -> None:
-        """After an instruction: hand the turn to the next unfinished program (cores run side by side)."""
-        pid = self.current()
-        nxt = next((q for q in ((pid + i) % self.n for i in range(1, self.n)) if not self.done[q]), None)
-        if nxt is None:
-            return
-        self._save(pid)
-        with self.cv:
-            self.active = nxt
-            self.cv.notify_all()
-            self.cv.wait_for(lambda: self.active == pid or self.aborted)
-        if self.aborted:
-            raise _Aborted
-        self._restore(pid)
-
     def _body(self, pid: int, func: Any, args: tuple, kwargs: dict, results: list) -> None:
         with self.cv:
             self.cv.wait_for(lambda: self.active == pid or self.aborted)
@@ -181,19 +163,6 @@ def run_programs(m: Machine, func: Any, args: tuple, kwargs: dict, points: list[
         return progs.run(func, args, kwargs)
     finally:
         _RUNNING.pop(id(m), None)
-
-
-def _step() -> None:
-    """:data:`_convention.after_instruction` hook: LNC programs alternate one instruction at a time."""
-    if not _RUNNING:
-        return
-    m = _machine.current()
-    progs = _RUNNING.get(id(m)) if m is not None else None
-    if progs is not None:
-        progs.step()
-
-
-_convention.after_instruction.append(_step)
 
 
 def _programs(api: str) -> Programs | None:
