@@ -7,6 +7,7 @@ Kernels here are written like NKI 0.x code from AWS's docs (dst-passing ``nisa.*
 from __future__ import annotations
 
 import importlib
+import inspect
 import subprocess
 import sys
 
@@ -843,3 +844,104 @@ def test_neuroncore_v4_matmul_takes_wide_moving_tensors(monkeypatch):
     with pytest.raises(TileShapeError) as e:
         nki.simulate(wide_matmul)(a, b)
     assert e.value.rule == "matmul-moving-size" and e.value.lineno == line_of(wide_matmul, "# <- wide")
+
+
+# ---- nl.shared_constant from a .npy file (nki-library rotational top-k) ---------------------------------------
+
+
+@nki.jit
+def constant_from(src):
+    c = nl.shared_constant(src)
+    t = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=c)
+    out = nl.ndarray(c.shape, dtype=c.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_shared_constant_reads_npy_paths(tmp_path):
+    want = RNG.standard_normal((16, 8)).astype(np.float32)
+    path = tmp_path / "c.npy"
+    np.save(path, want)
+    np.testing.assert_array_equal(nki.simulate(constant_from)(str(path)), want)
+    np.testing.assert_array_equal(nki.simulate(constant_from)(path), want)
+    with pytest.raises(KernelArgumentError, match=r"missing\.npy"):
+        nki.simulate(constant_from)(str(tmp_path / "missing.npy"))
+
+
+@nki.jit
+def exchange_twice(a, extra_send_by=None):
+    """Two sendrecvs on pipe 0 in a row (nki-library router_topk); optionally one program sends a third time."""
+    pid = nl.program_id(0)
+    peer = 1 - pid
+    mine = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=a[pid * 8 : (pid + 1) * 8, :])
+    first = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    second = nl.ndarray((8, 16), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.sendrecv(mine, first, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)
+    nisa.tensor_scalar(dst=mine, data=mine, op0=nl.multiply, operand0=2.0)
+    nisa.sendrecv(mine, second, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)
+    if extra_send_by == pid:
+        nisa.sendrecv(mine, second, send_to_rank=peer, recv_from_rank=peer, pipe_id=0)  # <- wait
+    out = nl.ndarray((16, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.tensor_tensor(dst=first, data1=first, data2=second, op=nl.add)
+    nisa.dma_copy(dst=out[pid * 8 : (pid + 1) * 8, :], src=first)
+    return out
+
+
+def test_a_second_send_on_a_pipe_waits_for_the_first_to_be_received():
+    from devkit.nki.beta2.lnc import DeadlockError
+
+    a = RNG.standard_normal((16, 16)).astype(np.float32)
+    got = nki.simulate(exchange_twice[2])(a)
+    want = 3 * np.concatenate([a[8:], a[:8]])  # each program gets the peer's rows, once and doubled
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    with pytest.raises(DeadlockError) as e:  # program 1 sends a third time; program 0 never receives it
+        nki.simulate(exchange_twice[2])(a, 1)
+    assert "program 1 of an LNC-2 launch waits for a sendrecv from program 0 on pipe 0" in str(e.value)
+    lines, first = inspect.getsourcelines(exchange_twice.func)
+    assert e.value.lineno == first + next(i for i, ln in enumerate(lines) if "# <- wait" in ln)
+
+
+# ---- `if tile:` is a presence test in NKI 0.x (nki-library mlp_tkg_constants.py) ----------------------------------
+
+
+@nki.jit
+def copy_if_given(a, scale=None):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    s = None
+    if scale is not None:
+        s = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(s, float(scale))
+    if s:  # an SBUF tile: true when given, as in hardware-tested NKI 0.x code
+        nisa.tensor_tensor(dst=t, data1=t, data2=s, op=nl.multiply)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_sbuf_tile_truthiness_tests_presence():
+    a = RNG.standard_normal((128, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(copy_if_given)(a), a)
+    np.testing.assert_array_equal(nki.simulate(copy_if_given)(a, 3.0), a * np.float32(3.0))
+
+
+# ---- nl.NKIObject subclasses without __init__ are built from their fields (nki-library moe_cte) -------------------
+
+
+class _Dims(nl.NKIObject):
+    rows: int
+    cols: int
+    scale: float = 1.0
+
+
+def test_nkiobject_fields_make_the_constructor():
+    d = _Dims(rows=4, cols=8)
+    assert (d.rows, d.cols, d.scale) == (4, 8, 1.0)
+    d = _Dims(2, 3, 0.5)
+    assert (d.rows, d.cols, d.scale) == (2, 3, 0.5)
+    d = _Dims(rows=1)  # a field not given stays unset until the object's code sets it
+    assert d.rows == 1 and not hasattr(d, "cols") and d.scale == 1.0
+    with pytest.raises(TypeError, match="unexpected keyword argument 'depth'"):
+        _Dims(rows=1, cols=2, depth=3)

@@ -50,6 +50,17 @@ class Buffer:
     def __repr__(self) -> str:
         return f"nl.{self.kind}" if self.direct is None else f"<direct {self.kind} allocation>"
 
+    def __eq__(self, other: object) -> bool:
+        # ``t.buffer`` is the kind string; NKI 0.x kernels compare it with ``nl.sbuf`` (nki-library router_topk)
+        if isinstance(other, str):
+            return self.direct is None and other == self.kind
+        if isinstance(other, Buffer):
+            return (self.kind, self.direct) == (other.kind, other.direct)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.kind)
+
 
 sbuf = Buffer("sbuf")
 psum = Buffer("psum")

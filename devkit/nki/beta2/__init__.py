@@ -25,7 +25,18 @@ import numpy as np
 
 from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
 from devkit.nki import _tensor_ops  # noqa: F401  (tensor operators and view methods)
-from devkit.nki.beta2 import builtin, collectives, compiler, isa, language, lnc, tensor, typing, views
+from devkit.nki.beta2 import (
+    builtin,
+    collectives,
+    compiler,
+    isa,
+    language,
+    lnc,
+    tensor,
+    torch_io,
+    typing,
+    views,
+)
 from devkit.nki.beta2.targets import selected_target
 from devkit.sim.machine import current
 from devkit.sim.tensor import Tensor
@@ -57,6 +68,20 @@ Tensor.offset = property(views.view_offset)  # type: ignore[attr-defined]
 Tensor.name = property(lambda self: self.st.name)  # type: ignore[attr-defined]
 for _method, _fn in views.VIEW_METHODS.items():
     setattr(Tensor, _method, _fn)
+
+_beta1_bool = Tensor.__bool__
+
+
+def _tensor_bool(self: Tensor) -> bool:
+    """``if tile:`` in an NKI 0.x kernel tests that a tile was given: nki-library (hardware-tested) writes
+    ``if params.expert_index:`` for SBUF tiles (mlp_tkg_constants.py:173).  Beta 1 keeps its error."""
+    m = current()
+    if m is not None and getattr(m, "nki_beta2", False):
+        return True
+    return _beta1_bool(self)
+
+
+Tensor.__bool__ = _tensor_bool  # type: ignore[method-assign]
 
 
 # ---- kernels and launches ----------------------------------------------------------------------------------------
@@ -125,30 +150,21 @@ def jit(fn: Any = None, **kwargs: Any) -> Any:
     return Kernel(fn, kwargs)
 
 
-def _is_torch(x: Any) -> bool:
-    return type(x).__module__.split(".")[0] == "torch"
-
-
 def _run(kernel: Any, lnc: int, args: tuple, kwargs: dict) -> Any:
     from devkit.nki.runner import run_kernel
 
     k = kernel if isinstance(kernel, Kernel) else Kernel(kernel, {})
-    for a in list(args) + list(kwargs.values()):
-        if _is_torch(a):
-            raise UnsupportedError(
-                "torch tensors are not supported by the devkit's nki.simulate yet; pass NumPy arrays "
-                "(tensor.cpu().numpy())",
-                rule="unsupported",
-            )
-    return run_kernel(
+    call = torch_io.TorchCall(args, kwargs)  # torch in -> torch out (reference §2)
+    outputs = run_kernel(
         k.func,
-        args,
-        kwargs,
+        call.args,
+        call.kwargs,
         grid=(lnc,) if lnc > 1 else None,
         target=k.target,
         mutable_inputs=True,
         programs=Kernel.program_runner,
     ).outputs
+    return call.finish(outputs) if call.active else outputs
 
 
 class _Simulated:
@@ -165,8 +181,9 @@ class _Simulated:
 
 
 def simulate(kernel: Any) -> _Simulated:
-    """``nki.simulate(kernel)(*arrays)``: run on the simulated NeuronCore, NumPy in and out; plain functions are
-    wrapped; ``nki.simulate(kernel[2])`` runs an LNC-2 launch."""
+    """``nki.simulate(kernel)(*arrays)``: run on the simulated NeuronCore, NumPy in and out (torch tensors in ->
+    torch tensors out, when torch is installed); plain functions are wrapped; ``nki.simulate(kernel[2])`` runs
+    an LNC-2 launch."""
     if not callable(kernel):
         raise KernelArgumentError(
             f"nki.simulate expects a kernel, got {type(kernel).__name__}", rule="bad-argument"

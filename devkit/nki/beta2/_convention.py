@@ -19,6 +19,7 @@ from devkit.errors import (
     TileShapeError,
     user_location,
 )
+from devkit.nki.beta2 import views as _views
 from devkit.sim import instr as _x
 from devkit.sim.deferred import Deferred
 from devkit.sim.storage import HBM_BUFFERS, Storage
@@ -80,6 +81,8 @@ def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Te
             f"{api}: dst must be a tensor (nl.ndarray), got {type(x).__name__}", rule="bad-argument"
         )
     x.check_alive()
+    if x.st in _views.SNAPSHOTS:
+        _views.refuse_snapshot_write(x, api)
     if x.st.buffer not in buffers and not (x.st.buffer in HBM_BUFFERS and "hbm" in buffers):
         where = " or ".join(b.upper() for b in buffers)
         raise MemoryPlacementError(

@@ -37,6 +37,7 @@ from devkit.nki.beta2.constants import (
     oob_mode,
     reduce_cmd,
 )
+from devkit.nki.beta2.views import refuse_snapshot_write
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
@@ -120,6 +121,7 @@ def dma_copy(
 ) -> None:
     """Copy ``src`` to ``dst`` (HBM/SBUF either side, equal element counts; casts via fp32 except hwdge)."""
     api = "nisa.dma_copy"
+    refuse_snapshot_write(dst, api)
     om = _member(oob_mode, _b1.oob_mode, api, "oob_mode")
     dg = _member(dge_mode, globals()["dge_mode"], api, "dge_mode")
     _member(engine, _b1.engine, api, "engine")
@@ -137,11 +139,11 @@ def dma_copy(
 
 
 def _plain_copy(dst: Any, src: Any) -> bool:
-    """A numerics-run copy between in-bounds affine views of one dtype, outside PSUM (the common case)."""
+    """A copy between in-bounds affine views of one dtype, outside PSUM (the common case)."""
     if not (isinstance(dst, Tensor) and isinstance(src, Tensor)):
         return False
     m = _x.current()
-    if m is None or not m.numerics or not (dst.st.alive and src.st.alive):
+    if m is None or not (dst.st.alive and src.st.alive):
         return False
     if "psum" in (dst.st.buffer, src.st.buffer) or _dt.name_of(dst.dtype) != _dt.name_of(src.dtype):
         return False
@@ -159,6 +161,9 @@ def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
     m.check_read(src, loc)
     m.check_write(dst, loc)
     m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": False, "rmw": False}, loc)
+    if not m.numerics:
+        dst.mark_written()
+        return
     v = src.read()
     dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
 

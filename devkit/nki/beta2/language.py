@@ -13,6 +13,8 @@ from __future__ import annotations
 import builtins
 import contextlib
 import functools
+import inspect
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -89,7 +91,32 @@ tile_size = _TileSize2()
 
 
 class NKIObject:
-    """Base class for user classes used inside kernels (NKI 0.x compiles only such classes)."""
+    """Base class for user classes used inside kernels (NKI 0.x compiles only such classes).
+
+    A subclass without an ``__init__`` of its own (and not a dataclass) is built from its annotated fields,
+    positionally in declaration order or by name, class attributes serving as defaults; fields not given stay
+    unset (methods fill them in later): nki-library (hardware-tested) constructs ``DimensionSizes(T=T, H=H, ...)``
+    from such a class and derives ``I_TP_sharded`` afterwards (moe_cte/bwmm_shard_on_I.py).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = type(self)
+        names: list[str] = []
+        for klass in reversed(cls.__mro__):
+            for n in inspect.get_annotations(klass):
+                if n not in names:
+                    names.append(n)
+        if len(args) > len(names):
+            raise TypeError(f"{cls.__name__}() takes {len(names)} field(s) but {len(args)} were given")
+        given = dict(zip(names, args))
+        for n, v in kwargs.items():
+            if n not in names:
+                raise TypeError(f"{cls.__name__}() got an unexpected keyword argument {n!r}")
+            if n in given:
+                raise TypeError(f"{cls.__name__}() got multiple values for argument {n!r}")
+            given[n] = v
+        for n, v in given.items():
+            setattr(self, n, v)
 
 
 # ---- creation ---------------------------------------------------------------------------------------------------
@@ -129,6 +156,7 @@ def _allow_multibank_psum() -> None:
     m = _x.current()
     if m is not None:
         m.psum_tile_banks = m.geometry.psum_banks
+        m.nki_beta2 = True  # NKI 0.x rules apply to this run (see devkit.nki.beta2: tensor truthiness)
 
 
 def zeros(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "") -> Tensor:
@@ -160,7 +188,20 @@ def _buffer_of(x: Tensor) -> Buffer:
 
 rand = _b1.rand
 random_seed = _b1.random_seed
-shared_constant = _b1.shared_constant
+
+
+def shared_constant(constant: Any, dtype: Any = None, **kwargs: Any) -> Tensor:
+    """``nl.shared_constant(array_or_npy_path)``: a constant tensor in ``shared_hbm``; a ``str``/path argument
+    names a ``.npy`` file (nki-library's rotational top-k saves its constants that way)."""
+    if isinstance(constant, (str, os.PathLike)):
+        try:
+            constant = np.load(os.fspath(constant), allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise KernelArgumentError(
+                f"nl.shared_constant({os.fspath(constant)!r}): cannot read a .npy array from it ({e})",
+                rule="bad-argument",
+            ) from None
+    return _b1.shared_constant(constant, dtype=dtype, **kwargs)
 
 
 def shared_identity_matrix(n: int, dtype: Any = dtypes.uint8, dst: Any = None) -> Tensor:

@@ -219,12 +219,12 @@ def sendrecv(
     pipe = int(pipe_id)
     m.check_read(src, loc)  # type: ignore[union-attr]
     key = (me, to, pipe)
-    if key in progs.mail:
-        raise KernelArgumentError(
-            f"{api}: program {me} sends on pipe {pipe} again before program {to} received the previous message",
-            rule="bad-argument",
+    if key in progs.mail:  # the pipe holds one message: wait until the peer has taken the previous one
+        progs.wait_until(
+            lambda: key not in progs.mail, f"program {to} to receive the previous message on pipe {pipe}"
         )
-    progs.mail[key] = src.read() if m.numerics else None  # type: ignore[union-attr]
+    # the message is the data at send time (the sender may overwrite src before the peer receives it)
+    progs.mail[key] = np.array(src.read(), copy=True) if m.numerics else None  # type: ignore[union-attr]
     want = (frm, me, pipe)
     progs.wait_until(lambda: want in progs.mail, f"a sendrecv from program {frm} on pipe {pipe}")
     vals = progs.mail.pop(want)

@@ -12,6 +12,7 @@ becomes an explicitly indexed view (exact, slower).
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,20 @@ def _raw_bits(st: Storage) -> bool:
     return dt.is_packed(st.dtype) or dt.name_of(st.dtype) in _RAW
 
 
+#: aliases that hold a converted copy of their storage (read-only: writing through them is refused)
+SNAPSHOTS: weakref.WeakSet[Storage] = weakref.WeakSet()
+
+
+def refuse_snapshot_write(t: Any, api: str) -> None:
+    """Raise when ``t`` is a read-only reinterpreting view (see :func:`reinterpret`)."""
+    if isinstance(t, Tensor) and t.st in SNAPSHOTS:
+        raise UnsupportedError(
+            f"{api}: writing through a {dt.name_of(t.dtype)} view of storage of another element type is not "
+            "simulated yet (such views can be read)",
+            rule="unsupported",
+        )
+
+
 def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
     """A storage aliasing ``t``'s storage with ``dtype`` (last dimension scaled by the itemsize ratio)."""
     try:
@@ -105,14 +120,22 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
         )
     shape = (*st.shape[:-1], last_bytes // new)
     data = None
+    snapshot = False
     if st.machine is not None and st.data is not None:
-        if not (_raw_bits(st) and (dt.is_packed(d) or dt.name_of(d) in _RAW)):
+        if _raw_bits(st) and (dt.is_packed(d) or dt.name_of(d) in _RAW):
+            data = np.ascontiguousarray(st.data).view(dt.storage_dtype(d)).reshape(shape)
+        elif _raw_bits(st) and dt.is_float(d) and not dt.is_packed(d) and dt.name_of(d) != "tfloat32":
+            # raw bits read as a narrower float format (nki-library rmsnorm_quant stores fp32 scales through an
+            # fp8 view): the simulator keeps such formats as float32 values, so this alias is a read-only copy
+            raw = np.ascontiguousarray(st.data).view(np.uint8).view(np.dtype(d)).reshape(shape)
+            data = dt.to_storage(raw, d)
+            snapshot = True
+        else:
             raise UnsupportedError(
                 f"{api}: reinterpreting {dt.name_of(st.dtype)} storage as {dt.name_of(d)} is not simulated yet "
-                "(only integer, float32 and packed x4 types are bit-aliased)",
+                "(integer, float32 and packed x4 storage can be viewed as those types, or read as a float type)",
                 rule="unsupported",
             )
-        data = np.ascontiguousarray(st.data).view(dt.storage_dtype(d)).reshape(shape)
     alias = Storage(
         st.machine() if st.machine else None,
         st.id,
@@ -130,10 +153,16 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
             alias.uninit = st.uninit.reshape(shape)
             alias.n_uninit = st.n_uninit
         elif st.uninit.any():
-            raise UnsupportedError(
-                f"{api}: reinterpreting a partly written {st.describe()} as {dt.name_of(d)} is not simulated yet",
-                rule="unsupported",
-            )
+            if not snapshot:
+                raise UnsupportedError(
+                    f"{api}: reinterpreting a partly written {st.describe()} as {dt.name_of(d)} is not simulated yet",
+                    rule="unsupported",
+                )
+            # an element of the narrower view is unwritten where the wider element holding its bytes is
+            alias.uninit = np.repeat(st.uninit, old // new, axis=-1).reshape(shape)
+            alias.n_uninit = int(alias.uninit.sum())
+    if snapshot:
+        SNAPSHOTS.add(alias)
     alias.is_input = st.is_input
     alias.addr = st.addr
     alias.written = st.written
