@@ -37,7 +37,7 @@ from devkit.nki.beta2.constants import (
     oob_mode,
     reduce_cmd,
 )
-from devkit.nki.beta2.views import refuse_snapshot_write
+from devkit.nki.beta2.views import refuse_snapshot_write as _refuse_snapshot_write
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
@@ -121,7 +121,7 @@ def dma_copy(
 ) -> None:
     """Copy ``src`` to ``dst`` (HBM/SBUF either side, equal element counts; casts via fp32 except hwdge)."""
     api = "nisa.dma_copy"
-    refuse_snapshot_write(dst, api)
+    _refuse_snapshot_write(dst, api)
     om = _member(oob_mode, _b1.oob_mode, api, "oob_mode")
     dg = _member(dge_mode, globals()["dge_mode"], api, "dge_mode")
     _member(engine, _b1.engine, api, "engine")
