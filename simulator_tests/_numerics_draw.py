@@ -4,6 +4,12 @@ comparisons the suites' docstrings justify."""
 
 from __future__ import annotations
 
+import inspect
+import os
+import subprocess
+import sys
+from collections.abc import Iterable
+
 import numpy as np
 from _numerics_ref import FLOATS, bits, close_values, nan_bits, same_values, special_floats, special_ints
 from hypothesis import strategies as st
@@ -136,3 +142,21 @@ def act_tolerance(name: str, x32: np.ndarray, w: np.ndarray) -> np.ndarray:
     }.get(name, 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
         return 64 * EPS32 * (np.abs(w) + scale)
+
+
+def public_callables(module) -> set[str]:
+    """Every public callable of an ``nl``/``nisa`` module of either generation, except classes (dtypes,
+    enums, buffers) and submodules: the operations a coverage test must find a property test for."""
+    return {
+        name
+        for name, obj in vars(module).items()
+        if not (name.startswith("_") or inspect.ismodule(obj) or inspect.isclass(obj) or not callable(obj))
+    }
+
+
+def rerun_with_examples(paths: Iterable[object], examples: int = 150) -> subprocess.CompletedProcess:
+    """Run the given suite files again in a subprocess with ``examples`` hypothesis examples per property
+    (the suites' ``slow`` variant)."""
+    env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": str(examples)}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow"]
+    return subprocess.run([*cmd, *map(str, paths)], env=env, capture_output=True, text=True)

@@ -27,11 +27,7 @@ movement, creation, TensorE and fused-helper half, with 150).
 from __future__ import annotations
 
 import ast
-import inspect
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import neuronxcc.nki as nki
@@ -40,6 +36,7 @@ import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import apply
+from _numerics_draw import public_callables, rerun_with_examples
 from _numerics_props import (
     ACT,
     ALU32,
@@ -948,21 +945,11 @@ def _test_names(path: Path) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
 
 
-def _public_callables(module) -> set[str]:
-    """Every public callable of an nl/nisa module except classes (dtypes, enums, buffers, grid helpers)."""
-    out = set()
-    for name, obj in vars(module).items():
-        if name.startswith("_") or inspect.ismodule(obj) or inspect.isclass(obj) or not callable(obj):
-            continue
-        out.add(name)
-    return out
-
-
 @pytest.mark.parametrize("module", [nl, nisa], ids=["nl", "nisa"])
 def test_every_public_op_has_a_property_test(module):
     """Fails when a public nl/nisa callable has neither a property test here nor a reasoned entry in
     NON_OPS (a new op needs a test: add it to COVERED with the test that drives it)."""
-    names = _public_callables(module)
+    names = public_callables(module)
     missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
     assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
     tests = {n for path in SUITE for n in _test_names(path)}
@@ -973,24 +960,7 @@ def test_every_public_op_has_a_property_test(module):
 @pytest.mark.slow
 def test_differential_suite_with_many_examples():
     """The whole suite again with 150 examples per property (``pytest -m slow``)."""
-    env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": "150"}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not slow",
-            *map(str, SUITE),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    r = rerun_with_examples(SUITE)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
 
 

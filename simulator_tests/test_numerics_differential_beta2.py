@@ -20,11 +20,6 @@ the coverage test here counts both.
 
 from __future__ import annotations
 
-import inspect
-import os
-import subprocess
-import sys
-
 import _numerics_ref as ref
 import nki.isa as nisa
 import nki.language as nl
@@ -44,7 +39,15 @@ from _numerics_beta2 import (
     run_nl,
     sum_bound,
 )
-from _numerics_draw import EPS32, act_tolerance, arrays, assert_close, assert_same
+from _numerics_draw import (
+    EPS32,
+    act_tolerance,
+    arrays,
+    assert_close,
+    assert_same,
+    public_callables,
+    rerun_with_examples,
+)
 from _numerics_ref import (
     F32,
     FLOATS,
@@ -770,20 +773,11 @@ COVERED = {
 }
 
 
-def _public_callables(module) -> set[str]:
-    """Every public callable of the module except classes (dtypes, enums, buffers) and submodules."""
-    return {
-        name
-        for name, obj in vars(module).items()
-        if not (name.startswith("_") or inspect.ismodule(obj) or inspect.isclass(obj) or not callable(obj))
-    }
-
-
 @pytest.mark.parametrize("module", [nl, nisa], ids=["nki.language", "nki.isa"])
 def test_every_public_op_has_a_property_test(module):
     """Fails when a public Beta-2 nki.language / nki.isa callable has neither a property test here nor a
     reasoned NON_OPS entry (a new op needs a test: add it to COVERED with the test that drives it)."""
-    names = _public_callables(module)
+    names = public_callables(module)
     missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
     assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
     tests = {n for n in (*globals(), *vars(data_tests)) if n.startswith("test_")}
@@ -794,23 +788,5 @@ def test_every_public_op_has_a_property_test(module):
 @pytest.mark.slow
 def test_differential_suite_with_many_examples():
     """Both Beta-2 differential modules again with 150 examples per property (``pytest -m slow``)."""
-    env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": "150"}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-x",
-            "-p",
-            "no:cacheprovider",
-            "-m",
-            "not slow",
-            __file__,
-            data_tests.__file__,
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    r = rerun_with_examples((__file__, data_tests.__file__))
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
