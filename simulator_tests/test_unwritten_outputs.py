@@ -57,3 +57,17 @@ def test_reshape_without_a_write_is_still_unwritten():
         devkit.simulate(bad, A)
     report = devkit.estimate(bad, TensorSpec((512, 64), "float32"))
     assert len(report.outputs_unwritten) == 1
+
+
+def test_aliases_written_in_a_loop_are_not_all_retained():
+    """A loop that reshapes and writes its output every iteration keeps one written alias as evidence,
+    not one alias per iteration (the base's alias list stays bounded)."""
+    from devkit.sim.storage import Storage, alias_of, ever_written
+
+    base = Storage(None, 0, (4, 8), np.float32, "shared_hbm", None, None, name="out", kind="output")
+    for _ in range(100):
+        a = Storage(None, 0, (32,), np.float32, "shared_hbm", None, None, name="out", kind="output")
+        alias_of(a, base)
+        a.written = True
+    assert ever_written(base)
+    assert len(base.aliases) <= 2

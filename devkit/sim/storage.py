@@ -200,12 +200,15 @@ def alias_of(alias: Storage, base: Storage) -> None:
     The alias keeps ``base`` alive and ``base`` lists its aliases, so that a write made through an alias
     counts as a write of ``base`` (:func:`ever_written`) even after the alias itself went out of scope.
     The two form a cycle that dies with the last outside reference (aliases share ``base``'s data, so
-    they cost a few hundred bytes each, never a copy).
+    they cost a few hundred bytes each, never a copy).  The list stays short in loops that reshape and
+    write every iteration: once one listed alias was written it is kept as the witness and the other
+    written ones are dropped (only aliases not yet written can still change the answer).
     """
     alias.base = base
-    if base.aliases is None:
-        base.aliases = []
-    base.aliases.append(alias)
+    known = base.aliases or []
+    witness = next((a for a in known if ever_written(a)), None)
+    kept = [a for a in known if not ever_written(a)]
+    base.aliases = ([witness] if witness is not None else []) + kept + [alias]
 
 
 def ever_written(st: Storage) -> bool:
