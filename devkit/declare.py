@@ -45,6 +45,10 @@ ShapeRange = Any
 #: or a :class:`Feasibility`.
 Constraint = Callable[[Shape, Mapping[str, Any], str, str], Any]
 
+#: NKI API generations a kernel can be written in: Beta 1 (``neuronxcc.nki``, SDK <= 2.26) and
+#: Beta 2 (``import nki``, SDK 2.27+).
+GENERATIONS = ("beta1", "beta2")
+
 #: Default tolerance (normalised max error) for a dtype with no entry and no ``"*"`` entry.
 DEFAULT_TOLERANCE = 2e-2
 
@@ -156,7 +160,9 @@ class KernelSpec:
     ``sweep``; ``block_params`` (config name -> candidate values); ``constraint``; ``defaults`` (default
     config: a mapping, or ``defaults(shape, dtype, target) -> dict``; default: the first candidate of
     each parameter); ``baselines``; ``kernel_reads_defaults`` (True when the kernel looks its defaults up
-    itself, so runs without explicit blocks pass none); ``movement`` / ``canonical`` (optional tuner
+    itself, so runs without explicit blocks pass none); ``generation`` (``"beta1"`` or ``"beta2"``, the NKI
+    API the kernel is written in) and ``family`` (the generation-independent name that pairs a Beta-1 kernel
+    with its Beta-2 version in reports; default ``name``); ``movement`` / ``canonical`` (optional tuner
     hooks: closed-form FLOPs/bytes of a config, and the config as clamped to a shape); ``inputs``
     (optional ``inputs(shape, dtype, seed) -> arrays``).
     """
@@ -181,6 +187,8 @@ class KernelSpec:
     canonical: Callable[[Shape, Mapping[str, Any]], Mapping[str, Any]] | None = None
     inputs: Callable[[Shape, str, int], Sequence[Any]] | None = None
     source: str = ""  # the file that declared it (set by the loader; used in messages)
+    generation: str = "beta1"  # NKI API generation the kernel is written in: "beta1" or "beta2"
+    family: str = ""  # generation-independent name pairing Beta-1/Beta-2 versions (default: ``name``)
 
     def __post_init__(self) -> None:
         if not self.name or not str(self.name).replace("_", "a").replace("-", "a").isalnum():
@@ -190,6 +198,12 @@ class KernelSpec:
                 raise SpecError(f"{self.name}: {attr} must be callable")
         if not self.default_shape:
             raise SpecError(f"{self.name}: default_shape must name every shape parameter")
+        if self.generation not in GENERATIONS:
+            raise SpecError(
+                f"{self.name}: generation {self.generation!r}; choose one of {', '.join(GENERATIONS)}"
+            )
+        if not self.family:
+            object.__setattr__(self, "family", self.name)
         unknown = set(self.shape_space) - set(self.default_shape)
         if unknown:
             raise SpecError(f"{self.name}: shape_space names {sorted(unknown)}, not in default_shape")
