@@ -338,13 +338,24 @@ class KernelSpec:
         """The config a run uses when none is given: the project's tuning table entry if any, else the
         declared ``defaults``, else the first candidate of each block parameter."""
         shape = self._shape(shape)
+        base = self.declared_blocks(shape, dtype, target)
+        if callable(self.defaults):
+            return base
+        from devkit import tuning_table
+
+        base.update(tuning_table.blocks_for(self.name, shape, dtype, target))
+        return base
+
+    def declared_blocks(
+        self, shape: Shape | None = None, dtype: str = "bfloat16", target: str = "trn1"
+    ) -> dict[str, Any]:
+        """The config the declaration gives, before any tuning table: the ``defaults`` rule or mapping over
+        the first candidate of each block parameter."""
+        shape = self._shape(shape)
         if callable(self.defaults):
             return dict(self.defaults(shape, dtype, target))
         base = {k: v[0] for k, v in self.block_params.items() if v}
         base.update(dict(self.defaults or {}))
-        from devkit import tuning_table
-
-        base.update(tuning_table.blocks_for(self.name, shape, dtype, target))
         return base
 
     def feasible(

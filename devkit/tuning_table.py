@@ -105,3 +105,19 @@ def blocks_for(
         if found is not None:
             return found
     return {}
+
+
+def pinned_entries(
+    path: str | os.PathLike[str], kernel: str, target: str
+) -> list[tuple[str, dict[str, int], dict[str, Any]]]:
+    """``(dtype, shape, blocks)`` of every entry for ``kernel`` on ``target`` in one table whose ``when``
+    pins each of its parameters to one value (the entries ``devkit tune`` writes by default), table order."""
+    out = []
+    for dtype, entries in load(path).get("kernels", {}).get(kernel, {}).get(target, {}).items():
+        for entry in entries:
+            when = entry.get("when", {})
+            if when and all(lo is not None and lo == hi for lo, hi in when.values()):
+                out.append(
+                    (dtype, {k: int(lo) for k, (lo, _) in when.items()}, dict(entry.get("blocks", {})))
+                )
+    return out

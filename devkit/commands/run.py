@@ -113,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         out.print(paper_table(summary, args.target))
     if summary.mlp_rows:
         out.print(mlp_table(summary, args.target))
+    for table in kernel_tables(summary, args.target):
+        out.print(table)
     path = _write_report(summary, args, wall)
     out.print(f"report: {escape(str(path))}", highlight=False)
     if summary.passed:
@@ -293,6 +295,86 @@ def mlp_table(summary: main_job.Summary, target: str) -> Table:
             _x(r["speedup"]),
         )
     return table
+
+
+def _table(
+    title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], caption: str | None = None
+) -> Table:
+    """A rich table; a column named ``"<name"`` is text (left-aligned), the others figures."""
+    table = Table(title=title, caption=caption)
+    for col in columns:
+        table.add_column(col.lstrip("<"), justify="left" if col.startswith("<") else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def kernel_tables(summary: main_job.Summary, target: str) -> list[Table]:
+    """The per-kernel tables: kernels against their baselines, each sweep, tuned against declared
+    configs, and Beta 1 next to Beta 2 (only those with rows)."""
+    tables = []
+    on = f"modelled on {target}"
+    if summary.kernel_rows:
+        rows = [
+            (r["kernel"], r["shape"], r["dtype"], _us(r["latency_us"]), r["bound_by"],
+             "; ".join(f"{b['label']} {_us(b['latency_us'])} ({_x(b['speedup'])})" for b in r["baselines"]) or "-")
+            for r in summary.kernel_rows
+        ]  # fmt: skip
+        tables.append(
+            _table(
+                f"Kernels against their declared baselines, {on}",
+                ("<kernel", "<shape", "<dtype", "latency", "<bound by", "<baselines (kernel's speedup)"),
+                rows,
+                band_caption(target),
+            )
+        )
+    for t in summary.sweeps:
+        rows = [(str(r["x"]), *(_us(r["latency_us"][lb]) for lb in t["labels"])) for r in t["rows"]]
+        tables.append(
+            _table(f"Sweep of {t['kernel']} over {t['x']} ({t['dtype']}), {on}", (t["x"], *t["labels"]), rows)
+        )
+    if summary.tuning_rows:
+        rows = [
+            (r["kernel"], r["shape"], r["dtype"], str(r["tuned_blocks"]), _us(r["tuned_us"]),
+             str(r["default_blocks"]), _us(r["default_us"]), _x(r["speedup"]))
+            for r in summary.tuning_rows
+        ]  # fmt: skip
+        tables.append(
+            _table(
+                f"Tuned configurations (project tuning table), {on}",
+                ("<kernel", "<shape", "<dtype", "<tuned", "tuned", "<declared default", "default", "speedup"),
+                rows,
+            )
+        )
+    if summary.generation_rows:
+        rows = [
+            (g["family"], g["dtype"], g["beta1"]["kernel"], _err(g["beta1"]["max_error"]), g["beta2"]["kernel"],
+             _err(g["beta2"]["max_error"]), _us(g["beta1"]["latency_us"]), _us(g["beta2"]["latency_us"]),
+             "-" if g["latency_diff_pct"] is None else f"{g['latency_diff_pct']:+.1f} %")
+            for g in summary.generation_rows
+        ]  # fmt: skip
+        tables.append(
+            _table(
+                f"Beta 1 and Beta 2 side by side, {on}",
+                (
+                    "<family",
+                    "<dtype",
+                    "<Beta 1",
+                    "max error",
+                    "<Beta 2",
+                    "max error",
+                    "Beta 1",
+                    "Beta 2",
+                    "Beta 2 vs 1",
+                ),
+                rows,
+            )
+        )
+    return tables
+
+
+def _err(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2e}"
 
 
 def _write_report(summary: main_job.Summary, args: argparse.Namespace, wall: float) -> Path:

@@ -459,6 +459,7 @@ def environment() -> Any:
     env.filters["bytes"] = fmt_bytes
     env.filters["pct"] = lambda v: "-" if v is None else f"{v:.1%}"
     env.filters["x"] = lambda v: "-" if v is None else f"{v:.2f}x"
+    env.filters["err"] = lambda v: "-" if v is None else f"{v:.2e}"
     return env
 
 

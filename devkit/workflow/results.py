@@ -3,8 +3,9 @@
 
 :func:`results_data` holds every row the run's tables show: each validation (kernel, shape, dtype,
 pass/fail, max error, tolerance, seconds, detail), each estimate (the cost report's figures plus its
-roofline point and uncertainty band), and the derived comparison rows of the paper microbenchmark
-and the MLP tables.  The CSV files hold the validation and estimate rows, one per line, with the
+roofline point and uncertainty band), and the derived rows of the paper microbenchmark, the MLP tables,
+the kernels against their baselines, their sweeps, tuned configurations and Beta 1/Beta 2 pairs
+(:mod:`devkit.workflow.run`).  The CSV files hold the validation and estimate rows, one per line, with the
 same column names as the JSON keys.
 
 Units: latencies in us, bytes in bytes, throughput in TFLOP/s, ``band_pct`` in percent.
@@ -103,6 +104,10 @@ def results_data(summary: main_job.Summary, *, target: str, quick: bool) -> dict
         "estimates": estimate_rows(summary, b.pct if b is not None else None),
         "paper_rows": summary.paper_rows,
         "mlp_rows": summary.mlp_rows,
+        "kernel_rows": summary.kernel_rows,
+        "sweeps": summary.sweeps,
+        "tuning_rows": summary.tuning_rows,
+        "generation_rows": summary.generation_rows,
     }
 
 

@@ -56,6 +56,13 @@ class Task:
     group: str = ""
     label: str = ""
     timeline: bool = False
+    #: Explicit config of an estimate (``None``: the kernel's defaults, tuning table included).
+    blocks: tuple[tuple[str, Any], ...] | None = None
+    #: The kernel's family and API generation (validations and per-kernel estimates; pairs Beta 1/Beta 2).
+    family: str = ""
+    generation: str = ""
+    #: The x value of a sweep point (``group`` ``sweep:<kernel>:<x>``).
+    point: int | None = None
 
     @property
     def shape_dict(self) -> dict[str, int]:
@@ -134,11 +141,25 @@ def plan(
     if comparisons is None:
         comparisons = any(s.name in kit for s in specs)
     tasks: list[Task] = []
+
+    def ref_of(spec: Any) -> str:
+        return spec.name if registry is not None else catalog.ref_of(spec)
+
     for spec in specs:
         shape = quick_shape(spec.default_shape) if quick else dict(spec.default_shape)
-        ref = spec.name if registry is not None else catalog.ref_of(spec)
         for dtype in spec.dtypes:
-            tasks.append(Task("validate", ref, _shape(shape), dtype, target))
+            tasks.append(
+                Task(
+                    "validate",
+                    ref_of(spec),
+                    _shape(shape),
+                    dtype,
+                    target,
+                    family=spec.family,
+                    generation=spec.generation,
+                )
+            )
+    tasks += kernel_tasks(specs, kit=kit, quick=quick, target=target, ref_of=ref_of)
     if not comparisons:
         return tasks
     s_values = tuple(seq_lens) if seq_lens else (PAPER_S_QUICK if quick else PAPER_S_FULL)
@@ -192,6 +213,100 @@ def plan(
     return tasks
 
 
+def _paired_families(specs: Sequence[Any]) -> set[str]:
+    """Families with kernels of more than one API generation among ``specs`` (Beta 1 next to Beta 2)."""
+    gens: dict[str, set[str]] = {}
+    for spec in specs:
+        gens.setdefault(spec.family, set()).add(spec.generation)
+    return {f for f, g in gens.items() if len(g) > 1}
+
+
+def kernel_tasks(
+    specs: Sequence[Any], *, kit: set[str], quick: bool, target: str, ref_of: Callable[[Any], str]
+) -> list[Task]:
+    """The per-kernel estimates of a run, for every kernel that is not the kit's own (the project's kernels:
+    they get every table and plot the kit's kernels get) and every kernel whose family has both API
+    generations here:
+
+    * ``kernel:<name>``: the kernel (label = its name) on its validation shape in each of its dtypes, and
+      each declared baseline (label = the baseline's label or name) on the mapped shape;
+    * ``sweep:<name>:<x>``: the kernel and its baselines at each value of its declared sweep
+      (``--quick``: the first three values);
+    * ``tuning:<name>``: each project tuning-table entry for the kernel on ``target`` that pins a shape,
+      with the tuned config (label ``tuned``) and the declared default (label ``default``).
+
+    The kit's kernels keep their NeuronMM comparisons only (unless paired by generation: then the kernel
+    estimate, without baselines), so a kit-only run plans the same tasks as before.
+    """
+    from devkit import tuning_table
+    from devkit.workflow.sweep import lines_of, resolve_sweep
+
+    paired = _paired_families(specs)
+    tasks: list[Task] = []
+    for spec in specs:
+        ours = spec.name not in kit
+        if not ours and spec.family not in paired:
+            continue
+        shape = quick_shape(spec.default_shape) if quick else dict(spec.default_shape)
+        group = f"kernel:{spec.name}"
+        for dtype in spec.dtypes:
+            tasks.append(
+                Task(
+                    "estimate",
+                    ref_of(spec),
+                    _shape(shape),
+                    dtype,
+                    target,
+                    group=group,
+                    label=spec.name,
+                    family=spec.family,
+                    generation=spec.generation,
+                )
+            )
+            for line in lines_of(spec, "")[1:] if ours else ():  # the declared baselines
+                mapped = dict(line.shape(shape)) if line.shape else shape
+                tasks.append(Task("estimate", line.ref, _shape(mapped), dtype, target, group, line.label))
+        if not ours:
+            continue
+        if spec.sweep is not None:
+            sw = resolve_sweep(spec)
+            for v in sw.values[:3] if quick else sw.values:
+                point = {**dict(sw.fixed or {}), sw.x: int(v)}
+                for line in lines_of(spec, ref_of(spec)):
+                    shp = dict(line.shape(point)) if line.shape else point
+                    group = f"sweep:{spec.name}:{sw.x}"
+                    tasks.append(
+                        Task(
+                            "estimate",
+                            line.ref,
+                            _shape(shp),
+                            sw.dtype,
+                            target,
+                            group,
+                            line.label,
+                            point=int(v),
+                        )
+                    )
+        for dtype, shp, tuned in tuning_table.pinned_entries(tuning_table.project_table(), spec.name, target):
+            if set(shp) != set(spec.shape_params) or dtype not in spec.dtypes:
+                continue
+            declared = spec.declared_blocks(shp, dtype, target)
+            for label, blocks in (("tuned", tuned), ("default", declared)):
+                tasks.append(
+                    Task(
+                        "estimate",
+                        ref_of(spec),
+                        _shape(shp),
+                        dtype,
+                        target,
+                        f"tuning:{spec.name}",
+                        label,
+                        blocks=tuple(sorted(blocks.items())),
+                    )
+                )
+    return tasks
+
+
 def _error_text(exc: BaseException) -> str:
     from devkit.errors import KernelError
 
@@ -240,7 +355,8 @@ def run_task(task: Task) -> TaskResult:
         if task.timeline:  # the report's timeline: the whole scheduled trace (devkit.cost.chrome_trace)
             report, trace = _traced_estimate(spec, task)
         else:
-            report = spec.estimate(task.shape_dict, task.dtype, task.target)
+            blocks = dict(task.blocks) if task.blocks is not None else None
+            report = spec.estimate(task.shape_dict, task.dtype, task.target, blocks)
         figures = {
             k: v
             for k, v in report.to_dict().items()
@@ -311,6 +427,12 @@ class Summary:
     estimate_errors: list[TaskResult]
     #: Every estimate task's result, in plan order (results.json / CSV and the roofline chart).
     estimates: list[TaskResult] = field(default_factory=list)
+    #: Per-kernel estimates with their baselines, sweeps, tuned-vs-default and Beta 1/Beta 2 pairs
+    #: (see :func:`kernel_tasks`; rows described at :func:`kernel_rows` and below).
+    kernel_rows: list[dict[str, Any]] = field(default_factory=list)
+    sweeps: list[dict[str, Any]] = field(default_factory=list)
+    tuning_rows: list[dict[str, Any]] = field(default_factory=list)
+    generation_rows: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failures(self) -> list[TaskResult]:
@@ -392,4 +514,138 @@ def summarise(results: Iterable[TaskResult]) -> Summary:
                 }
             )
     timeline = next((r for r in estimates if r.task.timeline and r.ok and r.report is not None), None)
-    return Summary(validations, paper_rows, mlp_rows, timeline, errors, estimates)
+    return Summary(
+        validations,
+        paper_rows,
+        mlp_rows,
+        timeline,
+        errors,
+        estimates,
+        kernel_rows=kernel_rows(estimates),
+        sweeps=sweep_tables(estimates),
+        tuning_rows=tuning_rows(estimates),
+        generation_rows=generation_rows(validations, estimates),
+    )
+
+
+def _latency(r: TaskResult | None) -> float | None:
+    return r.figures.get("latency_us") if r is not None and r.ok else None
+
+
+def _hbm(r: TaskResult | None) -> int | None:
+    if r is None or not r.ok:
+        return None
+    return (r.figures.get("hbm_read_bytes") or 0) + (r.figures.get("hbm_write_bytes") or 0)
+
+
+def _by_group(estimates: Sequence[TaskResult], prefix: str) -> dict[str, list[TaskResult]]:
+    out: dict[str, list[TaskResult]] = {}
+    for r in estimates:
+        if r.task.group.startswith(prefix):
+            out.setdefault(r.task.group[len(prefix) :], []).append(r)
+    return out
+
+
+def kernel_rows(estimates: Sequence[TaskResult]) -> list[dict[str, Any]]:
+    """One row per kernel and dtype of the ``kernel:<name>`` estimates: ``latency_us``, ``hbm_bytes``,
+    ``bound_by``, ``tensor_utilization`` and ``baselines`` (``label``, ``latency_us``, ``speedup`` =
+    baseline latency / the kernel's)."""
+    rows = []
+    for name, results in _by_group(estimates, "kernel:").items():
+        for r in (r for r in results if r.task.label == name):
+            own = _latency(r)
+            baselines = [
+                {"label": b.task.label, "latency_us": _latency(b), "speedup": _speedup(_latency(b), own)}
+                for b in results
+                if b.task.label != name and b.task.dtype == r.task.dtype
+            ]
+            rows.append(
+                {
+                    "kernel": name,
+                    "shape": r.task.shape_text,
+                    "dtype": r.task.dtype,
+                    "latency_us": own,
+                    "hbm_bytes": _hbm(r),
+                    "bound_by": r.figures.get("bound_by") or "-",
+                    "tensor_utilization": r.figures.get("tensor_utilization"),
+                    "baselines": baselines,
+                }
+            )
+    return rows
+
+
+def sweep_tables(estimates: Sequence[TaskResult]) -> list[dict[str, Any]]:
+    """One table per ``sweep:<name>:<x>`` group: ``kernel``, ``x``, ``dtype``, ``labels`` (the kernel, then
+    its baselines) and ``rows`` (``{"x": value, "latency_us": {label: us or None}}``)."""
+    tables = []
+    for key, results in _by_group(estimates, "sweep:").items():
+        name, _, x = key.rpartition(":")
+        labels = list(dict.fromkeys(r.task.label for r in results))
+        points = sorted({int(r.task.point or 0) for r in results})
+        lat = {(r.task.point, r.task.label): _latency(r) for r in results}
+        rows = [{"x": v, "latency_us": {lb: lat.get((v, lb)) for lb in labels}} for v in points]
+        tables.append(
+            {"kernel": name, "x": x, "dtype": results[0].task.dtype, "labels": labels, "rows": rows}
+        )
+    return tables
+
+
+def tuning_rows(estimates: Sequence[TaskResult]) -> list[dict[str, Any]]:
+    """Tuned against declared default per ``tuning:<name>`` entry: ``kernel``, ``shape``, ``dtype``, both
+    configs and latencies, ``speedup`` = default / tuned."""
+    rows = []
+    for name, results in _by_group(estimates, "tuning:").items():
+        for tuned, default in zip(results[0::2], results[1::2]):
+            rows.append(
+                {
+                    "kernel": name,
+                    "shape": tuned.task.shape_text,
+                    "dtype": tuned.task.dtype,
+                    "tuned_blocks": dict(tuned.task.blocks or ()),
+                    "tuned_us": _latency(tuned),
+                    "default_blocks": dict(default.task.blocks or ()),
+                    "default_us": _latency(default),
+                    "speedup": _speedup(_latency(default), _latency(tuned)),
+                }
+            )
+    return rows
+
+
+def generation_rows(
+    validations: Sequence[TaskResult], estimates: Sequence[TaskResult]
+) -> list[dict[str, Any]]:
+    """Beta 1 next to Beta 2, one row per family and dtype where both generations ran: per generation the
+    ``kernel``, ``shape``, ``max_error``, ``tolerance``, ``passed`` and modelled ``latency_us`` (its
+    ``kernel:`` estimate), and ``latency_diff_pct`` = (Beta 2 - Beta 1) / Beta 1 x 100 (None when either
+    latency is missing or the shapes differ)."""
+    lat = {
+        (r.task.family, r.task.generation, r.task.dtype): _latency(r)
+        for r in estimates
+        if r.task.group.startswith("kernel:") and r.task.generation
+    }
+    found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
+    for r in validations:
+        if not r.task.family:
+            continue
+        side = found.setdefault((r.task.family, r.task.dtype), {})
+        side.setdefault(
+            r.task.generation,
+            {
+                "kernel": r.task.kernel.rsplit(":", 1)[-1],
+                "shape": r.task.shape_text,
+                "max_error": r.max_error,
+                "tolerance": r.tolerance,
+                "passed": r.ok,
+                "latency_us": lat.get((r.task.family, r.task.generation, r.task.dtype)),
+            },
+        )
+    rows = []
+    for (family, dtype), side in found.items():
+        if "beta1" not in side or "beta2" not in side:
+            continue
+        b1, b2 = side["beta1"], side["beta2"]
+        diff = None
+        if b1["latency_us"] and b2["latency_us"] is not None and b1["shape"] == b2["shape"]:
+            diff = (b2["latency_us"] - b1["latency_us"]) / b1["latency_us"] * 100.0
+        rows.append({"family": family, "dtype": dtype, "beta1": b1, "beta2": b2, "latency_diff_pct": diff})
+    return rows

@@ -117,6 +117,7 @@ def report_context(
     ]
     hardware = hardware_context(results_dir)
     return {
+        **kernel_sections(summary, target, frac),
         "uncertainty": uncertainty,
         "roofline": roofline_context(summary, target, frac),
         "results_files": list(RESULTS_FILES),
@@ -171,7 +172,7 @@ def roofline_context(summary: main_job.Summary, target: str, band: float | None)
 
     points = [
         RooflinePoint(
-            label=r.task.kernel,
+            label=r.task.kernel.rsplit(":", 1)[-1],
             flops=float(r.figures.get("flops") or 0),
             hbm_bytes=float((r.figures.get("hbm_read_bytes") or 0) + (r.figures.get("hbm_write_bytes") or 0)),
             latency_us=float(r.figures.get("latency_us") or 0),
@@ -208,3 +209,43 @@ def hardware_context(results_dir: str | None) -> dict[str, Any] | None:
         f"Median measured P50 per kernel and shape from {root} against the "
         "prediction made at promotion (devkit hw report for details).",
     )
+
+
+def kernel_sections(summary: main_job.Summary, target: str, band: float | None) -> dict[str, Any]:
+    """The per-kernel sections (``kernels``, ``sweeps``, ``tuning``, ``generations``; None when empty):
+    the project's kernels against their declared baselines, their declared sweeps as plots, tuned
+    against declared configs, and Beta 1 next to Beta 2 per kernel family (latencies in us)."""
+    from devkit.workflow.report import plot_sweep
+
+    sweeps = [
+        {
+            **t,
+            "png": plot_sweep(
+                [r["x"] for r in t["rows"]],
+                {lb: [r["latency_us"][lb] for r in t["rows"]] for lb in t["labels"]},
+                ylabel="modelled latency (us)",
+                xlabel=t["x"],
+                title=f"{t['kernel']}: latency vs {t['x']} ({t['dtype']}, {target})",
+                band=band,
+            ),
+        }
+        for t in summary.sweeps
+    ]
+    return {
+        "kernels": summary.kernel_rows or None,
+        "sweeps": sweeps or None,
+        "tuning": [
+            {
+                **r,
+                "tuned_text": _blocks_text(r["tuned_blocks"]),
+                "default_text": _blocks_text(r["default_blocks"]),
+            }
+            for r in summary.tuning_rows
+        ]
+        or None,
+        "generations": summary.generation_rows or None,
+    }
+
+
+def _blocks_text(blocks: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in blocks.items()) or "-"
