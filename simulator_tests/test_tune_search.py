@@ -141,3 +141,72 @@ def test_cli_no_write_prints_the_top(capsys, tmp_path):
     assert not path.exists()
     assert cli.main(["tune", "xuv_fused", "--shape", "1,2,3"]) == 2
     assert "expected 4" in capsys.readouterr().err
+
+
+# --- kernels without a closed-form model (no ``movement`` hook) ------------------------------------------
+
+WIDE = """
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+import numpy as np
+
+import devkit
+
+
+@devkit.declare_kernel(
+    reference=lambda x: (2.0 * x.astype(np.float32)).astype(x.dtype),
+    arg_shapes=lambda s: [(s["R"], s["N"])],
+    default_shape={"R": 128, "N": 4096},
+    dtypes=("float32",),
+    block_params={"cols": (64, 128, 256, 512), "copies": (1, 2, 4, 8)},
+    constraint=lambda s, c, d, t: s["N"] % (c["cols"] * c["copies"]) == 0 or "tile does not divide N",
+)
+@nki.jit
+def wide(x, cols=64, copies=1):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = cols * copies
+    for j in nl.affine_range(x.shape[1] // tile):
+        t = nl.load(x[:, j * tile:(j + 1) * tile])
+        nl.store(out[:, j * tile:(j + 1) * tile], value=nl.multiply(t, 2.0))
+    return out
+"""
+WIDE_SHAPE = {"R": 128, "N": 4096}
+
+
+@pytest.fixture
+def wide(tmp_path):
+    path = tmp_path / "wide.py"
+    path.write_text(WIDE)
+    return f"{path}:wide"
+
+
+def test_tune_without_a_closed_form_traces_a_small_space_whole(wide):
+    from devkit.workflow import catalog
+
+    spec = catalog.get(wide)
+    phases = set()
+    result = tuner.tune(wide, WIDE_SHAPE, dtype="float32", jobs=1, progress=lambda p, d, t: phases.add(p))
+    every = {tuple(b.values()): spec.estimate(WIDE_SHAPE, "float32", "trn1", b).latency_us
+             for b in spec.candidate_blocks()}  # fmt: skip
+    optimum = min(every, key=every.get)
+    assert tuple(result.best.blocks.values()) == optimum and result.best.trace_us == pytest.approx(
+        every[optimum]
+    )
+    assert len(result.ranked) == result.distinct == len(every) == 16
+    # outside the default's neighbourhood: two parameters away from (64, 1), past the first 8 re-ranked
+    # configs of a closed-form tie broken toward the default
+    assert tuner.distance(result.best.blocks, result.default_blocks) == 2
+    by_nearness = sorted(spec.candidate_blocks(), key=lambda b: tuner.distance(b, result.default_blocks))
+    assert by_nearness.index(result.best.blocks) >= 8
+    assert phases == {"prune + closed form", "trace model: all 16 configs"}
+
+
+def test_tune_without_a_closed_form_samples_then_climbs_a_larger_space(wide):
+    phases = []
+    result = tuner.tune(wide, WIDE_SHAPE, dtype="float32", jobs=1, exhaustive=3, sample=2,
+                        progress=lambda p, d, t: phases.append(p))  # fmt: skip
+    assert 3 < len(result.ranked) <= tuner.BUDGET_FACTOR * 3 < result.distinct  # a budget, not the space
+    assert any(c.is_default for c in result.ranked) and result.best.trace_us < result.default_us
+    assert [c.trace_us for c in result.ranked] == sorted(c.trace_us for c in result.ranked)
+    assert "trace model: sample of 2 of 16" in phases
+    assert "trace model: neighbours of the best 3, round 1" in phases

@@ -17,6 +17,11 @@
    run of the unmodified kernel scheduled on the target), in worker processes.  The default is always
    a contender, so the answer is never worse than it (modelled).
 
+A kernel without a ``movement`` hook has no closed form to rank by, so step 3 would only pick the
+default's neighbourhood; instead :func:`model_free_search` traces its whole feasible space when it is
+small (``EXHAUSTIVE`` distinct configs), else an even sample of it and then the one-parameter
+neighbours of the best configs found, round after round (progress is reported per round).
+
 The answer is deterministic: the same inputs give the same ranking (ties keep registry order).
 :func:`write_tuning` merges the winner into the project's tuning table (``[tool.devkit] tuning``, see
 :mod:`devkit.project`), which runs without explicit blocks read first (see :mod:`devkit.tuning_table`).
@@ -210,6 +215,58 @@ def run_trace_jobs(
 
 # --- the search -----------------------------------------------------------------------------------
 
+#: Without a closed-form model: trace every distinct feasible config when there are at most this many ...
+EXHAUSTIVE = 64
+#: ... else trace a sample of this many (spread evenly over the declared order) and climb from its best.
+SAMPLE = 32
+#: The search climbs from this many of the best configs traced so far ...
+BEAM = 3
+#: ... and stops after tracing this many times ``exhaustive`` configs.
+BUDGET_FACTOR = 4
+
+
+def model_free_search(
+    candidates: Sequence[Candidate],
+    default: Candidate,
+    trace: Callable[[list[Candidate], str], list[Candidate]],
+    *,
+    exhaustive: int = EXHAUSTIVE,
+    sample: int = SAMPLE,
+) -> list[Candidate]:
+    """Trace-model search of a config space the closed form cannot rank (no ``movement`` hook).
+
+    Up to ``exhaustive`` distinct feasible configs: all of them are traced.  Beyond: a sample of ``sample``
+    configs spread evenly over the declared order (and the default), then rounds that trace every
+    untraced config one parameter away from any of the ``BEAM`` best so far, until a round finds nothing
+    new or ``BUDGET_FACTOR * exhaustive`` configs are traced.  ``trace(batch, phase)`` returns the batch
+    with ``trace_us`` set and reports its progress under ``phase``.  Returns every traced candidate.
+    """
+    pool_ = list(candidates)
+    with_default = pool_ if any(c.is_default for c in pool_) else [*pool_, default]
+    if len(pool_) <= exhaustive:
+        return trace(with_default, f"trace model: all {len(with_default)} configs")
+    step = len(pool_) / max(1, sample)
+    first = [pool_[int(i * step)] for i in range(min(sample, len(pool_)))]
+    if not any(c.is_default for c in first):
+        first.append(default)
+    done = {c.index: c for c in trace(first, f"trace model: sample of {len(first)} of {len(pool_)}")}
+    budget = BUDGET_FACTOR * exhaustive
+    rounds = 0
+    while len(done) < budget:
+        best = sorted(done.values(), key=lambda c: (c.trace_us is None, c.trace_us or 0.0, c.index))[:BEAM]
+        near: dict[int, Candidate] = {}  # neighbours of the best first, then of the next best
+        for b in (b for b in best if b.trace_us is not None):
+            near.update(
+                (c.index, c) for c in pool_ if c.index not in done and distance(c.blocks, b.blocks) == 1
+            )
+        batch = list(near.values())[: budget - len(done)]
+        if not batch:
+            break
+        rounds += 1
+        phase = f"trace model: neighbours of the best {BEAM}, round {rounds}"
+        done.update((c.index, c) for c in trace(batch, phase))
+    return list(done.values())
+
 
 def tune(
     kernel: str,
@@ -221,8 +278,11 @@ def tune(
     jobs: int = 1,
     progress: Callable[[str, int, int], None] | None = None,
     registry: Any = None,
+    exhaustive: int = EXHAUSTIVE,
+    sample: int = SAMPLE,
 ) -> TuneResult:
-    """Search the block space of ``kernel`` on ``shape`` (see the module docstring)."""
+    """Search the block space of ``kernel`` on ``shape`` (see the module docstring; ``rerank`` applies to
+    kernels with a ``movement`` hook, ``exhaustive`` and ``sample`` to those without one)."""
     from devkit.workflow import catalog
 
     spec = _spec(kernel, registry)
@@ -284,18 +344,24 @@ def tune(
     def rank_key(c: Candidate) -> tuple:
         return (c.closed_form_key, distance(c.blocks, default_blocks), c.index)
 
+    def trace(batch: list[Candidate], phase: str) -> list[Candidate]:
+        job_args = [(i, ref, shape, dtype, target, c.blocks) for i, c in enumerate(batch)]
+
+        def on_progress(done: int, total: int) -> None:
+            if progress:
+                progress(phase, done, total)
+
+        traced = run_trace_jobs(job_args, jobs, on_progress)
+        return [c.replace(trace_us=traced[i][0], trace_error=traced[i][1]) for i, c in enumerate(batch)]
+
     candidates.sort(key=rank_key)
-    short = candidates[: max(1, rerank)]
-    if not any(c.is_default for c in short):
-        short.append(default)
-    job_args = [(i, ref, shape, dtype, target, c.blocks) for i, c in enumerate(short)]
-
-    def on_progress(done: int, total: int) -> None:
-        if progress:
-            progress("trace model", done, total)
-
-    traced = run_trace_jobs(job_args, jobs, on_progress)
-    ranked = [c.replace(trace_us=traced[i][0], trace_error=traced[i][1]) for i, c in enumerate(short)]
+    if spec.movement is None:
+        ranked = model_free_search(candidates, default, trace, exhaustive=exhaustive, sample=sample)
+    else:
+        short = candidates[: max(1, rerank)]
+        if not any(c.is_default for c in short):
+            short.append(default)
+        ranked = trace(short, "trace model")
     ranked.sort(key=lambda c: (c.trace_us is None, c.trace_us or 0.0, *rank_key(c)))
     if ranked[0].trace_us is None:
         raise TuneError(
