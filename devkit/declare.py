@@ -272,15 +272,20 @@ class KernelSpec:
         target: str = "trn1",
     ) -> Any:
         """Simulate the kernel on :meth:`make_inputs` and return its output (NumPy)."""
+        return self._simulate(shape, dtype, seed, blocks, target)[1]
+
+    def _simulate(
+        self, shape: Shape | None, dtype: str, seed: int, blocks: Mapping[str, Any] | None, target: str
+    ) -> tuple[tuple[np.ndarray, ...], Any]:
+        """(the seeded inputs, the simulated output) of one run."""
         from devkit import api as devkit
 
         shp = self._shape(shape)
-        return devkit.simulate(
-            self.kernel_object(),
-            *self.make_inputs(shp, dtype, seed),
-            target=target,
-            **self.call_blocks(shp, dtype, target, blocks),
+        inputs = self.make_inputs(shp, dtype, seed)
+        out = devkit.simulate(
+            self.kernel_object(), *inputs, target=target, **self.call_blocks(shp, dtype, target, blocks)
         )
+        return inputs, out
 
     def check(
         self,
@@ -291,13 +296,8 @@ class KernelSpec:
         target: str = "trn1",
     ) -> ValidationResult:
         """Simulate on seeded random inputs and compare with the reference within the dtype's tolerance."""
-        from devkit import api as devkit
-
         shp = self._shape(shape)
-        inputs = self.make_inputs(shp, dtype, seed)
-        out = devkit.simulate(
-            self.kernel_object(), *inputs, target=target, **self.call_blocks(shp, dtype, target, blocks)
-        )
+        inputs, out = self._simulate(shp, dtype, seed, blocks, target)
         ref = self.reference(*inputs)
         if np.dtype(np.asarray(out).dtype) != np.dtype(np.asarray(ref).dtype):
             err = float("inf")

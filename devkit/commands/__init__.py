@@ -16,6 +16,20 @@ def stdout_console(min_width: int = 130) -> Console:
     return out
 
 
+def add_command(
+    sub: argparse._SubParsersAction, name: str, summary: str, doc: str | None, examples: str | None = None
+) -> argparse.ArgumentParser:
+    """The parser of one subcommand: ``summary`` in ``devkit --help``; its own ``--help`` shows the module
+    docstring ``doc`` and the ``examples`` epilog with their line breaks kept."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=doc,
+        epilog=examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def add_jobs_argument(p: argparse.ArgumentParser, what: str = "") -> None:
     """``--jobs N``: worker processes (default one per core)."""
     from devkit.workflow import pool

@@ -16,6 +16,7 @@ what the user sees and the exit status:
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import sysconfig
@@ -55,6 +56,18 @@ def bad_value(argument: str, value: Any, expected: str) -> UsageError:
 def unknown_choice(argument: str, value: str, kind: str, choices: Any) -> UsageError:
     """``--target 'tpu': unknown target; choose one of inf2, trn1, trn2`` as a :class:`UsageError`."""
     return UsageError(f"{argument} {value!r}: unknown {kind}; choose one of {', '.join(choices)}")
+
+
+def missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    """A command group called without its subcommand: one line naming the choices (``--help`` shows the
+    full text).  Use as the group's default ``func``: ``p.set_defaults(func=lambda a: missing_subcommand(p))``."""
+    names = [
+        name
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name in action.choices
+    ]
+    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 class UserCodeError(Exception):

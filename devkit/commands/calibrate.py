@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import stdout_console
+from devkit.commands import add_command, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
@@ -39,12 +39,8 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "calibrate",
-        help="refit the cost model's parameters to hardware measurements",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, "calibrate", "refit the cost model's parameters to hardware measurements", __doc__, _EXAMPLES
     )
     p.add_argument(
         "measurements",

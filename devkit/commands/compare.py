@@ -18,16 +18,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from devkit.commands import add_command
 from devkit.cost.compare import CompareError, Comparison, check_report, compare
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="compare two cost reports (saved --json files or FILE.py:KERNEL) with ratios",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, "compare", "compare two cost reports (saved --json files or FILE.py:KERNEL) with ratios", __doc__
     )
     p.add_argument("a", metavar="A", help="baseline: report.json or FILE.py:KERNEL")
     p.add_argument("b", metavar="B", help="candidate: report.json or FILE.py:KERNEL")

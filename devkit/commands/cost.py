@@ -15,18 +15,14 @@ import math
 import sys
 from typing import Any
 
+from devkit.commands import add_command
 from devkit.commands._errors import UsageError, UserCodeError, bad_value, unknown_choice
 from devkit.dtype_names import itemsize
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "cost",
-        help="cost-only latency estimate of one kernel from an unmodified file",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = add_command(sub, "cost", "cost-only latency estimate of one kernel from an unmodified file", __doc__)
     p.add_argument("kernel", metavar="FILE.py:KERNEL", help="kernel to estimate (or a declared name)")
     p.add_argument(
         "--arg",

@@ -22,8 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from devkit.commands import stdout_console
-from devkit.commands._errors import UsageError, bad_value
+from devkit.commands import add_command, stdout_console
+from devkit.commands._errors import bad_value, missing_subcommand
 from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.workflow.hw import compare, host
 
@@ -37,14 +37,10 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "hw",
-        help="hardware stage: run hw_tests, compare measured with predicted",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, "hw", "hardware stage: run hw_tests, compare measured with predicted", __doc__, _EXAMPLES
     )
-    p.set_defaults(func=lambda a: _usage(p))
+    p.set_defaults(func=lambda a: missing_subcommand(p))
     hsub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
 
     r = hsub.add_parser(
@@ -72,17 +68,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     rep.add_argument("--include-fake", action="store_true", help="include records of the fake backend")
     rep.add_argument("--json", action="store_true", help="print the rows as JSON")
     rep.set_defaults(func=run_report)
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
-    names = [
-        name
-        for action in parser._actions
-        if isinstance(action, argparse._SubParsersAction)
-        for name in action.choices
-    ]
-    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def _tests_dir(arg: str | None) -> Path:

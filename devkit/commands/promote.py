@@ -20,7 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands import add_command, add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir
 from devkit.workflow import pool, promote
@@ -34,12 +34,8 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "promote",
-        help="render a hardware test (hw_tests/test_<kernel>.py) of a kernel",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    p = add_command(
+        sub, "promote", "render a hardware test (hw_tests/test_<kernel>.py) of a kernel", __doc__, _EXAMPLES
     )
     p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL or a declared name (or --all)")
     p.add_argument("--all", action="store_true", help="promote every declared kernel (project and kit)")

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands import add_command, add_jobs_argument, stdout_console
 from devkit.commands._errors import bad_value, unknown_choice
 from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.commands._progress import Heartbeat
@@ -40,12 +40,12 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "run",
-        help="the main job: validate all kernels, estimate NeuronMM, write the report",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the main job: validate all kernels, estimate NeuronMM, write the report",
+        __doc__,
+        _EXAMPLES,
     )
     p.add_argument(
         "kernels",

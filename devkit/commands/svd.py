@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from devkit.commands import stdout_console
-from devkit.commands._errors import UsageError, bad_value
+from devkit.commands._errors import UsageError, bad_value, missing_subcommand
 from devkit.commands._outputs import check_dir, check_file
 from devkit.commands._progress import Heartbeat
 from devkit.workflow.svd import compress
@@ -38,7 +38,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         help="SVD-compress the MLP projections of a safetensors checkpoint",
         description="SVD compression tools (NeuronMM-style block-aligned ranks).",
     )
-    parser.set_defaults(func=lambda args: _usage(parser))
+    parser.set_defaults(func=lambda args: missing_subcommand(parser))
     sub = parser.add_subparsers(dest="svd_command", metavar="SUBCOMMAND")
     comp = sub.add_parser(
         "compress",
@@ -85,17 +85,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     comp.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     comp.set_defaults(func=run_compress)
     return parser
-
-
-def _usage(parser: argparse.ArgumentParser) -> int:
-    """No subcommand given: one line naming the choices (``--help`` shows the full text)."""
-    names = [
-        name
-        for action in parser._actions
-        if isinstance(action, argparse._SubParsersAction)
-        for name in action.choices
-    ]
-    raise UsageError(f"name a subcommand: {', '.join(names)} (see {parser.prog} --help)")
 
 
 def run_compress(args: argparse.Namespace) -> int:

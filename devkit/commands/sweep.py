@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands import add_command, add_jobs_argument, stdout_console
 from devkit.commands._errors import bad_value, unknown_choice
 from devkit.commands._outputs import check_dir
 
@@ -25,12 +25,12 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "sweep",
-        help="shape sweep of a kernel and its baselines: table, CSV/JSON and plot",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "shape sweep of a kernel and its baselines: table, CSV/JSON and plot",
+        __doc__,
+        _EXAMPLES,
     )
     p.add_argument("kernel", help="FILE.py:KERNEL or a declared name")
     p.add_argument("--x", default=None, metavar="NAME", help="shape parameter to sweep (default: declared)")

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import stdout_console
+from devkit.commands import add_command, stdout_console
 from devkit.commands._errors import unknown_choice
 
 _EXAMPLES = """examples:
@@ -24,12 +24,12 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
+    p = add_command(
+        sub,
         "validate",
-        help="hypothesis numerics of a kernel against its declared reference (simulator)",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "hypothesis numerics of a kernel against its declared reference (simulator)",
+        __doc__,
+        _EXAMPLES,
     )
     p.add_argument("kernel", help="FILE.py:KERNEL or a declared name")
     p.add_argument("--examples", type=int, default=10, metavar="N", help="hypothesis examples (default 10)")

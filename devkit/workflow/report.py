@@ -29,6 +29,8 @@ from typing import Any
 from devkit import atomic
 
 TEMPLATE_DIR = Path(__file__).resolve().parent.parent / "templates"
+#: The per-kernel sections of ``report.html.j2`` (``devkit run``), absent from other pages.
+NO_KERNEL_SECTIONS = {"kernels": None, "sweeps": None, "tuning": None, "generations": None}
 #: Colours per engine (tensor, vector, scalar, gpsimd, dma) and per kernel role.
 ENGINE_COLOURS = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#e15759")
 KERNEL_COLOURS = ("#4e79a7", "#e15759", "#76b7b2", "#f28e2b", "#59a14f", "#b07aa1", "#9c755f")

@@ -209,6 +209,7 @@ def report_context(rows: list[Comparison], slack: float, results: str | Path) ->
 
     from devkit import __version__
     from devkit.workflow.hw.host import git_commit
+    from devkit.workflow.report import NO_KERNEL_SECTIONS
 
     caption = (
         f"Median over runs of the measured P50 (nki.benchmark) against the cost model's prediction "
@@ -232,6 +233,7 @@ def report_context(rows: list[Comparison], slack: float, results: str | Path) ->
         "hardware_howto": "",
         "uncertainty": {"pct": None, "based_on": ""},
         "roofline": None,
+        **NO_KERNEL_SECTIONS,
         "results_files": [],
         "notes": ["Predictions come from the devkit cost model at promotion time (devkit promote)."],
     }
