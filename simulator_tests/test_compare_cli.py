@@ -5,30 +5,20 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _workflow_support import ROOT, run_module
 
 from devkit.cost.compare import CompareError, compare
 from devkit.kernels import tutorial
 
-ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = os.path.abspath(tutorial.__file__)
 ARGS = ["--arg", "bfloat16[256,256]", "--arg", "bfloat16[256,1024]"]
 
 
 def _devkit(*argv: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "devkit", *argv],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
-    )
+    return run_module("devkit", *argv)
 
 
 @pytest.fixture(scope="module")

@@ -7,41 +7,23 @@ raises).  The site is built into a temporary directory, so the repository is lef
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _workflow_support import ROOT, run_module
 
 pytest.importorskip("mkdocs", reason="the docs extra is not installed (pip install -e '.[docs]')")
 pytest.importorskip("material", reason="the docs extra is not installed (pip install -e '.[docs]')")
 pytest.importorskip("mkdocstrings", reason="the docs extra is not installed (pip install -e '.[docs]')")
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def test_mkdocs_build_strict(tmp_path: Path) -> None:
     site = tmp_path / "site"
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "mkdocs",
-            "build",
-            "--strict",
-            "--config-file",
-            str(ROOT / "mkdocs.yml"),
-            "--site-dir",
-            str(site),
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    proc = run_module(
+        "mkdocs",
+        *("build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"), "--site-dir", str(site)),
+        env={"NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"},
         timeout=600,
-        stdin=subprocess.DEVNULL,
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, output

@@ -7,10 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from _workflow_support import host_context
 
 from devkit import cli
 from devkit.cost.params import PARAMS_PATH, load_params_file
-from devkit.workflow.hw import host as hw_host
 from devkit.workflow.hw import store as hw_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,15 +26,7 @@ def _predicted(shape=SHAPE, dtype="bfloat16") -> float:
 def _store(tmp_path: Path, factor: float, backend: str = "neuron-sdk") -> Path:
     """A synthetic store whose 'measurements' are ``factor`` x the current model on two shapes."""
     store = hw_store.ResultsStore(tmp_path / "results")
-    ctx = hw_host.HostContext(
-        backend=backend,
-        target="trn1",
-        instance_type="trn1.2xlarge",
-        sdk_version="2.21.0",
-        git_commit="abc",
-        host="h",
-        devkit_version="0.1.0",
-    )
+    ctx = host_context(backend)
     for shape in (SHAPE, {**SHAPE, "S": 512}):
         pred = _predicted(shape)
         for jitter in (0.98, 1.0, 1.02):

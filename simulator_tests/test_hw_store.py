@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _workflow_support import host_context
 
 from devkit import atomic
 from devkit.errors import HardwareUnavailableError
@@ -20,15 +21,7 @@ from devkit.workflow.hw import host as hw_host
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
 
-CTX = hw_host.HostContext(
-    backend="fake",
-    target="trn1",
-    instance_type="trn1.2xlarge",
-    sdk_version="2.21.0",
-    git_commit="abc",
-    host="h",
-    devkit_version="0.1.0",
-)
+CTX = host_context()
 
 
 def _latency(
@@ -39,7 +32,7 @@ def _latency(
     dtype: str = "bfloat16",
     backend: str = "neuron-sdk",
 ) -> dict:
-    ctx = hw_host.HostContext(**{**CTX.__dict__, "backend": backend})
+    ctx = host_context(backend)
     return hw_store.make_record(
         ctx,
         kind="latency",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from _workflow_support import host_context
 
 from devkit import cli
 from devkit.workflow import run as main_job
@@ -183,19 +184,10 @@ def test_run_rejects_bad_options(capsys):
 
 def test_report_includes_the_hardware_section_when_the_store_has_data(tmp_path):
     from devkit.workflow import report
-    from devkit.workflow.hw import host as hw_host
     from devkit.workflow.hw import store as hw_store
     from devkit.workflow.run_report import report_context
 
-    ctx = hw_host.HostContext(
-        backend="neuron-sdk",
-        target="trn1",
-        instance_type="trn1.2xlarge",
-        sdk_version="2.21",
-        git_commit="abc",
-        host="h",
-        devkit_version="0",
-    )
+    ctx = host_context("neuron-sdk")
     store = hw_store.ResultsStore(tmp_path / "results")
     store.append(
         hw_store.make_record(
