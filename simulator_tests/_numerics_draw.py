@@ -11,7 +11,17 @@ import sys
 from collections.abc import Iterable
 
 import numpy as np
-from _numerics_ref import FLOATS, bits, close_values, nan_bits, same_values, special_floats, special_ints
+from _numerics_ref import (
+    F32,
+    FLOATS,
+    bits,
+    close_values,
+    nan_bits,
+    promote,
+    same_values,
+    special_floats,
+    special_ints,
+)
 from hypothesis import strategies as st
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -74,6 +84,32 @@ def arrays(draw, dtype, shape, *, finite: bool = False, lo: float | None = None,
 
 
 # ---- comparisons ----------------------------------------------------------------------------------------
+
+
+def tensor_scalar_operands(data, p: int, vec: bool) -> tuple:
+    """The two operands of a tensor_scalar case: operand0 a (p, 1) fp32 column when ``vec``, else one of
+    a few fp32 scalars (signed zero, an inexact value, one near the fp32 maximum); operand1 a scalar."""
+    o0 = (
+        data.draw(arrays(F32, (p, 1)))
+        if vec
+        else np.float32(data.draw(st.sampled_from([2.0, -0.0, 0.1, 3e38])))
+    )
+    return o0, np.float32(data.draw(st.sampled_from([1.0, -7.5, 0.0])))
+
+
+def bitvec_operands(data, op: str, d1: np.dtype, d2: np.dtype, shape: tuple[int, int]) -> tuple:
+    """``(x, y, result dtype)`` of a bitvec case: the promoted integer type, or ``d1`` for both when the
+    pair has no common integer type; shift amounts in [0, bits of d1) (reading: larger amounts are
+    undocumented)."""
+    od = promote(d1, d2)
+    if od in FLOATS:
+        d2 = od = d1
+    x = data.draw(arrays(d1, shape))
+    if "shift" in op:
+        n = int(np.prod(shape))
+        amounts = data.draw(st.lists(st.integers(0, 8 * np.dtype(d1).itemsize - 1), min_size=n, max_size=n))
+        return x, np.asarray(amounts).astype(d2).reshape(shape), od
+    return x, data.draw(arrays(d2, shape)), od
 
 
 def assert_same(got, want, what: str = "") -> None:

@@ -379,3 +379,122 @@ def close_values(got: np.ndarray, want64: np.ndarray, d: np.dtype, n_ulp: float)
         inf_ok = np.isinf(g) & (g == wr)
         ovf_ok = big & ((np.abs(g) >= float(fi.max)) & (np.sign(g) == np.sign(w)))
     return both_nan | (near & np.isfinite(g)) | inf_ok | ovf_ok
+
+
+# ---- composite instructions (one reference for both API generations) ----------------------------------------
+
+#: Fill values of the creation tests: signed zeros, infinities, NaN, values that round in bf16/fp16/int32,
+#: the fp16 maximum and the smallest fp32 subnormal.
+SPECIAL_FILLS = [
+    0.0,
+    -0.0,
+    1.0,
+    -2.5,
+    math.inf,
+    -math.inf,
+    math.nan,
+    1 + 2**-8,
+    2**24 + 1,
+    -(2**31),
+    65504.0,
+    1e-45,
+]
+
+
+def tensor_scalar(x32: np.ndarray, op0: str, o0, op1: str | None, o1, rev: tuple[bool, bool]) -> np.ndarray:
+    """``(x op0 o0) op1 o1`` in fp32 (``rev[i]`` swaps the operands of op i); reading: the intermediate
+    stays fp32 [B1-ISA tensor_scalar, B2 §5]."""
+    with np.errstate(all="ignore"):
+        r = FP32_ALU[op0](o0, x32) if rev[0] else FP32_ALU[op0](x32, o0)
+        if op1 is not None:
+            r = FP32_ALU[op1](o1, r) if rev[1] else FP32_ALU[op1](r, o1)
+    return np.asarray(r, np.float32)
+
+
+def scalar_tensor_tensor(
+    x32: np.ndarray, op0: str, scalar: float, op1: str, y32: np.ndarray, rev: tuple[bool, bool]
+) -> np.ndarray:
+    """``(x op0 scalar) op1 y`` in fp32, ``rev`` as in :func:`tensor_scalar` [B1-ISA, B2 §5]."""
+    return tensor_scalar(x32, op0, np.float32(scalar), op1, y32, rev)
+
+
+def tensor_tensor_scan(x32: np.ndarray, y32: np.ndarray, initial: float, op0: str, op1: str) -> np.ndarray:
+    """``r[i] = op1(op0(x[i], r[i-1]), y[i])`` along the free axis, ``r[-1] = initial``; reading: the
+    running value stays fp32 [B1-ISA, B2 §5]."""
+    r = np.empty_like(x32)
+    prev = np.full(x32.shape[0], initial, np.float32)
+    with np.errstate(all="ignore"):
+        for i in range(x32.shape[1]):
+            prev = FP32_ALU[op1](FP32_ALU[op0](x32[:, i], prev), y32[:, i])
+            r[:, i] = prev
+    return r
+
+
+def bn_stats(x64: np.ndarray) -> np.ndarray:
+    """(count, mean, count x variance) of the even- and then of the odd-index free elements, per partition
+    (float64, shape (P, 6)) [B1-ISA bn_stats, B2 §5]."""
+    cols = []
+    for par in (0, 1):
+        xs = x64[:, par::2]
+        n = xs.shape[1]
+        mean = xs.mean(axis=1) if n else np.zeros(x64.shape[0])
+        cols += [
+            np.full(x64.shape[0], n, np.float64),
+            mean,
+            ((xs - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(x64.shape[0]),
+        ]
+    return np.stack(cols, axis=1)
+
+
+def max8(x32: np.ndarray) -> np.ndarray:
+    """The 8 largest values of each partition, descending [B1-ISA max8, B2 §5]."""
+    return -np.sort(-x32, axis=1)[:, :8]
+
+
+def match_replace8(x32: np.ndarray, values: np.ndarray, imm: float = -1e30) -> np.ndarray:
+    """``x`` with the first not-yet-replaced occurrence of each of ``values`` (per partition) set to
+    ``imm`` [B1-ISA nc_match_replace8, B2 §5]."""
+    out = x32.copy()
+    for q in range(x32.shape[0]):
+        for v in values[q]:
+            hit = np.nonzero(out[q] == v)[0]
+            if hit.size:
+                out[q, hit[0]] = np.float32(imm)
+    return out
+
+
+def sequence_bounds(ids: np.ndarray) -> np.ndarray:
+    """[start, end) of each element's run of equal segment ids, shape (2, n) float32; id 0 is padding
+    with bounds (n, -1) [B1-ISA sequence_bounds, its documented example; B2 §5]."""
+    n = ids.size
+    start, end = np.empty(n), np.empty(n)
+    for i in range(n):
+        if ids[i] == 0:
+            start[i], end[i] = n, -1
+            continue
+        j, k = i, i
+        while j > 0 and ids[j - 1] == ids[i]:
+            j -= 1
+        while k < n - 1 and ids[k + 1] == ids[i]:
+            k += 1
+        start[i], end[i] = j, k + 1
+    return np.stack([start, end]).astype(np.float32)
+
+
+def local_gather(x: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Per 16-partition GpSimd core: its uint16 ``index`` rows read column-major, each partition of the
+    core gathering its own row at those offsets [B1-ISA local_gather, B2 §5]."""
+    p = x.shape[0]
+    per_core = 16 * index.shape[1]
+    want = np.empty((p, per_core), x.dtype)
+    for c in range(p // 16):
+        ids = index[16 * c : 16 * c + 16].flatten(order="F").astype(np.int64)
+        want[16 * c : 16 * c + 16] = x[16 * c : 16 * c + 16][:, ids]
+    return want
+
+
+def softmax(x32: np.ndarray) -> np.ndarray:
+    """``exp(x - max) / sum exp(x - max)`` along the free axis, in float64 [B1-NL, B2 §3.7]."""
+    x64 = x32.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)

@@ -9,6 +9,22 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The example project of docs/your-kernel.md, and what its steps (tune, sweep, promote, run) write there.
+EXAMPLE = ROOT / "docs" / "examples" / "your-kernel"
+EXAMPLE_WRITES = frozenset(
+    {
+        "devkit-tuning.json",
+        "devkit-sweeps/scaled_add.csv",
+        "devkit-sweeps/scaled_add.json",
+        "devkit-sweeps/scaled_add.png",
+        "hw_tests/conftest.py",
+        "hw_tests/test_scaled_add.py",
+        "devkit-report/index.html",
+        "devkit-report/results.json",
+        "devkit-report/validations.csv",
+        "devkit-report/estimates.csv",
+    }
+)
 
 
 def host_context(backend: str = "fake", **over: Any) -> Any:

@@ -21,9 +21,9 @@ import venv
 from pathlib import Path
 
 import pytest
+from _workflow_support import EXAMPLE, EXAMPLE_WRITES
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO / "docs" / "examples" / "your-kernel"
 
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
@@ -136,13 +136,5 @@ def test_fresh_project_runs_the_whole_workflow(fresh_venv, tmp_path):
     stray = sorted(p for p in kit_writes if not p.startswith(str(proj) + os.sep))
     assert stray == [], f"files written outside the project: {stray}"
     rel = {str(Path(p).relative_to(proj)) for p in kit_writes}
-    assert {
-        "devkit-tuning.json",
-        "devkit-sweeps/scaled_add.csv",
-        "devkit-sweeps/scaled_add.json",
-        "devkit-sweeps/scaled_add.png",
-        "hw_tests/conftest.py",
-        "hw_tests/test_scaled_add.py",
-        "devkit-report/index.html",
-    } <= rel
+    assert EXAMPLE_WRITES <= rel
     assert _snapshot(site_pkgs) == installed

@@ -30,13 +30,14 @@ import ast
 import math
 from pathlib import Path
 
+import _numerics_ref as ref
 import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import apply
-from _numerics_draw import public_callables, rerun_with_examples
+from _numerics_draw import bitvec_operands, public_callables, rerun_with_examples, tensor_scalar_operands
 from _numerics_props import (
     ACT,
     ALU32,
@@ -62,7 +63,6 @@ from _numerics_ref import (
     BOOL,
     F16,
     F32,
-    FLOATS,
     I32,
     INTS,
     U8,
@@ -261,16 +261,7 @@ def test_nl_bitvec(op, data, p, f, d1, d2):
     tensor_tensor], shift the data operand's own bits, the result then taking the output dtype.
     Reading: shift amounts in [0, bits of the data type) (larger amounts are undocumented); pairs
     without a common integer type (int8 with uint32) are not bitvec cases."""
-    od = promote(d1, d2)
-    if od in FLOATS:
-        d2 = od = d1
-    x = data.draw(arrays(d1, (p, f)))
-    if "shift" in op:
-        nb = 8 * np.dtype(d1).itemsize
-        y = np.asarray(data.draw(st.lists(st.integers(0, nb - 1), min_size=p * f, max_size=p * f)))
-        y = y.astype(d2).reshape(p, f)
-    else:
-        y = data.draw(arrays(d2, (p, f)))
+    x, y, od = bitvec_operands(data, op, d1, d2, (p, f))
     got = apply(getattr(nl, op), x, y)
     assert_same(got, bitvec(op, x, y, od), op)
 
@@ -335,12 +326,7 @@ def test_nisa_tensor_scalar(data, p, f, dtype, op0, op1, rev, vec, out):
     swaps the operands of opN [B1-ISA].  Reading: the intermediate stays fp32 (not rounded to the
     output dtype between the two operators)."""
     x = data.draw(arrays(dtype, (p, f)))
-    o0 = (
-        data.draw(arrays(F32, (p, 1)))
-        if vec
-        else np.float32(data.draw(st.sampled_from([2.0, -0.0, 0.1, 3e38])))
-    )
-    o1 = np.float32(data.draw(st.sampled_from([1.0, -7.5, 0.0])))
+    o0, o1 = tensor_scalar_operands(data, p, vec)
     kw = dict(reverse0=rev[0], dtype=out)
     if op1 is not None:
         kw.update(op1=getattr(np, op1), operand1=float(o1), reverse1=rev[1])
@@ -348,12 +334,8 @@ def test_nisa_tensor_scalar(data, p, f, dtype, op0, op1, rev, vec, out):
         got = apply(lambda a, v: nisa.tensor_scalar(a, getattr(np, op0), v, **kw), x, o0)
     else:
         got = apply(lambda a: nisa.tensor_scalar(a, getattr(np, op0), float(o0), **kw), x)
-    x32 = to_f32(x)
-    with np.errstate(all="ignore"):
-        r = ALU32[op0](o0, x32) if rev[0] else ALU32[op0](x32, o0)
-        if op1 is not None:
-            r = ALU32[op1](o1, r) if rev[1] else ALU32[op1](r, o1)
-    assert_same(got, cast(np.asarray(r, np.float32), np.dtype(out or dtype)), "tensor_scalar")
+    want = ref.tensor_scalar(to_f32(x), op0, o0, op1, o1, rev)
+    assert_same(got, cast(want, np.dtype(out or dtype)), "tensor_scalar")
 
 
 @EX
@@ -375,11 +357,8 @@ def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
         x,
         y,
     )
-    x32, y32 = to_f32(x), to_f32(y)
-    with np.errstate(all="ignore"):
-        r = (np.float32(1.5) - x32) if rev[0] else (x32 - np.float32(1.5))
-        r = y32 * r if rev[1] else r * y32
-    assert_same(got, cast(r, dtype), "scalar_tensor_tensor")
+    want = ref.scalar_tensor_tensor(to_f32(x), "subtract", 1.5, "multiply", to_f32(y), rev)
+    assert_same(got, cast(want, dtype), "scalar_tensor_tensor")
 
 
 @EX
@@ -390,14 +369,8 @@ def test_nisa_tensor_tensor_scan(data, p, f, dtype):
     x = data.draw(arrays(dtype, (p, f)))
     y = data.draw(arrays(dtype, (p, f)))
     got = apply(lambda a, b: nisa.tensor_tensor_scan(a, b, 0.5, np.multiply, np.add), x, y)
-    x32, y32 = to_f32(x), to_f32(y)
-    r = np.empty_like(x32)
-    prev = np.full(p, 0.5, np.float32)
-    with np.errstate(all="ignore"):
-        for i in range(f):
-            prev = x32[:, i] * prev + y32[:, i]
-            r[:, i] = prev
-    assert_same(got, cast(r, dtype), "tensor_tensor_scan")
+    want = ref.tensor_tensor_scan(to_f32(x), to_f32(y), 0.5, "multiply", "add")
+    assert_same(got, cast(want, dtype), "tensor_tensor_scan")
 
 
 @EX
@@ -648,17 +621,7 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
 
     s, mv = k(x)
     x64 = to_f32(x).astype(np.float64)
-    cols = []
-    for par in (0, 1):
-        xs = x64[:, par::2]
-        n = xs.shape[1]
-        mean = xs.mean(axis=1) if n else np.zeros(p)
-        cols += [
-            np.full(p, n, np.float64),
-            mean,
-            ((xs - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(p),
-        ]
-    want = np.stack(cols, axis=1)
+    want = ref.bn_stats(x64)
     scale = 8 * f * EPS32 * (1 + (x64**2).sum(axis=1, keepdims=True))
     assert_close(s, want, F32, slack=scale, what="bn_stats")
     wmv = np.stack([x64.mean(axis=1), x64.var(axis=1)], axis=1)
@@ -687,17 +650,11 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
 
     m8, idx, rep = k(x)
     x32 = to_f32(x)
-    want = -np.sort(-x32, axis=1)[:, :8]
+    want = ref.max8(x32)
     assert_same(m8, cast(want, dtype), "max8")
     first = np.array([[int(np.nonzero(x32[q] == v)[0][0]) for v in want[q]] for q in range(p)], np.uint32)
     assert_same(idx, first, "nc_find_index8")
-    wr = x32.copy()
-    for q in range(p):
-        for v in want[q]:
-            hit = np.nonzero(wr[q] == v)[0]
-            if hit.size:
-                wr[q, hit[0]] = np.float32(-1e30)
-    assert_same(rep, cast(wr, dtype), "nc_match_replace8")
+    assert_same(rep, cast(ref.match_replace8(x32, want), dtype), "nc_match_replace8")
 
 
 # ---- selection ----------------------------------------------------------------------------------------------
@@ -779,19 +736,7 @@ def test_nisa_sequence_bounds(data, n, dtype):
     ids; id 0 is padding with bounds (n, -1) [B1-ISA, its documented example]."""
     ids = np.asarray(data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
     s = ids.astype(dtype).reshape(1, n)
-    start, end = np.empty(n), np.empty(n)
-    for i in range(n):
-        if ids[i] == 0:
-            start[i], end[i] = n, -1
-            continue
-        j = i
-        while j > 0 and ids[j - 1] == ids[i]:
-            j -= 1
-        k = i
-        while k < n - 1 and ids[k + 1] == ids[i]:
-            k += 1
-        start[i], end[i] = j, k + 1
-    want = convert(np.stack([start, end])[None].astype(np.float32), dtype)
+    want = convert(ref.sequence_bounds(ids)[None], dtype)
     assert_same(apply(lambda t: nisa.sequence_bounds(segment_ids=t), s), want, "sequence_bounds")
 
 

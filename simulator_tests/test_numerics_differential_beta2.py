@@ -45,8 +45,10 @@ from _numerics_draw import (
     arrays,
     assert_close,
     assert_same,
+    bitvec_operands,
     public_callables,
     rerun_with_examples,
+    tensor_scalar_operands,
 )
 from _numerics_ref import (
     F32,
@@ -172,16 +174,7 @@ def test_nl_binary(op, data, p, f, d1, d2, out):
 def test_nl_bitvec(op, data, p, f, d1, d2):
     """Bitvec wrappers act on bit patterns [B1-SH]; shifts are logical on the data operand's own bits
     (reading and shift range as in the Beta-1 suite)."""
-    od = promote(d1, d2)
-    if od in FLOATS:
-        d2 = od = d1
-    x = data.draw(arrays(d1, (p, f)))
-    if "shift" in op:
-        nb = 8 * np.dtype(d1).itemsize
-        y = np.asarray(data.draw(st.lists(st.integers(0, nb - 1), min_size=p * f, max_size=p * f)))
-        y = y.astype(d2).reshape(p, f)
-    else:
-        y = data.draw(arrays(d2, (p, f)))
+    x, y, od = bitvec_operands(data, op, d1, d2, (p, f))
     assert_same(run_nl(getattr(nl, op), x, y), bitvec(op, x, y, od), op)
 
 
@@ -243,12 +236,7 @@ def test_nisa_tensor_scalar(data, p, f, dtype, od, op0, op1, rev, vec):
     ``(data op0 a) op1 b`` in fp32 ("operands fp32 scalars or (P,1)"), one cast into dst.  Reading: the
     intermediate stays fp32."""
     x = data.draw(arrays(dtype, (p, f)))
-    o0 = (
-        data.draw(arrays(F32, (p, 1)))
-        if vec
-        else np.float32(data.draw(st.sampled_from([2.0, -0.0, 0.1, 3e38])))
-    )
-    o1 = np.float32(data.draw(st.sampled_from([1.0, -7.5, 0.0])))
+    o0, o1 = tensor_scalar_operands(data, p, vec)
     kw = {"reverse0": rev[0]}
     if op1 is not None:
         kw.update(op1=getattr(nl, op1), operand1=float(o1), reverse1=rev[1])
@@ -260,12 +248,7 @@ def test_nisa_tensor_scalar(data, p, f, dtype, od, op0, op1, rev, vec):
         got = run_isa(
             lambda d, a: nisa.tensor_scalar(d, a, getattr(nl, op0), float(o0), **kw), [x], ((p, f), od)
         )
-    x32 = to_f32(x)
-    with np.errstate(all="ignore"):
-        r = ALU32[op0](o0, x32) if rev[0] else ALU32[op0](x32, o0)
-        if op1 is not None:
-            r = ALU32[op1](o1, r) if rev[1] else ALU32[op1](r, o1)
-    assert_same(got, cast(np.asarray(r, np.float32), od), "tensor_scalar")
+    assert_same(got, cast(ref.tensor_scalar(to_f32(x), op0, o0, op1, o1, rev), od), "tensor_scalar")
 
 
 @EX
@@ -282,11 +265,8 @@ def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
         [x, y],
         ((p, f), dtype),
     )
-    x32, y32 = to_f32(x), to_f32(y)
-    with np.errstate(all="ignore"):
-        r = (np.float32(1.5) - x32) if rev[0] else (x32 - np.float32(1.5))
-        r = y32 * r if rev[1] else r * y32
-    assert_same(got, cast(r, dtype), "scalar_tensor_tensor")
+    want = ref.scalar_tensor_tensor(to_f32(x), "subtract", 1.5, "multiply", to_f32(y), rev)
+    assert_same(got, cast(want, dtype), "scalar_tensor_tensor")
 
 
 @EX
@@ -299,14 +279,8 @@ def test_nisa_tensor_tensor_scan(data, p, f, dtype):
     got = run_isa(
         lambda d, a, b: nisa.tensor_tensor_scan(d, a, b, 0.5, nl.multiply, nl.add), [x, y], ((p, f), dtype)
     )
-    x32, y32 = to_f32(x), to_f32(y)
-    r = np.empty_like(x32)
-    prev = np.full(p, 0.5, np.float32)
-    with np.errstate(all="ignore"):
-        for i in range(f):
-            prev = x32[:, i] * prev + y32[:, i]
-            r[:, i] = prev
-    assert_same(got, cast(r, dtype), "tensor_tensor_scan")
+    want = ref.tensor_tensor_scan(to_f32(x), to_f32(y), 0.5, "multiply", "add")
+    assert_same(got, cast(want, dtype), "tensor_tensor_scan")
 
 
 @EX
@@ -593,18 +567,8 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
 
     s, mv = run_isa(op, [x], ((p, 6), F32), ((p, 2), F32))
     x64 = to_f32(x).astype(np.float64)
-    cols = []
-    for par in (0, 1):
-        xs = x64[:, par::2]
-        n = xs.shape[1]
-        mean = xs.mean(axis=1) if n else np.zeros(p)
-        cols += [
-            np.full(p, n, np.float64),
-            mean,
-            ((xs - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(p),
-        ]
     scale = 8 * f * EPS32 * (1 + (x64**2).sum(axis=1, keepdims=True))
-    assert_close(s, np.stack(cols, axis=1), F32, slack=scale, what="bn_stats")
+    assert_close(s, ref.bn_stats(x64), F32, slack=scale, what="bn_stats")
     assert_close(mv, np.stack([x64.mean(axis=1), x64.var(axis=1)], axis=1), F32, slack=scale, what="bn_aggr")
 
 
@@ -622,7 +586,7 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
 
     m8, idx, rep = run_isa(op, [x], ((p, 8), dtype), ((p, 8), U32), ((p, f), dtype))
     x32 = to_f32(x)
-    want = -np.sort(-x32, axis=1)[:, :8]
+    want = ref.max8(x32)
     assert_same(m8, cast(want, dtype), "max8")
     # "duplicates take successive matches ascending": the k-th equal value finds the k-th occurrence
     first = np.zeros((p, 8), np.uint32)
@@ -630,13 +594,7 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
         for j, v in enumerate(want[q]):
             first[q, j] = np.nonzero(x32[q] == v)[0][int((want[q][:j] == v).sum())]
     assert_same(idx, first, "nc_find_index8")
-    wr = x32.copy()
-    for q in range(p):
-        for v in want[q]:
-            hit = np.nonzero(wr[q] == v)[0]
-            if hit.size:
-                wr[q, hit[0]] = np.float32(-1e30)
-    assert_same(rep, cast(wr, dtype), "nc_match_replace8")
+    assert_same(rep, cast(ref.match_replace8(x32, want), dtype), "nc_match_replace8")
 
 
 # ---- fused helpers ----------------------------------------------------------------------------------------------
@@ -648,9 +606,7 @@ def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis=-1, dtype=None) [B2 §3.7]: exp(x - max) / sum in fp32, cast once; finite inputs."""
     x = data.draw(arrays(dtype, (p, f), finite=True))
     got = run_nl(lambda t: nl.softmax(t, axis=1), x)
-    x64 = to_f32(x).astype(np.float64)
-    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
-    want = e / e.sum(axis=1, keepdims=True)
+    want = ref.softmax(to_f32(x))
     assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
 
 

@@ -9,11 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from _workflow_support import EXAMPLE, EXAMPLE_WRITES
 
 from devkit import cli, project
 from devkit.workflow import catalog
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "docs" / "examples" / "your-kernel"
 REPO_TUNING = Path(__file__).resolve().parents[1] / "devkit" / "kernels" / "tuning.json"
 
 
@@ -100,18 +100,7 @@ def test_tune_sweep_promote_run_keep_state_in_the_project(proj, capsys):
     assert "xuv_fused" not in out
 
     written = _files(proj) - before
-    assert written == {
-        "devkit-tuning.json",
-        "devkit-sweeps/scaled_add.csv",
-        "devkit-sweeps/scaled_add.json",
-        "devkit-sweeps/scaled_add.png",
-        "hw_tests/conftest.py",
-        "hw_tests/test_scaled_add.py",
-        "devkit-report/index.html",
-        "devkit-report/results.json",
-        "devkit-report/validations.csv",
-        "devkit-report/estimates.csv",
-    }
+    assert written == EXAMPLE_WRITES
     assert REPO_TUNING.read_bytes() == repo_tuning  # the kit's defaults are read only
 
 

@@ -96,10 +96,16 @@ def tiny(monkeypatch):
     monkeypatch.setattr(main_job, "plan", _tiny_plan)
 
 
+def _run_into(tmp_path, out_dir) -> int:
+    """``devkit run --jobs 1`` writing its report into ``out_dir``, with an empty results store (no hardware
+    data); the exit status."""
+    (tmp_path / "none").mkdir()
+    return cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")])
+
+
 def test_run_passes_prints_tables_and_writes_the_report(tiny, tmp_path, capsys):
     out_dir = tmp_path / "report"
-    (tmp_path / "none").mkdir()  # an empty results store: no hardware data
-    code = cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")])
+    code = _run_into(tmp_path, out_dir)
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
     assert "Validation against the NumPy references" in captured.out
@@ -122,8 +128,7 @@ def test_run_writes_every_row_as_json_and_csv(tiny, tmp_path, capsys):
     import json
 
     out_dir = tmp_path / "report"
-    (tmp_path / "none").mkdir()  # an empty results store
-    assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
+    assert _run_into(tmp_path, out_dir) == 0
     capsys.readouterr()
     data = json.loads((out_dir / "results.json").read_text())
     assert data["schema"] == "devkit-run-results/1" and data["passed"] is True
@@ -168,8 +173,7 @@ def test_run_fails_with_a_summary_when_a_validation_fails(tiny, tmp_path, capsys
         return res
 
     monkeypatch.setattr(KernelSpec, "check", broken)
-    (tmp_path / "none").mkdir()  # an empty results store: no hardware data
-    code = cli.main(["run", "--out", str(tmp_path), "--jobs", "1", "--results", str(tmp_path / "none")])
+    code = _run_into(tmp_path, tmp_path)
     out = capsys.readouterr().out
     assert code == 1
     assert "FAILED" in out and "validation matmul_tiled" in out and "exceeds the tolerance" in out
@@ -212,8 +216,7 @@ def test_run_report_embeds_the_whole_kernel_trace(tiny, tmp_path, capsys):
     import json
 
     out_dir = tmp_path / "report"
-    (tmp_path / "none").mkdir()  # an empty results store
-    assert cli.main(["run", "--out", str(out_dir), "--jobs", "1", "--results", str(tmp_path / "none")]) == 0
+    assert _run_into(tmp_path, out_dir) == 0
     capsys.readouterr()
     trace = json.loads((out_dir / "trace.json").read_text())
     info = trace["otherData"]["devkit"]
