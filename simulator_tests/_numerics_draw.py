@@ -196,3 +196,60 @@ def rerun_with_examples(paths: Iterable[object], examples: int = 150) -> subproc
     env = {**os.environ, "DEVKIT_NUMERICS_EXAMPLES": str(examples)}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not slow"]
     return subprocess.run([*cmd, *map(str, paths)], env=env, capture_output=True, text=True)
+
+
+# ---- coverage maps shared by the Beta-1 and Beta-2 suites ---------------------------------------------------
+
+
+def _by_test(table: dict[str, tuple[str, ...]]) -> dict[str, str]:
+    return {op: test for test, ops in table.items() for op in ops}
+
+
+#: Public ops both differential suites drive with a test of the same name (op -> test); each suite's
+#: ``COVERED`` adds its element-wise name lists and the ops of its own generation.
+SHARED_COVERAGE = _by_test(
+    {
+        "test_nl_where": ("where",),
+        "test_nl_reductions": ("sum", "prod", "max", "min", "mean", "var", "all"),
+        "test_data_movement": (
+            *("load", "load_transpose2d", "copy", "transpose"),
+            *("tensor_copy", "dma_copy", "dma_transpose", "nc_transpose"),
+        ),
+        "test_nl_broadcast_to_and_expand_dims": ("broadcast_to", "expand_dims"),
+        "test_fills": ("full", "zeros", "ones", "zeros_like", "memset"),
+        "test_nl_shared_constant_and_identity": ("shared_constant", "shared_identity_matrix"),
+        "test_random_ops": ("rand", "dropout"),
+        "test_matmul": ("matmul", "nc_matmul"),
+        "test_nl_softmax": ("softmax",),
+        "test_nl_rms_norm": ("rms_norm",),
+        "test_nisa_activation": ("activation",),
+        "test_nisa_activation_reduce": ("activation_reduce",),
+        "test_nisa_tensor_tensor": ("tensor_tensor",),
+        "test_nisa_tensor_scalar": ("tensor_scalar",),
+        "test_nisa_scalar_tensor_tensor": ("scalar_tensor_tensor",),
+        "test_nisa_tensor_tensor_scan": ("tensor_tensor_scan",),
+        "test_nisa_tensor_scalar_cumulative": ("tensor_scalar_cumulative",),
+        "test_nisa_tensor_reduce": ("tensor_reduce",),
+        "test_nisa_tensor_partition_reduce": ("tensor_partition_reduce",),
+        "test_nisa_tensor_scalar_reduce": ("tensor_scalar_reduce",),
+        "test_nisa_bn_stats_and_bn_aggr": ("bn_stats", "bn_aggr"),
+        "test_nisa_max8_find_index8_match_replace8": ("max8", "nc_find_index8", "nc_match_replace8"),
+        "test_nisa_affine_select": ("affine_select",),
+        "test_nisa_range_select": ("range_select",),
+        "test_nisa_select_reduce": ("select_reduce",),
+        "test_nisa_sequence_bounds": ("sequence_bounds",),
+        "test_nisa_tensor_copy_predicated": ("tensor_copy_predicated",),
+        "test_nisa_nc_stream_shuffle": ("nc_stream_shuffle",),
+        "test_nisa_local_gather": ("local_gather",),
+        "test_nisa_iota": ("iota",),
+    }
+)
+
+#: Public callables of both generations' modules that are not operations on values, with the reason.
+SHARED_NON_OPS = {
+    **dict.fromkeys(("affine_range", "sequential_range", "static_range"), "loop iterator"),
+    "ds": "index slice",
+    "get_nc_version": "target query",
+    **dict.fromkeys(("ndarray", "empty_like"), "uninitialised allocation"),
+    "device_print": "debug output",
+}
