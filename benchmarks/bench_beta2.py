@@ -8,9 +8,9 @@ The kernel is the tiled matmul of AWS's NKI 0.x tutorial written with dst-passin
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import best_wall
 
 
 def _kernel():
@@ -43,16 +43,6 @@ def _kernel():
     return tiled_matmul
 
 
-def _best(fn, repeat: int) -> tuple[float, object]:
-    """(fastest wall time of ``repeat`` calls in seconds, result of the last call)."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller shapes")
@@ -69,7 +59,7 @@ def main() -> None:
 
     k_dim, m_dim, n_dim = (1024, 1024, 2048) if args.quick else (4096, 2048, 4096)
     specs = (nt.tensor[[k_dim, m_dim], nl.bfloat16], nt.tensor[[k_dim, n_dim], nl.bfloat16])
-    dt_s, rep = _best(lambda: devkit.estimate(kernel, *specs, target="trn2"), args.repeat)
+    dt_s, rep = best_wall(lambda: devkit.estimate(kernel, *specs, target="trn2"), args.repeat)
     print(
         f"cost-only, Beta-2 tiled matmul K={k_dim} M={m_dim} N={n_dim}: {rep.instructions:,} instructions, "
         f"best of {args.repeat}: {dt_s:.2f} s = {rep.instructions / dt_s:,.0f} instr/s (target >= 100,000)"
@@ -80,8 +70,8 @@ def main() -> None:
     a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
     b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    t_sim, out = _best(lambda: nki.simulate(kernel)(a, b), args.repeat)
-    t_np, ref = _best(lambda: a32.T @ b32, args.repeat)
+    t_sim, out = best_wall(lambda: nki.simulate(kernel)(a, b), args.repeat)
+    t_np, ref = best_wall(lambda: a32.T @ b32, args.repeat)
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(
         f"numerics: {size}^3 bf16 Beta-2 tiled matmul, best of {args.repeat}: simulated {t_sim:.3f} s; NumPy fp32 "

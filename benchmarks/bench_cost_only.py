@@ -9,20 +9,10 @@ a run, interleaves ``--numerics-repeat`` simulator and NumPy runs (default 15) a
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import best_wall
 from threadpoolctl import threadpool_limits
-
-
-def _best(fn, repeat: int) -> tuple[float, object]:
-    """(fastest wall time of ``repeat`` calls in seconds, result of the last call)."""
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t0)
-    return best, out
 
 
 def main() -> None:
@@ -51,7 +41,7 @@ def main() -> None:
 
     k_dim, m_dim, n_dim = (2048, 2048, 4096) if args.quick else (8192, 4096, 8192)
     specs = (nt.tensor[[k_dim, m_dim], nl.bfloat16], nt.tensor[[k_dim, n_dim], nl.bfloat16])
-    dt_s, rep = _best(lambda: devkit.estimate(kernel, *specs), args.repeat)
+    dt_s, rep = best_wall(lambda: devkit.estimate(kernel, *specs), args.repeat)
     print(
         f"cost-only, tiled matmul K={k_dim} M={m_dim} N={n_dim}: {rep.instructions:,} instructions, "
         f"best of {args.repeat}: {dt_s:.2f} s = {rep.instructions / dt_s:,.0f} instr/s "
@@ -68,7 +58,7 @@ def main() -> None:
     ]
     for name, shape in cases:
         spec = registry.get(name)
-        dt_s, rep = _best(lambda spec=spec, shape=shape: spec.estimate(shape), args.repeat)
+        dt_s, rep = best_wall(lambda spec=spec, shape=shape: spec.estimate(shape), args.repeat)
         dims = " ".join(f"{k}={v}" for k, v in shape.items())
         print(
             f"cost-only, {name} {dims}: {rep.instructions:,} instructions, best of {args.repeat}: "
@@ -86,12 +76,12 @@ def main() -> None:
     t_sim = t_np = t_np1 = float("inf")
     out = ref = None
     for _ in range(args.numerics_repeat):
-        dt_s, out = _best(lambda: devkit.simulate(kernel, a, b), 1)
+        dt_s, out = best_wall(lambda: devkit.simulate(kernel, a, b), 1)
         t_sim = min(t_sim, dt_s)
-        dt_s, ref = _best(lambda: a32.T @ b32, 1)
+        dt_s, ref = best_wall(lambda: a32.T @ b32, 1)
         t_np = min(t_np, dt_s)
         with threadpool_limits(limits=1, user_api="blas"):
-            t_np1 = min(t_np1, _best(lambda: a32.T @ b32, 1)[0])
+            t_np1 = min(t_np1, best_wall(lambda: a32.T @ b32, 1)[0])
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(
         f"numerics: {size}^3 bf16 tiled matmul, best of {args.numerics_repeat}: simulated {t_sim:.3f} s; NumPy fp32 "
