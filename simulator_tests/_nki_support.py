@@ -158,3 +158,16 @@ def assert_blames(excinfo, func, marker: str = "# <- blame") -> None:
     )
     want = line_of(func, marker)
     assert err.lineno == want, f"blamed line {err.lineno}, expected {want}: {err}"
+
+
+def simulate_raises(cls, kernel, *args, rule: str | None = None, **kw):
+    """Simulate ``kernel`` expecting exactly ``cls`` (and, given, its ``rule``), blamed on the function's
+    ``# <- blame`` line; returns the error for further checks."""
+    import devkit
+
+    with pytest.raises(cls) as e:
+        devkit.simulate(kernel, *args, **kw)
+    assert type(e.value) is cls, f"expected {cls.__name__}, got {type(e.value).__name__}: {e.value}"
+    assert rule is None or e.value.rule == rule, f"{type(e.value).__name__} [{e.value.rule}]: {e.value}"
+    assert_blames(e, kernel)
+    return e.value

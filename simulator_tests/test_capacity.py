@@ -16,7 +16,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import assert_blames, line_of
+from _nki_support import line_of, simulate_raises
 
 import devkit
 from devkit.errors import CapacityError, KernelError, SpillWarning
@@ -29,11 +29,7 @@ USABLE = {"trn1": 180224, "inf2": 180224, "trn2": 212984}
 
 
 def raises(cls, kernel, *args, **kw):
-    with pytest.raises(cls) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is cls, f"expected {cls.__name__}, got {type(e.value).__name__}: {e.value}"
-    assert_blames(e, kernel)
-    return e.value
+    return simulate_raises(cls, kernel, *args, **kw)
 
 
 def passes(kernel, *args, **kw):

@@ -10,8 +10,7 @@ from __future__ import annotations
 import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 import numpy as np
-import pytest
-from _nki_support import assert_blames
+from _nki_support import simulate_raises
 
 import devkit
 from devkit.errors import BoundsError
@@ -20,12 +19,7 @@ A = np.arange(128 * 512, dtype=np.float32).reshape(128, 512)
 
 
 def raises_bounds(kernel, *args, **kw):
-    with pytest.raises(BoundsError) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is BoundsError
-    assert e.value.rule == "out-of-bounds"
-    assert_blames(e, kernel)
-    return e.value
+    return simulate_raises(BoundsError, kernel, *args, rule="out-of-bounds", **kw)
 
 
 # ---- plain slices ------------------------------------------------------------------------------------

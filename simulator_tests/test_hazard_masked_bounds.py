@@ -16,7 +16,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import assert_blames
+from _nki_support import simulate_raises
 
 import devkit
 from devkit.errors import BoundsError
@@ -25,11 +25,7 @@ DATA = np.arange(100 * 64, dtype=np.float32).reshape(100, 64)
 
 
 def raises_bounds(kernel, *args, **kw) -> BoundsError:
-    with pytest.raises(BoundsError) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is BoundsError and e.value.rule == "out-of-bounds"
-    assert_blames(e, kernel)
-    return e.value
+    return simulate_raises(BoundsError, kernel, *args, rule="out-of-bounds", **kw)
 
 
 # ---- gathered indices: masked-off lanes hold indices past the end -------------------------------------

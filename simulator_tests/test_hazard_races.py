@@ -14,7 +14,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import assert_blames, line_of
+from _nki_support import assert_blames, line_of, simulate_raises
 
 import devkit
 from devkit.errors import RaceError
@@ -26,13 +26,10 @@ SHUFFLED = SimOptions(affine_order="shuffled", seed=3)
 
 def raises_race(kernel, *args, other: str, **kw) -> RaceError:
     """The race is blamed on the ``# <- blame`` line and names the ``other`` marked statement."""
-    with pytest.raises(RaceError) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is RaceError and e.value.rule == "affine-race"
-    assert_blames(e, kernel)
+    err = simulate_raises(RaceError, kernel, *args, rule="affine-race", **kw)
     src = inspect.getsourcefile(kernel.func)
-    assert f"{src}:{line_of(kernel, other)} (iteration" in str(e.value)
-    return e.value
+    assert f"{src}:{line_of(kernel, other)} (iteration" in str(err)
+    return err
 
 
 # ---- write / write -----------------------------------------------------------------------------------

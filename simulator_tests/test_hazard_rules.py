@@ -13,7 +13,7 @@ import neuronxcc.nki.language as nl
 import neuronxcc.nki.typing as nt
 import numpy as np
 import pytest
-from _nki_support import assert_blames
+from _nki_support import simulate_raises
 
 import devkit
 from devkit.errors import ImmutableInputError, IndexingError, KernelError, ScopeError
@@ -22,13 +22,7 @@ A = np.linspace(-1, 1, 128 * 512, dtype=np.float32).reshape(128, 512)
 
 
 def raises(cls, rule, kernel, *args, **kw):
-    with pytest.raises(cls) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is cls and e.value.rule == rule, (
-        f"{type(e.value).__name__} [{e.value.rule}]: {e.value}"
-    )
-    assert_blames(e, kernel)
-    return e.value
+    return simulate_raises(cls, kernel, *args, rule=rule, **kw)
 
 
 # ---- kernel inputs are immutable -------------------------------------------------------------------------

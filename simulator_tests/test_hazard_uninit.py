@@ -13,8 +13,7 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
-import pytest
-from _nki_support import assert_blames
+from _nki_support import simulate_raises
 
 import devkit
 from devkit.errors import UninitializedReadError
@@ -24,11 +23,7 @@ A = np.linspace(-1, 1, 128 * 512, dtype=np.float32).reshape(128, 512)
 
 
 def raises_uninit(kernel, *args, **kw):
-    with pytest.raises(UninitializedReadError) as e:
-        devkit.simulate(kernel, *args, **kw)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read"
-    assert_blames(e, kernel)
-    return e.value
+    return simulate_raises(UninitializedReadError, kernel, *args, rule="uninitialized-read", **kw)
 
 
 # ---- SBUF ---------------------------------------------------------------------------------------------
