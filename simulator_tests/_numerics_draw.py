@@ -12,9 +12,12 @@ from collections.abc import Iterable
 
 import numpy as np
 from _numerics_ref import (
+    EXACT_ACTIVATIONS,
     F32,
     FLOATS,
+    activation,
     bits,
+    cast,
     close_values,
     nan_bits,
     promote,
@@ -178,6 +181,16 @@ def act_tolerance(name: str, x32: np.ndarray, w: np.ndarray) -> np.ndarray:
     }.get(name, 0.0)
     with np.errstate(invalid="ignore", over="ignore"):
         return 64 * EPS32 * (np.abs(w) + scale)
+
+
+def assert_activation(got, name: str, z32: np.ndarray, dtype) -> None:
+    """An activation of the fp32 input ``z32`` written as ``dtype``: bit for bit for the exact activations
+    (copy, abs, sign, relu, square), else within :func:`act_tolerance` of the float64 definition."""
+    if name in EXACT_ACTIVATIONS:
+        assert_same(got, cast(activation(name, z32).astype(np.float32), dtype), name)
+    else:
+        w = activation(name, z32)
+        assert_close(got, w, dtype, slack=act_tolerance(name, z32, w), what=name)
 
 
 def public_callables(module) -> set[str]:

@@ -45,6 +45,7 @@ from _numerics_draw import (
     SHARED_NON_OPS,
     act_tolerance,
     arrays,
+    assert_activation,
     assert_close,
     assert_same,
     bitvec_operands,
@@ -96,11 +97,8 @@ def test_nl_unary(name, data, p, f, dtype, out):
     x32 = to_f32(x)
     if name in VUNARY:
         assert_same(got, cast(VUNARY[name](x32), od), name)
-    elif name in ref.EXACT_ACTIVATIONS:
-        assert_same(got, cast(activation(name, x32).astype(np.float32), od), name)
     else:
-        w = activation(name, x32)
-        assert_close(got, w, od, slack=act_tolerance(name, x32, w), what=name)
+        assert_activation(got, name, x32, od)
 
 
 @EX
@@ -321,14 +319,6 @@ def test_nisa_reciprocal(data, p, f, dtype, od):
 # ---- ScalarE -------------------------------------------------------------------------------------------------------
 
 
-def _act_check(name, got, z, od):
-    if name in ref.EXACT_ACTIVATIONS:
-        assert_same(got, cast(activation(name, z).astype(np.float32), od), name)
-    else:
-        w = activation(name, z)
-        assert_close(got, w, od, slack=act_tolerance(name, z, w), what=name)
-
-
 @pytest.mark.parametrize("name", sorted(ACT))
 @EX
 @given(
@@ -365,7 +355,7 @@ def test_nisa_activation(name, data, p, f, dtype, od, scale, with_bias):
         z = to_f32(x) * (sc_arr if scale == "vector" else np.float32(scale))
         if with_bias:
             z = z + b
-    _act_check(name, got, z, od)
+    assert_activation(got, name, z, od)
 
 
 @EX
@@ -382,7 +372,7 @@ def test_nisa_activation_reduce(data, p, f, dtype, name):
         ((p, 1), F32),
     )
     e = activation(name, to_f32(x))
-    _act_check(name, o, to_f32(x), dtype)
+    assert_activation(o, name, to_f32(x), dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         s = e.sum(axis=1, keepdims=True)
     assert_close(red, s, F32, slack=sum_bound(e.astype(np.float32), (1,)), what="activation_reduce sum")
