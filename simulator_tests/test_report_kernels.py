@@ -158,3 +158,13 @@ def test_kit_kernels_get_per_kernel_estimates_only_when_paired_by_generation():
     assert all(len(gens[t.family]) == 2 and t.group.startswith("kernel:") for t in per_kernel)
     paired = {s.name for s in kit if len(gens[s.family]) == 2}
     assert {t.kernel for t in per_kernel} == paired
+
+
+def test_run_of_a_file_kernel_finds_the_baselines_declared_beside_it(tmp_path, monkeypatch, capsys):
+    (tmp_path / "twice.py").write_text(textwrap.dedent(KERNELS))  # no pyproject: named by FILE.py:KERNEL
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["run", "twice.py:twice", "--jobs", "1"]) == 0, capsys.readouterr().out
+    data = json.loads((tmp_path / "devkit-report" / "results.json").read_text())
+    (row,) = data["kernel_rows"]
+    assert row["baselines"][0]["label"] == "twice_narrow" and row["baselines"][0]["latency_us"] > 0
+    assert data["sweeps"][0]["labels"] == ["twice", "twice_narrow"] and data["generation_rows"] == []

@@ -22,6 +22,8 @@ from devkit.workflow.kernel_ref import KernelRefError, load_module
 #: Absolute FILE.py:KERNEL reference -> spec, and name -> reference of specs found by file.
 _BY_REF: dict[str, declare.KernelSpec] = {}
 _REF_OF: dict[int, str] = {}
+#: Absolute path of each file imported for its kernels -> the names declared there.
+_NAMES_IN: dict[str, set[str]] = {}
 
 
 class UnknownKernelError(KernelRefError):
@@ -47,6 +49,7 @@ def _load_file(path: Path) -> dict[str, declare.KernelSpec]:
             found[value.name] = value
     for n, s in found.items():
         _REF_OF[id(s)] = f"{path}:{n}"
+    _NAMES_IN[str(path)] = set(found)
     return found
 
 
@@ -114,6 +117,17 @@ def ref_of(spec: declare.KernelSpec) -> str:
     if any(s is spec for s in project_specs()):
         return spec.name
     return ref
+
+
+def related_ref(spec: declare.KernelSpec, name: str) -> str:
+    """How to find the kernel ``name`` that ``spec`` names (a baseline): the kernel of that name declared
+    in the same file when ``spec`` was found as ``FILE.py:KERNEL``, else ``name`` (a declared name)."""
+    ref = ref_of(spec)
+    if is_file_ref(ref):
+        path = ref.rsplit(":", 1)[0]
+        if name in _NAMES_IN.get(path, ()):
+            return f"{path}:{name}"
+    return name
 
 
 def all_specs(*, include_kit: bool | None = None) -> list[declare.KernelSpec]:

@@ -90,11 +90,14 @@ def resolve_sweep(
 
 
 def lines_of(spec: KernelSpec, ref: str, with_baselines: bool = True) -> list[Line]:
-    """The kernel's line and one per declared baseline."""
+    """The kernel's line and one per declared baseline (a baseline declared in the kernel's own file is
+    found there; others by their declared name)."""
+    from devkit.workflow import catalog
+
     out = [Line(spec.name, ref, None)]
     if with_baselines:
         for b in spec.baselines:
-            out.append(Line(b.label or b.name, b.name, b.shape))
+            out.append(Line(b.label or b.name, catalog.related_ref(spec, b.name), b.shape))
     return out
 
 
