@@ -210,3 +210,10 @@ def test_tune_without_a_closed_form_samples_then_climbs_a_larger_space(wide):
     assert [c.trace_us for c in result.ranked] == sorted(c.trace_us for c in result.ranked)
     assert "trace model: sample of 2 of 16" in phases
     assert "trace model: neighbours of the best 3, round 1" in phases
+
+
+def test_cli_reports_each_search_round(wide, capsys):
+    assert cli.main(["tune", wide, "--dtype", "float32", "--jobs", "1", "--no-write"]) == 0
+    captured = capsys.readouterr()
+    assert "tune: trace model: all 16 configs: 16 traced" in captured.err
+    assert "'cols': 512, 'copies': 8" in captured.out  # the whole space's best is printed as the winner

@@ -115,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
                 if phase not in tasks:
                     tasks[phase] = bar.add_task(phase, total=total)
                 bar.update(tasks[phase], completed=done, total=total)
+                if done == total and phase.startswith("trace model"):  # one line per search round stays
+                    bar.console.print(f"tune: {phase}: {total} traced", highlight=False)
 
             result = tuner.tune(
                 args.kernel,
