@@ -45,6 +45,18 @@ def user_location() -> tuple[str, int]:
     return (f.f_code.co_filename, f.f_lineno)
 
 
+def failure_text(exc: BaseException) -> str:
+    """One line for a failed job: a kernel error's own message (it names the kernel line), any other
+    exception's type and message with the line that raised it."""
+    if isinstance(exc, KernelError):
+        return f"{type(exc).__name__}: {exc}"
+    import traceback
+
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
+    return f"{type(exc).__name__}: {exc}{where}"
+
+
 class KernelError(Exception):
     """A fault in a kernel detected by the simulator.
 

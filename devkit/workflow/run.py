@@ -19,12 +19,12 @@ Workloads (all cost figures are modelled on ``target`` by the trace-based cost m
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+from devkit.errors import failure_text
 from devkit.workflow import pool
 
 #: The paper's microbenchmark: X[S, H] . U[H, r] . V[r, N] (reference/neuronmm.md, issue 5).
@@ -307,16 +307,6 @@ def kernel_tasks(
     return tasks
 
 
-def _error_text(exc: BaseException) -> str:
-    from devkit.errors import KernelError
-
-    if isinstance(exc, KernelError):
-        return f"{type(exc).__name__}: {exc}"
-    tb = traceback.extract_tb(exc.__traceback__)
-    where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
-    return f"{type(exc).__name__}: {exc}{where}"
-
-
 def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
     """Cost-only estimate with the scheduled trace recorded: (CostReport, trace-event dict)."""
     from devkit.api import _unwrap
@@ -388,7 +378,7 @@ def run_task(task: Task) -> TaskResult:
             trace=trace,
         )
     except Exception as exc:  # reported per task; the run goes on and exits non-zero
-        return TaskResult(task, time.perf_counter() - t0, False, _error_text(exc))
+        return TaskResult(task, time.perf_counter() - t0, False, failure_text(exc))
 
 
 def execute(
@@ -406,7 +396,7 @@ def execute(
     order = sorted(range(len(tasks)), key=lambda i: (-tasks[i].weight, i))
 
     def lost(task: Task, exc: BaseException, what: str) -> TaskResult:
-        return TaskResult(task, 0.0, False, f"{what}: {_error_text(exc)}")
+        return TaskResult(task, 0.0, False, f"{what}: {failure_text(exc)}")
 
     return pool.run_jobs(
         run_task, tasks, jobs=jobs, order=order, on_start=on_start, on_done=on_done, on_failure=lost

@@ -103,15 +103,15 @@ def lines_of(spec: KernelSpec, ref: str, with_baselines: bool = True) -> list[Li
 
 def _point(args: tuple) -> tuple[int, str, float | None, int | None, str | None]:
     i, label, ref, shape, dtype, target = args
+    from devkit.errors import failure_text
     from devkit.workflow import catalog
-    from devkit.workflow.run import _error_text
 
     try:
         spec = catalog.get(ref)
         rep = spec.estimate(spec._shape(shape), dtype, target)
         return i, label, float(rep.latency_us), int(rep.hbm_read_bytes + rep.hbm_write_bytes), None
     except Exception as exc:  # one failing point is a value in the table, not a crash
-        return i, label, None, None, _error_text(exc)
+        return i, label, None, None, failure_text(exc)
 
 
 def run_sweep(

@@ -115,18 +115,18 @@ def validate(
     except AssertionError:
         report.failure = last[0]
     except Exception as exc:  # the kernel faulted on an example: reported with the shrunk example
-        from devkit.workflow.run import _error_text
+        from devkit.errors import failure_text
 
-        report.error = f"{spec.name} {current[0]}: {_error_text(exc)}"
+        report.error = f"{spec.name} {current[0]}: {failure_text(exc)}"
     finally:
         configuration.set_hypothesis_home_dir(previous)
     if report.passed:
         try:
             res = spec.check(dict(spec.default_shape), dtypes[0], 0, target=target)
         except Exception as exc:
-            from devkit.workflow.run import _error_text
+            from devkit.errors import failure_text
 
-            report.error = f"{spec.name} default shape: {_error_text(exc)}"
+            report.error = f"{spec.name} default shape: {failure_text(exc)}"
             return report
         report.examples.append(res)
         if on_example:
