@@ -259,6 +259,15 @@ class Requirements:
             return "no real Neuron SDK"
         return sdk_summary(self.sdk)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The SDK facts as plain data (``devkit info --json``)."""
+        return {
+            "version": self.sdk.version if self.sdk_ok else None,
+            "version_source": self.sdk.source if self.sdk_ok else None,
+            "generations": list(self.sdk.generations) if self.sdk_ok else [],
+            "summary": self.summary(),
+        }
+
 
 def sdk_summary(sdk: Sdk) -> str:
     """One line: the SDK release, where it was read, and the generations it runs."""
