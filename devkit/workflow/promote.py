@@ -157,25 +157,47 @@ def case_source(case: hw_harness.Case, indent: int = 4, width: int = 110) -> str
     dtype; blocks, predictions and slack by keyword, blocks and slack only when not the defaults); packed
     onto as few continuation lines as fit in ``width`` when one line would be longer."""
     pad = " " * indent
-    parts = ["KERNEL", _literal(dict(case.shape)), _literal(case.dtype)]
+    parts: list[str | tuple[str, Mapping[str, Any]]] = ["KERNEL", _literal(dict(case.shape)), _literal(case.dtype)]
     if case.blocks:
-        parts.append(f"blocks={_literal(dict(case.blocks))}")
-    parts.append(f"predicted_us={_literal(dict(case.predicted_us))}")
+        parts.append(("blocks", dict(case.blocks)))
+    parts.append(("predicted_us", dict(case.predicted_us)))
     if float(case.slack) != _CASE_SLACK:
         parts.append(f"slack={_literal(float(case.slack))}")
-    line = f"{pad}hw.Case({', '.join(parts)}),"
+    flat = [p if isinstance(p, str) else f"{p[0]}={_literal(p[1])}" for p in parts]
+    line = f"{pad}hw.Case({', '.join(flat)}),"
     if len(line) <= width:
         return line
     inner = " " * (indent + 4)
-    lines, current = [], ""
-    for part in parts:
-        candidate = f"{current} {part}," if current else f"{inner}{part},"
+    lines: list[str] = []
+    current = ""
+    for part, text in zip(parts, flat):
+        if len(inner) + len(text) + 1 > width and not isinstance(part, str):  # a long mapping: its own block
+            if current:
+                lines.append(current)
+            items = [f"{json.dumps(str(k))}: {_literal(v)}" for k, v in part[1].items()]
+            lines += [f"{inner}{part[0]}={{", *_pack(items, indent + 8, width), f"{inner}}},"]
+            current = ""
+            continue
+        candidate = f"{current} {text}," if current else f"{inner}{text},"
         if current and len(candidate) > width:
             lines.append(current)
-            candidate = f"{inner}{part},"
+            candidate = f"{inner}{text},"
         current = candidate
-    lines.append(current)
+    if current:
+        lines.append(current)
     return "\n".join([f"{pad}hw.Case(", *lines, f"{pad}),"])
+
+
+def _pack(items: Sequence[str], indent: int, width: int) -> list[str]:
+    """``items`` joined by ``", "`` onto as few lines of at most ``width`` as fit (each line ends in ``,``)."""
+    pad, lines, current = " " * indent, [], ""
+    for item in items:
+        candidate = f"{current} {item}," if current else f"{pad}{item},"
+        if current and len(candidate) > width:
+            lines.append(current)
+            candidate = f"{pad}{item},"
+        current = candidate
+    return [*lines, current] if current else lines
 
 
 class _KernelName:
