@@ -73,7 +73,8 @@ KERNELS = textwrap.dedent(
         return out
     '''
 )
-PYPROJECT = '[project]\nname = "mine"\nversion = "0"\n\n[tool.devkit]\nkernels = ["my_kernels.py"]\ninclude_kit = false\n'
+PYPROJECT = '[project]\nname = "mine"\nversion = "0"\n\n[tool.devkit]\nkernels = ["my_kernels.py"]\n'
+PYPROJECT += "include_kit = false\n"
 
 
 def _env() -> dict[str, str]:
@@ -85,7 +86,12 @@ def _env() -> dict[str, str]:
 
 def _devkit(proj: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "devkit", *args], cwd=proj, env=_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "devkit", *args],
+        cwd=proj,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -118,11 +124,17 @@ def project(tmp_path_factory) -> Path:
 # ---- the SDK table and the skip reason ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("version", "want"),
-    [("2.21.18209.0+043b1bf7", ("beta1",)), ("2.26", ("beta1",)), ("2.27.0", ("beta1", "beta2"))]
-    + [("2.29.1", ("beta1", "beta2")), ("2.30", ("beta2",)), ("2.32.0", ("beta2",))],
-)
+RELEASES = [
+    ("2.21.18209.0+043b1bf7", ("beta1",)),
+    ("2.26", ("beta1",)),
+    ("2.27.0", ("beta1", "beta2")),
+    ("2.29.1", ("beta1", "beta2")),
+    ("2.30", ("beta2",)),
+    ("2.32.0", ("beta2",)),
+]
+
+
+@pytest.mark.parametrize(("version", "want"), RELEASES)
 def test_generations_each_release_compiles(version, want):
     assert hw_host.generations_of(hw_host.parse_release(version)) == want
     assert hw_host.Sdk(version, "test", ("beta1", "beta2")).generations == want
@@ -213,7 +225,9 @@ def test_promote_writes_one_marked_test_per_generation(project):
     assert "Beta 2 (nki) kernel (runs on Neuron SDK >= 2.27)" in b2
     assert "standalone calls after 5 warm-up, host clock" in b2 and "nki.benchmark(warmup=5" in b1
     cases = [line for line in b2.splitlines() if line.strip().startswith("hw.Case(")]
-    assert cases == ['    hw.Case(KERNEL, {"N": 96}, "float32", predicted_us={"trn1": ' + cases[0].split(": ")[-1]]
+    assert cases == [
+        '    hw.Case(KERNEL, {"N": 96}, "float32", predicted_us={"trn1": ' + cases[0].split(": ")[-1]
+    ]
     assert (project / "hw_tests" / "conftest.py").is_file()
 
 
@@ -227,10 +241,14 @@ def test_promote_selects_the_generations_of_the_host_sdk(project, monkeypatch):
     new = hw_host.Sdk("2.32", "neuronx-cc", ("beta1", "beta2"))
     kept, notes = promote.select_generations(family, "host", new)
     assert [s.name for s in kept] == ["triple_b2"]
-    assert len(notes) == 1 and notes[0].startswith("triple (Beta 1 (neuronxcc.nki)) left out: Neuron SDK 2.32")
+    assert len(notes) == 1 and notes[0].startswith(
+        "triple (Beta 1 (neuronxcc.nki)) left out: Neuron SDK 2.32"
+    )
     kept, _ = promote.select_generations(family, "host", hw_host.Sdk("2.26", "neuronx-cc", ("beta1",)))
     assert [s.name for s in kept] == ["triple"]
-    kept, _ = promote.select_generations(family, "host", hw_host.Sdk("2.28", "neuronx-cc", ("beta1", "beta2")))
+    kept, _ = promote.select_generations(
+        family, "host", hw_host.Sdk("2.28", "neuronx-cc", ("beta1", "beta2"))
+    )
     assert [s.name for s in kept] == ["triple", "triple_b2"]
     kept, notes = promote.select_generations(family, "host")  # no SDK here: every generation
     assert len(kept) == 2 and notes == []
@@ -248,10 +266,14 @@ def test_promote_cli_says_what_it_left_out(project, tmp_path):
     assert "triple_b2 (Beta 2 (nki)) left out: --generation beta1" in proc.stderr
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["conftest.py", "test_triple.py"]
     beta2_only = KERNELS.replace('name="triple", ', 'name="solo", generation="beta2", ')
-    beta2_only = beta2_only.replace('name="triple_b2"', 'name="solo_b2"').replace('family="triple"', 'family="solo"')
+    beta2_only = beta2_only.replace('name="triple_b2"', 'name="solo_b2"').replace(
+        'family="triple"', 'family="solo"'
+    )
     (tmp_path / "solo.py").write_text(beta2_only)
     out = tmp_path / "b"
-    proc = _devkit(project, "promote", f"{tmp_path / 'solo.py'}:solo_b2", "--generation", "beta1", "--out-dir", str(out))
+    proc = _devkit(
+        project, "promote", f"{tmp_path / 'solo.py'}:solo_b2", "--generation", "beta1", "--out-dir", str(out)
+    )
     assert proc.returncode == 2
     text = " ".join(proc.stderr.split())
     assert "nothing to promote: solo_b2 (Beta 2 (nki)) left out: --generation beta1" in text
@@ -266,7 +288,9 @@ def test_promote_cli_says_what_it_left_out(project, tmp_path):
     [("2.26", "triple.py", "triple_b2.py"), ("2.32", "triple_b2.py", "triple.py"), ("2.29", "both", None)],
 )
 def test_fake_sdk_matrix(project, tmp_path, version, runs, skipped):
-    proc = _pytest(project, "--fake-neuron", "ok", "--results-dir", str(tmp_path), "--fake-sdk-version", version)
+    proc = _pytest(
+        project, "--fake-neuron", "ok", "--results-dir", str(tmp_path), "--fake-sdk-version", version
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = hw_store.ResultsStore(tmp_path).read().records
     assert {r["sdk_version"] for r in records} == {version} and {r["backend"] for r in records} == {"fake"}
@@ -289,7 +313,15 @@ def test_fake_sdk_matrix(project, tmp_path, version, runs, skipped):
 
 def test_fake_beta2_wrong_outputs_fail_with_the_error(project, tmp_path):
     proc = _pytest(
-        project, "--fake-neuron", "wrong", "--results-dir", str(tmp_path), "--fake-sdk-version", "2.32", "-k", "numerics"
+        project,
+        "--fake-neuron",
+        "wrong",
+        "--results-dir",
+        str(tmp_path),
+        "--fake-sdk-version",
+        "2.32",
+        "-k",
+        "numerics",
     )
     assert proc.returncode == 1 and "1 failed, 1 skipped" in proc.stdout
     assert "EXCEEDS the tolerance" in proc.stdout
@@ -297,7 +329,11 @@ def test_fake_beta2_wrong_outputs_fail_with_the_error(project, tmp_path):
 
 @pytest.mark.parametrize("how", ["real", "fake"])
 def test_no_sdk_skips_every_generation_with_the_existing_reason(project, tmp_path, how):
-    args = () if how == "real" else ("--fake-neuron", "ok", "--results-dir", str(tmp_path), "--fake-sdk-version", "none")
+    args = (
+        ()
+        if how == "real"
+        else ("--fake-neuron", "ok", "--results-dir", str(tmp_path), "--fake-sdk-version", "none")
+    )
     proc = _pytest(project, *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "4 skipped" in proc.stdout

@@ -166,7 +166,10 @@ def test_case_rendering_is_one_line_or_packed_within_the_width():
     from devkit.workflow.hw.harness import Case
 
     short = Case("k", {"N": 64}, "float32", predicted_us={"trn1": 9.0561})
-    assert promote.case_source(short) == '    hw.Case(KERNEL, {"N": 64}, "float32", predicted_us={"trn1": 9.056}),'
+    assert (
+        promote.case_source(short)
+        == '    hw.Case(KERNEL, {"N": 64}, "float32", predicted_us={"trn1": 9.056}),'
+    )
     wide = Case("k", {"S": 4096}, "bfloat16", {f"block_param_{i}": i for i in range(8)}, {"trn1": 1.0}, 0.3)
     text = promote.case_source(wide)
     lines = text.splitlines()

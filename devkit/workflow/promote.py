@@ -157,7 +157,11 @@ def case_source(case: hw_harness.Case, indent: int = 4, width: int = 110) -> str
     dtype; blocks, predictions and slack by keyword, blocks and slack only when not the defaults); packed
     onto as few continuation lines as fit in ``width`` when one line would be longer."""
     pad = " " * indent
-    parts: list[str | tuple[str, Mapping[str, Any]]] = ["KERNEL", _literal(dict(case.shape)), _literal(case.dtype)]
+    parts: list[str | tuple[str, Mapping[str, Any]]] = [
+        "KERNEL",
+        _literal(dict(case.shape)),
+        _literal(case.dtype),
+    ]
     if case.blocks:
         parts.append(("blocks", dict(case.blocks)))
     parts.append(("predicted_us", dict(case.predicted_us)))

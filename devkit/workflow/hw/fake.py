@@ -139,7 +139,9 @@ def fake_runner(
     """The runner of ``generation`` on a :func:`fake_nki` (Beta 1: its ``baremetal``/``benchmark``; Beta 2:
     its standalone call and fake clock)."""
     if generation not in GENERATION_MODULES:
-        raise ValueError(f"unknown NKI generation {generation!r}; choose one of {', '.join(GENERATION_MODULES)}")
+        raise ValueError(
+            f"unknown NKI generation {generation!r}; choose one of {', '.join(GENERATION_MODULES)}"
+        )
     fake = fake_nki(registry, mode, target)
     if generation == "beta1":
         return Beta1Runner(fake)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import glob
 import importlib
 import os
-import socket
 import re
+import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,7 +168,9 @@ class Sdk:
     def mismatch(self, gen: str) -> str | None:
         """The one sentence why a ``gen`` kernel cannot run on this SDK (None when it can)."""
         if gen not in GENERATION_RELEASES:
-            raise ValueError(f"unknown NKI generation {gen!r}; choose one of {', '.join(GENERATION_RELEASES)}")
+            raise ValueError(
+                f"unknown NKI generation {gen!r}; choose one of {', '.join(GENERATION_RELEASES)}"
+            )
         if gen in self.generations:
             return None
         have = f"Neuron SDK {self.version}" if self.version else "this Neuron SDK (release unknown)"

@@ -92,7 +92,9 @@ class Beta2Runner:
         self, kernel: Any, inputs: Sequence[Any], blocks: Mapping[str, Any], *, warmup: int, iters: int
     ) -> dict[str, float]:
         if warmup < 0 or iters < 1:
-            raise ValueError(f"benchmark needs warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}")
+            raise ValueError(
+                f"benchmark needs warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}"
+            )
         for _ in range(warmup):
             self.call(kernel, *inputs, **blocks)
         samples = []

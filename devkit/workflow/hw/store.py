@@ -31,7 +31,6 @@ from typing import Any
 
 from devkit import atomic
 from devkit.workflow.hw.host import RESULTS_DIR, HostContext
-from devkit.workflow.hw.runners import PERCENTILES
 
 SCHEMA = 1
 
