@@ -371,7 +371,7 @@ class HostContext:
             backend=backend,
             target=target or target_for_instance(inst),
             instance_type=inst,
-            sdk_version=sdk_version(),
+            sdk_version=probe_sdk().version,
             git_commit=git_commit(),
             host=socket.gethostname(),
             devkit_version=__version__,

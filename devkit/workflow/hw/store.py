@@ -31,6 +31,7 @@ from typing import Any
 
 from devkit import atomic
 from devkit.workflow.hw.host import RESULTS_DIR, HostContext
+from devkit.workflow.hw.runners import PERCENTILES as PERCENTILES  # the percentiles every record holds
 
 SCHEMA = 1
 
