@@ -361,3 +361,28 @@ def test_user_kernel_through_hw_run_to_the_report(project, tmp_path):
     real = _devkit(project, "hw", "run")
     assert real.returncode == 0 and "hardware stage: no real Neuron SDK" in real.stderr
     assert "4 skipped" in real.stdout
+
+
+def test_info_names_the_sdk_release_and_its_generations(capsys, monkeypatch):
+    from devkit import cli
+
+    assert cli.main(["info", "--json"]) == 0
+    sdk = json.loads(capsys.readouterr().out)["neuron_sdk"]
+    assert sdk == {
+        "version": None,
+        "version_source": None,
+        "generations": [],
+        "summary": "no real Neuron SDK",
+    }
+    monkeypatch.setattr(hw_host, "_find_real", lambda name: True)  # a host with both modules installed
+    monkeypatch.setattr("devkit.compat.is_installed", lambda: False)  # as in a process of its own
+    monkeypatch.setenv(hw_host.SDK_VERSION_ENV, "2.28.1")
+    assert cli.main(["info", "--json"]) == 0
+    sdk = json.loads(capsys.readouterr().out)["neuron_sdk"]
+    assert sdk["version"] == "2.28.1" and sdk["generations"] == ["beta1", "beta2"]
+    assert (
+        sdk["summary"]
+        == f"Neuron SDK 2.28.1 ({hw_host.SDK_VERSION_ENV}): runs Beta 1 (neuronxcc.nki) and Beta 2 (nki)"
+    )
+    assert cli.main(["info"]) == 0
+    assert "Neuron SDK (hardware stage)" in capsys.readouterr().out
