@@ -386,3 +386,13 @@ def test_info_names_the_sdk_release_and_its_generations(capsys, monkeypatch):
     )
     assert cli.main(["info"]) == 0
     assert "Neuron SDK (hardware stage)" in capsys.readouterr().out
+
+
+def test_promote_warns_about_a_conftest_from_before_generations(tmp_path):
+    from devkit.workflow.promote import CONFTEST_TEMPLATE, stale_conftest
+
+    (tmp_path / "conftest.py").write_text("import pytest\n\n\n@pytest.fixture\ndef nki():\n    return None\n")
+    why = stale_conftest(tmp_path)
+    assert "predates the generated tests (no device, latency_options, nki_generation)" in why
+    (tmp_path / "conftest.py").write_text(CONFTEST_TEMPLATE.read_text())
+    assert stale_conftest(tmp_path) is None

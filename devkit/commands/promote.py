@@ -162,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
         except promote.PromoteError as exc:
             raise UsageError(str(exc)) from None
         out.print(cases_table(spec.name, result))
+        for w in result.warnings:
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         for f in result.failures:
             err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)
             status = 1

@@ -14,7 +14,7 @@ import datetime
 import json
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class Promoted:
     path: Path
     cases: list[hw_harness.Case]
     failures: list[str]
+    warnings: list[str] = field(default_factory=list)
 
 
 def default_shapes(spec: Any) -> list[dict[str, int]]:
@@ -304,8 +305,9 @@ def promote(
     )
     target_dir = Path(out_dir) if out_dir is not None else default_out_dir()
     ensure_conftest(target_dir)
+    stale = stale_conftest(target_dir)
     path = atomic.write_text(target_dir / f"test_{spec.name}.py", source)
-    return Promoted(path, cases, failures)
+    return Promoted(path, cases, failures, [stale] if stale else [])
 
 
 #: ``--generation`` choices: the host SDK's generations (every generation without an SDK here), both, or one.
@@ -376,6 +378,24 @@ def ensure_conftest(directory: Path) -> Path | None:
     if path.exists():
         return None
     return atomic.write_text(path, CONFTEST_TEMPLATE.read_text(encoding="utf-8"))
+
+
+#: Fixtures the generated tests use that a conftest.py from before generation-marked tests lacks.
+_CONFTEST_NEEDS = ("def device(", "def latency_options(", "nki_generation")
+
+
+def stale_conftest(directory: Path) -> str | None:
+    """Why ``directory/conftest.py`` cannot serve the tests :func:`render` writes (None when it can): one
+    kept from an earlier devkit lacks the ``device`` / ``latency_options`` fixtures and the generation skip."""
+    path = Path(directory) / "conftest.py"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    missing = [n.removeprefix("def ").rstrip("(") for n in _CONFTEST_NEEDS if n not in text]
+    if not missing:
+        return None
+    return (
+        f"{path} predates the generated tests (no {', '.join(missing)}): the tests will error; delete it and "
+        f"promote again to get the current one, or merge {CONFTEST_TEMPLATE} into it"
+    )
 
 
 def _spec(kernel: str, registry: Any) -> Any:
