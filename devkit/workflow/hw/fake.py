@@ -111,9 +111,14 @@ def fake_nki(registry: Any, mode: str = "ok", target: str = "trn1") -> FakeNki:
         raise ValueError(f"fake mode must be 'ok', 'wrong' or 'slow', got {mode!r}")
 
     def spec_of(kernel: Any) -> Any:
+        """The declaration of this very kernel object (also one declared as ``"module:function"``, like
+        the kit's), else the one declared under the function's name."""
         from devkit import declare
 
-        spec = declare.spec_of(kernel)  # the declaration of this very object, else by function name
+        spec = declare.spec_of(kernel)
+        if spec is None:
+            by_ref = [s for s in declare.declared().values() if isinstance(s.kernel, str)]
+            spec = next((s for s in by_ref if _imported(s) is kernel), None)
         return spec if spec is not None else registry.get(getattr(kernel, "__name__", str(kernel)))
 
     def outputs(kernel: Any, args: tuple, kwargs: dict) -> Any:
@@ -131,6 +136,14 @@ def fake_nki(registry: Any, mode: str = "ok", target: str = "trn1") -> FakeNki:
         return us * 3.0 if mode == "slow" else us
 
     return FakeNki(outputs, latency_us)
+
+
+def _imported(spec: Any) -> Any:
+    """The kernel object of a spec declared as ``"module:function"`` if its module is imported already."""
+    import sys
+
+    module, _, name = spec.kernel.partition(":")
+    return getattr(sys.modules.get(module), name, None)
 
 
 def fake_runner(
