@@ -64,13 +64,15 @@ KERNELS = textwrap.dedent(
     @devkit.declare_kernel(name="triple_b2", generation="beta2", family="triple", **COMMON)
     @nki.jit
     def triple_b2(a):
-        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(t, a)
-        u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-        nisa.tensor_scalar(u, t, nl.multiply, 3.0)
-        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-        nisa.dma_copy(out, u)
-        return out
+        tile = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=a)
+        twice = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(twice, tile, tile, nl.add)
+        thrice = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_tensor(thrice, twice, tile, nl.add)  # 3a as a + a + a
+        result = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=result, src=thrice)
+        return result
     '''
 )
 PYPROJECT = '[project]\nname = "mine"\nversion = "0"\n\n[tool.devkit]\nkernels = ["my_kernels.py"]\n'
