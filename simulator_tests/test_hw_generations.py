@@ -398,3 +398,25 @@ def test_promote_warns_about_a_conftest_from_before_generations(tmp_path):
     assert "predates the generated tests (no device, latency_options, nki_generation)" in why
     (tmp_path / "conftest.py").write_text(CONFTEST_TEMPLATE.read_text())
     assert stale_conftest(tmp_path) is None
+
+
+def test_device_runners_refuse_a_kernel_bound_to_the_simulator(project, monkeypatch):
+    """If a kernel module bound the NKI names to the simulator (e.g. an SDK without neuronxcc.nki, where
+    importing the kit's kernels maps the simulator), the real runners refuse it instead of simulating it."""
+    from devkit.workflow import catalog
+
+    monkeypatch.chdir(project)
+    simulated = catalog.get("triple_b2").kernel_object()
+    called = []
+    real = hw_runners.Beta2Runner(call=lambda *a, **k: called.append(a), real=True)
+    for attempt in (
+        lambda: real.run(simulated, [], {}),
+        lambda: real.benchmark(simulated, [], {}, warmup=0, iters=1),
+    ):
+        with pytest.raises(HardwareUnavailableError, match="bound to the devkit simulator"):
+            attempt()
+    assert called == []
+    b1 = hw_runners.Beta1Runner(hw_fake.fake_nki(None), real=True)
+    with pytest.raises(HardwareUnavailableError, match="triple is bound to the devkit simulator"):
+        b1.run(catalog.get("triple").kernel_object(), [], {})
+    assert hw_runners.Beta2Runner(call=lambda k, *a: "ran").run(simulated, [], {}) == "ran"  # the fake's way

@@ -41,22 +41,41 @@ def latency_percentiles(benchmark_result: Any) -> dict[str, float]:
     return {f"p{p}": float(lat.get_latency_percentile(p)) for p in PERCENTILES}
 
 
+def refuse_simulated(kernel: Any) -> None:
+    """Raise :class:`~devkit.errors.HardwareUnavailableError` when ``kernel`` was bound to the devkit simulator
+    (its ``@nki.jit`` object is the simulator's): a device runner never runs, nor times, a simulation."""
+    from devkit.errors import HardwareUnavailableError
+
+    if (type(kernel).__module__ or "").split(".")[0] == "devkit":
+        name = getattr(kernel, "__name__", type(kernel).__name__)
+        raise HardwareUnavailableError(
+            f"{name} is bound to the devkit simulator, not the real Neuron SDK (its module imported the NKI "
+            "names after the simulator was mapped in this process); refusing to run it as a hardware test"
+        )
+
+
 class Beta1Runner:
-    """``neuronxcc.nki``'s ``baremetal`` and ``benchmark`` (``nki``: the real module or a fake of it)."""
+    """``neuronxcc.nki``'s ``baremetal`` and ``benchmark`` (``nki``: the real module or a fake of it);
+    ``real=True`` refuses kernels bound to the simulator (:func:`refuse_simulated`)."""
 
     generation = "beta1"
     #: What the latencies measure: ``neuron-bench`` loops of the compiled NEFF on the device.
     latency_clock = "neuron-bench"
 
-    def __init__(self, nki: Any) -> None:
+    def __init__(self, nki: Any, real: bool = False) -> None:
         self.nki = nki
+        self.real = real
 
     def run(self, kernel: Any, inputs: Sequence[Any], blocks: Mapping[str, Any]) -> Any:
+        if self.real:
+            refuse_simulated(kernel)
         return self.nki.baremetal(kernel)(*inputs, **blocks)
 
     def benchmark(
         self, kernel: Any, inputs: Sequence[Any], blocks: Mapping[str, Any], *, warmup: int, iters: int
     ) -> dict[str, float]:
+        if self.real:
+            refuse_simulated(kernel)
         bench = self.nki.benchmark(warmup=warmup, iters=iters)(kernel)
         bench(*inputs, **blocks)
         return latency_percentiles(bench.benchmark_result)
@@ -70,7 +89,8 @@ class Beta2Runner:
     """Standalone ``@nki.jit`` calls with NumPy arrays, timed with ``clock_ns`` (see the module docstring).
 
     ``call(kernel, *inputs, **blocks)`` runs one launch (default: calling the kernel), ``clock_ns()`` reads
-    the clock in nanoseconds (default :func:`time.perf_counter_ns`).
+    the clock in nanoseconds (default :func:`time.perf_counter_ns`); ``real=True`` refuses kernels bound to
+    the simulator (:func:`refuse_simulated`).
     """
 
     generation = "beta2"
@@ -81,16 +101,22 @@ class Beta2Runner:
         self,
         call: Callable[..., Any] = _call,
         clock_ns: Callable[[], int] = time.perf_counter_ns,
+        real: bool = False,
     ) -> None:
         self.call = call
         self.clock_ns = clock_ns
+        self.real = real
 
     def run(self, kernel: Any, inputs: Sequence[Any], blocks: Mapping[str, Any]) -> Any:
+        if self.real:
+            refuse_simulated(kernel)
         return self.call(kernel, *inputs, **blocks)
 
     def benchmark(
         self, kernel: Any, inputs: Sequence[Any], blocks: Mapping[str, Any], *, warmup: int, iters: int
     ) -> dict[str, float]:
+        if self.real:
+            refuse_simulated(kernel)
         if warmup < 0 or iters < 1:
             raise ValueError(
                 f"benchmark needs warmup >= 0 and iters >= 1, got warmup={warmup}, iters={iters}"
@@ -111,4 +137,4 @@ def sdk_runner(generation: str) -> Beta1Runner | Beta2Runner:
     from devkit.workflow.hw.host import load_sdk
 
     module = load_sdk(generation)
-    return Beta1Runner(module) if generation == "beta1" else Beta2Runner()
+    return Beta1Runner(module, real=True) if generation == "beta1" else Beta2Runner(real=True)
