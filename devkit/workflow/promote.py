@@ -317,10 +317,8 @@ GENERATION_CHOICES = ("host", "all", "beta1", "beta2")
 def host_generations(sdk: hw_host.Sdk | None = None) -> tuple[tuple[str, ...], str]:
     """(generations the host's SDK compiles, why): all of them when no real SDK is installed here (each
     test is then skipped, with its reason, on hosts that cannot run it)."""
-    req = hw_host.check_requirements() if sdk is None else None
-    if sdk is None and req is not None and req.sdk_ok:
-        sdk = req.sdk
-    if sdk is None or not sdk.generations:
+    sdk = hw_host.probe_sdk() if sdk is None else sdk  # installed packages, whatever this process mapped
+    if not sdk.generations:
         return tuple(hw_host.GENERATION_MODULES), "no Neuron SDK here: tests of every generation"
     return sdk.generations, hw_host.sdk_summary(sdk)
 
