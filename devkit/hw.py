@@ -11,14 +11,15 @@ from __future__ import annotations
 from devkit.errors import HardwareUnavailableError
 from devkit.project import find as find_project
 from devkit.workflow.catalog import ProjectKernels
-from devkit.workflow.hw.fake import FakeNki, fake_nki
+from devkit.workflow.hw.fake import FakeNki, fake_requirements, fake_runner
 from devkit.workflow.hw.harness import Case, run_latency, run_numerics
 from devkit.workflow.hw.host import HostContext, check_requirements, load_sdk, sdk_version
+from devkit.workflow.hw.runners import sdk_runner
 from devkit.workflow.hw.store import ResultsStore
 
 #: The kernels the project at a root declares, plus the kit's (``get(ref)``, ``max_error``).
 project_kernels = ProjectKernels
 
 __all__ = ["Case", "FakeNki", "HardwareUnavailableError", "HostContext", "ResultsStore", "check_requirements"]
-__all__ += ["fake_nki", "find_project", "load_sdk", "project_kernels", "run_latency", "run_numerics"]
-__all__ += ["sdk_version"]
+__all__ += ["fake_requirements", "fake_runner", "find_project", "load_sdk", "project_kernels", "run_latency"]
+__all__ += ["run_numerics", "sdk_runner", "sdk_version"]

@@ -56,13 +56,11 @@ def _pytest(path: Path, *args: str) -> subprocess.CompletedProcess:
 def test_generated_module_is_valid_and_pins_the_prediction(generated):
     source = generated.read_text()
     ast.parse(source)
-    assert "hw.run_numerics(nki, kernel_registry, hw_context, results_store, case, seed=SEED)" in source
-    assert (
-        "warmup=WARMUP," in source
-        and "iters=ITERS," in source
-        and "threshold=regression_threshold," in source
-    )
+    assert "hw.run_numerics(device, kernel_registry, hw_context, results_store, case, seed=SEED)" in source
+    assert 'timing = {"seed": SEED, "warmup": WARMUP, "iters": ITERS, **latency_options}' in source
     assert "WARMUP = 1" in source and "ITERS = 5" in source
+    assert 'GENERATION = "beta1"' in source and "pytest.mark.nki_generation(GENERATION)" in source
+    assert source.count("    hw.Case(") == 2 and source.count('"block_tokens"') == 2  # no key a line
     assert max(len(line) for line in source.splitlines()) <= 110
     namespace: dict = {}
     exec(compile(source, str(generated), "exec"), namespace)
@@ -164,11 +162,23 @@ def test_fake_backend_refuses_the_project_store(generated):
     assert "--results-dir" in proc.stdout + proc.stderr
 
 
-def test_literal_rendering_wraps_long_fields():
-    line = promote._field("blocks", {f"block_param_{i}": i for i in range(8)})
-    assert line.startswith("        blocks={\n") and line.endswith("        },")
+def test_case_rendering_is_one_line_or_packed_within_the_width():
+    from devkit.workflow.hw.harness import Case
+
+    short = Case("k", {"N": 64}, "float32", predicted_us={"trn1": 9.0561})
+    assert (
+        promote.case_source(short)
+        == '    hw.Case(KERNEL, {"N": 64}, "float32", predicted_us={"trn1": 9.056}),'
+    )
+    wide = Case("k", {"S": 4096}, "bfloat16", {f"block_param_{i}": i for i in range(8)}, {"trn1": 1.0}, 0.3)
+    text = promote.case_source(wide)
+    lines = text.splitlines()
+    assert lines[0] == "    hw.Case(" and lines[-1] == "    )," and lines[2] == "        blocks={"
+    assert len(lines) == 8  # kernel/shape/dtype, blocks packed two lines, predictions and slack
+    assert all(len(line) <= 110 for line in lines) and "slack=0.3," in text
+    namespace = {"KERNEL": "k", "hw": __import__("devkit.hw", fromlist=["Case"])}
+    assert eval(text.strip().rstrip(","), namespace) == wide
     assert json.loads(promote._literal({"a": "x"})) == {"a": "x"}
-    assert promote._field("slack", 0.25) == "        slack=0.25,"
 
 
 def test_promote_cli_rejects_bad_input(capsys, tmp_path):

@@ -111,7 +111,9 @@ def run_tests(args: argparse.Namespace) -> int:
         err.print(
             "[yellow]note:[/] --fake-neuron: the fake backend stands in for the device", highlight=False
         )
-    elif not req.ok:
+    else:
+        err.print(f"hardware stage: {escape(req.summary())}", highlight=False, soft_wrap=True)
+    if not fake and not req.ok:
         err.print(
             f"[yellow]note:[/] {escape(req.reason())}; the tests will be skipped",
             highlight=False,

@@ -1,4 +1,5 @@
-"""``devkit info``: versions, what ``neuronxcc.nki`` binds to, Neuron devices and the cost-model targets."""
+"""``devkit info``: versions, what ``neuronxcc.nki`` and ``nki`` bind to, the Neuron SDK release and the NKI
+generations it compiles, Neuron devices and the cost-model targets."""
 
 from __future__ import annotations
 
@@ -69,6 +70,7 @@ def collect() -> dict[str, Any]:
         "packages": {name: _version(name) for name in _PACKAGES},
         "backend": binding(),
         "neuron_devices": list(req.devices),
+        "neuron_sdk": req.to_dict(),
         "hardware_ready": req.ok,
         "hardware_missing": req.missing,
         "instance_type": hw_host.instance_type(),
@@ -104,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
     head.add_row("neuronxcc.nki binds to", data["backend"]["neuronxcc.nki"])
     head.add_row("nki binds to", data["backend"]["nki"])
     head.add_row("kernels package gets", data["backend"]["kernels"])
+    head.add_row("Neuron SDK (hardware stage)", data["neuron_sdk"]["summary"])
     head.add_row("Neuron devices", ", ".join(data["neuron_devices"]) or "none")
     head.add_row("instance type", data["instance_type"])
     ready = "yes" if data["hardware_ready"] else "no: " + "; ".join(data["hardware_missing"])

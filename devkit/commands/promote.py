@@ -3,6 +3,11 @@
 KERNEL is ``FILE.py:KERNEL`` or a declared name.  The test goes into the project's ``hw_tests/``
 (``[tool.devkit] hw_tests``) together with the ``conftest.py`` it needs (written once, never overwritten).
 
+Each test is for the NKI API generation its kernel is written in (Beta 1 ``neuronxcc.nki``: Neuron SDK
+<= 2.29; Beta 2 ``import nki``: SDK >= 2.27).  ``--generation host`` (the default) promotes the kernel's
+versions the host's SDK compiles (every version when no SDK is installed here); ``all``, ``beta1`` or
+``beta2`` choose explicitly.
+
 The generated module validates the kernel with the real ``nki.baremetal`` against the registry's NumPy
 reference and tolerance, times it with ``nki.benchmark`` (P50, P99), asserts the P50 is within
 ``--slack`` of the latency the cost model predicts now (written into the test), and appends every run
@@ -30,6 +35,7 @@ _EXAMPLES = """examples:
   devkit promote xuv_fused --shape S=1,H=8192,r=4096,N=16384 --shape 4096,8192,4096,16384
   devkit promote matmul_optimized --dtype bfloat16 --dtype float32 --target trn1 --target trn2
   devkit promote --all                                       # every registered kernel
+  devkit promote xuv_fused --generation all                  # its Beta-1 and Beta-2 versions
 """
 
 
@@ -67,6 +73,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where to write test_<kernel>.py (default: the project's hw_tests/)",
     )
+    p.add_argument(
+        "--generation",
+        default="host",
+        choices=promote.GENERATION_CHOICES,
+        help="which NKI API versions of the kernel: those the host's SDK compiles (default), all, or one",
+    )
     add_jobs_argument(p, " for the predictions")
     p.set_defaults(func=run)
 
@@ -79,7 +91,25 @@ def run(args: argparse.Namespace) -> int:
     out = stdout_console(130)
     if bool(args.kernel) == bool(args.all):
         raise UsageError(f"name one KERNEL or pass --all (declared: {', '.join(catalog.names())})")
-    kernels = [catalog.ref_of(s) for s in catalog.all_specs()] if args.all else [args.kernel]
+    everything = catalog.all_specs()
+    named = None
+    if args.all:
+        chosen = everything
+    else:
+        try:
+            named = catalog.get(args.kernel)
+        except catalog.KernelRefError as exc:
+            raise UsageError(str(exc)) from None
+        chosen = promote.family_of(named, [*everything, *catalog.file_specs(args.kernel)])
+    chosen, left_out = promote.select_generations(chosen, args.generation)
+    for note in left_out:
+        err.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
+    if not chosen:
+        raise UsageError(
+            f"nothing to promote: {'; '.join(left_out)} (pass --generation all to write the tests anyway; "
+            "they are skipped on hosts whose SDK cannot compile them)"
+        )
+    kernels = [args.kernel if s is named else catalog.ref_of(s) for s in chosen]
     jobs = args.jobs if args.jobs is not None else pool.default_jobs()
     if jobs < 1:
         raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
@@ -128,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         except promote.PromoteError as exc:
             raise UsageError(str(exc)) from None
         out.print(cases_table(spec.name, result))
+        for w in result.warnings:
+            err.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
         for f in result.failures:
             err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)
             status = 1

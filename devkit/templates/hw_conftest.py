@@ -4,18 +4,23 @@ Written by ``devkit promote`` (from ``devkit/templates/hw_conftest.py``) next to
 edit freely, it is not overwritten.
 
 Without them every test is skipped with one reason (``pytest hw_tests -rs`` shows it once);
-``--require-hardware`` turns that into an immediate failure naming what is missing.  These tests never
-fall back to the simulator: the ``nki`` fixture is the real ``neuronxcc.nki`` (checked not to be the
-devkit simulator), and kernels are imported only after that check.
+``--require-hardware`` turns that into an immediate failure naming what is missing.  Each test module is
+marked with the NKI API generation of its kernel (``nki_generation("beta1")``: ``neuronxcc.nki``, SDK <= 2.29;
+``"beta2"``: ``import nki``, SDK >= 2.27); a test the host's SDK cannot compile is skipped with that one
+reason, never run into a compiler error.  These tests never fall back to the simulator: the ``device``
+fixture runs kernels through the real SDK module of the test's generation (checked not to be the devkit
+simulator), and kernel files are imported bound to the real SDK.
 
 ``--fake-neuron MODE`` swaps in :class:`devkit.hw.FakeNki` to test this glue without a device
 (``ok``: reference outputs and the modelled latency; ``wrong``: corrupted outputs; ``slow``: 3x the
-modelled latency).  It needs an explicit ``--results-dir`` and refuses the project's ``results/``:
-fake numbers never enter the real store.
+modelled latency) on a fake SDK of release ``--fake-sdk-version`` (default 2.29, which runs both
+generations; ``none``: no SDK).  It needs an explicit ``--results-dir`` and refuses the project's
+``results/``: fake numbers never enter the real store.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +76,13 @@ def pytest_addoption(parser: Any) -> None:
         choices=_FAKE_MODES,
         help="TESTING THE GLUE ONLY: a fake SDK instead of the device (needs --results-dir)",
     )
+    group.addoption(
+        "--fake-sdk-version",
+        default="2.29",
+        metavar="VERSION",
+        help="with --fake-neuron: the fake Neuron SDK release, e.g. 2.26 (Beta 1), 2.32 (Beta 2), 2.29 (both, "
+        "the default) or none",
+    )
 
 
 def _state(config: Any) -> dict[str, Any]:
@@ -78,10 +90,18 @@ def _state(config: Any) -> dict[str, Any]:
     if state is None:
         fake = config.getoption("--fake-neuron")
         results = config.getoption("--results-dir")
+        if fake:
+            try:
+                requirements = hw.fake_requirements(config.getoption("--fake-sdk-version"))
+            except ValueError as exc:
+                raise pytest.UsageError(f"--fake-sdk-version: {exc}") from None
+        else:
+            requirements = hw.check_requirements()
         state = {
             "fake": fake,
-            "requirements": None if fake else hw.check_requirements(),
+            "requirements": requirements,
             "results_dir": Path(results) if results else RESULTS_DIR,
+            "runners": {},
         }
         config._devkit_hw = state
     return state
@@ -89,6 +109,9 @@ def _state(config: Any) -> dict[str, Any]:
 
 def pytest_configure(config: Any) -> None:
     config.addinivalue_line("markers", "hardware: needs a Neuron device and the real neuronx-cc")
+    config.addinivalue_line(
+        "markers", "nki_generation(name): the NKI API of the test's kernel, 'beta1' or 'beta2'"
+    )
     state = _state(config)
     if state["fake"]:
         if (
@@ -109,13 +132,22 @@ def pytest_configure(config: Any) -> None:
 
 def pytest_report_header(config: Any) -> str:
     state = _state(config)
-    if state["fake"]:
-        return f"hardware: FAKE Neuron SDK (mode {state['fake']}); results -> {state['results_dir']}"
     req = state["requirements"]
+    if state["fake"]:
+        return (
+            f"hardware: FAKE device (mode {state['fake']}), fake {req.summary()}; "
+            f"results -> {state['results_dir']}"
+        )
     if req.ok:
         devices = ", ".join(req.devices)
-        return f"hardware: {devices}; neuronx-cc {hw.sdk_version()}; results -> {state['results_dir']}"
+        return f"hardware: {devices}; {req.summary()}; results -> {state['results_dir']}"
     return f"hardware: unavailable, every test will be skipped ({req.reason()})"
+
+
+def _generation(item: Any) -> str:
+    """The NKI API generation of a test's kernel (modules promoted before generations existed: Beta 1)."""
+    marker = item.get_closest_marker("nki_generation")
+    return marker.args[0] if marker and marker.args else "beta1"
 
 
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
@@ -125,40 +157,51 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: Any) -> None:
-    """Skip every test, with one reason, unless the hardware stage can run (before any fixture is set up;
-    raised here rather than in a fixture so that ``pytest -rs`` reports it as one line)."""
-    state = _state(item.config)
-    if state["fake"]:
-        return
-    req = state["requirements"]
-    if not req.ok:
-        pytest.skip(req.reason())
+    """Skip a test, with one reason, unless the hardware stage can run it: no device or SDK, or an SDK that
+    does not compile the test's NKI generation (before any fixture is set up; raised here rather than in
+    a fixture so that ``pytest -rs`` reports each reason as one line)."""
+    reason = _state(item.config)["requirements"].reason_for(_generation(item))
+    if reason:
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def kernel_registry(request: Any) -> Any:
-    """The project's declared kernels (and the kit's), imported only after the hardware check (the real
-    SDK binds the kernels)."""
-    if not _state(request.config)["fake"]:
-        hw.load_sdk()  # refuses the simulator before any kernel module can bind anything
-    return hw.project_kernels(PROJECT.root)
-
-
-@pytest.fixture(scope="session")
-def nki(request: Any, kernel_registry: Any) -> Any:
-    """The SDK module whose ``baremetal``/``benchmark`` the tests call: real ``neuronxcc.nki`` or the fake."""
-    mode = _state(request.config)["fake"]
-    if mode:
-        return hw.fake_nki(kernel_registry, mode, target=request.config.getoption("--hw-target") or "trn1")
-    return hw.load_sdk()
-
-
-@pytest.fixture(scope="session")
-def hw_context(request: Any, nki: Any) -> hw.HostContext:
-    """Facts stamped on every record (backend, target, instance type, SDK version, git commit)."""
+    """The project's declared kernels (and the kit's); on a device their files bind to the real SDK."""
     fake = _state(request.config)["fake"]
+    if not fake:
+        req = hw.check_requirements()  # refuses an SDK mapped onto the simulator in this process
+        if not req.sdk_ok:
+            raise hw.HardwareUnavailableError(req.sdk_detail)
+    return hw.project_kernels(PROJECT.root, real_sdk=not fake)
+
+
+@pytest.fixture
+def device(request: Any, kernel_registry: Any) -> Any:
+    """Runs and times kernels of the test's NKI generation: the real SDK's (``neuronxcc.nki`` baremetal and
+    benchmark, or standalone ``nki.jit`` calls) or the fake's (``devkit.hw.FakeNki``)."""
+    state = _state(request.config)
+    generation = _generation(request.node)
+    runners = state["runners"]
+    if generation not in runners:
+        if state["fake"]:
+            target = request.config.getoption("--hw-target") or "trn1"
+            runners[generation] = hw.fake_runner(kernel_registry, state["fake"], generation, target)
+        else:
+            runners[generation] = hw.sdk_runner(generation)
+    return runners[generation]
+
+
+@pytest.fixture(scope="session")
+def hw_context(request: Any) -> hw.HostContext:
+    """Facts stamped on every record (backend, target, instance type, SDK version, git commit)."""
+    state = _state(request.config)
+    fake = state["fake"]
     target = request.config.getoption("--hw-target") or ("trn1" if fake else None)
-    return hw.HostContext.detect("fake" if fake else "neuron-sdk", target)
+    ctx = hw.HostContext.detect("fake" if fake else "neuron-sdk", target)
+    if fake:  # the fake SDK's release, not whatever neuronx-cc this machine has
+        ctx = dataclasses.replace(ctx, sdk_version=state["requirements"].sdk.version)
+    return ctx
 
 
 @pytest.fixture(scope="session")
@@ -174,3 +217,9 @@ def latency_slack(request: Any) -> float | None:
 @pytest.fixture(scope="session")
 def regression_threshold(request: Any) -> float:
     return request.config.getoption("--regression-threshold")
+
+
+@pytest.fixture(scope="session")
+def latency_options(latency_slack: float | None, regression_threshold: float) -> dict[str, Any]:
+    """``slack`` and ``threshold`` of ``hw.run_latency`` from the command line."""
+    return {"slack": latency_slack, "threshold": regression_threshold}

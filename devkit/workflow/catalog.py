@@ -109,6 +109,15 @@ def get(ref: str) -> declare.KernelSpec:
     )
 
 
+def file_specs(ref: str) -> list[declare.KernelSpec]:
+    """Every kernel declared in the file of a ``FILE.py:KERNEL`` reference ([] for a declared name)."""
+    if not is_file_ref(ref):
+        return []
+    get(ref)  # loads the file (and reports a bad reference)
+    path = Path(ref.rsplit(":", 1)[0]).expanduser().resolve()
+    return list(_load_file(path).values())
+
+
 def ref_of(spec: declare.KernelSpec) -> str:
     """How a worker process finds ``spec`` again: its name (kit or project kernel) or FILE.py:KERNEL."""
     ref = _REF_OF.get(id(spec))
@@ -161,12 +170,22 @@ def describe(spec: Any) -> str:
 class ProjectKernels:
     """What generated hardware tests look kernels up in (``get``, ``max_error``): declared names and
     ``FILE.py:KERNEL`` references relative to the project ``root``; a bare name also finds a kernel
-    already loaded by reference."""
+    already loaded by reference.  ``real_sdk=True`` (the hardware stage on a device): kernel files bind to
+    the real Neuron SDK, never to the simulator."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], real_sdk: bool = False) -> None:
         self.root = Path(root).resolve()
+        self.real_sdk = real_sdk
 
     def get(self, ref: str) -> declare.KernelSpec:
+        if not self.real_sdk:
+            return self._get(ref)
+        from devkit.workflow.kernel_ref import real_sdk_binding
+
+        with real_sdk_binding():
+            return self._get(ref)
+
+    def _get(self, ref: str) -> declare.KernelSpec:
         if is_file_ref(ref):
             path, name = ref.rsplit(":", 1)
             if not os.path.isabs(path):

@@ -8,10 +8,12 @@ the simulator.
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 _ARG_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
@@ -46,10 +48,24 @@ def parse_kwarg(text: str) -> tuple[str, Any]:
 
 
 _MODULES: dict[tuple[str, float], Any] = {}
+#: True while the hardware stage loads kernels: files bind to the real SDK, the simulator is not mapped.
+_REAL_SDK = [False]
+
+
+@contextlib.contextmanager
+def real_sdk_binding() -> Iterator[None]:
+    """Within the block :func:`load_module` leaves the SDK module names alone, so kernel files bind to the
+    real Neuron SDK (the hardware stage; nothing else wants it)."""
+    _REAL_SDK.append(True)
+    try:
+        yield
+    finally:
+        _REAL_SDK.pop()
 
 
 def load_module(path: str) -> Any:
-    """Import ``path`` (once per process and modification time) with the simulator mapped in."""
+    """Import ``path`` (once per process and modification time) with the simulator mapped in (unless inside
+    :func:`real_sdk_binding`)."""
     from devkit import compat
 
     if not os.path.isfile(path):
@@ -57,7 +73,7 @@ def load_module(path: str) -> Any:
     key = (os.path.realpath(path), os.path.getmtime(path))
     if key in _MODULES:
         return _MODULES[key]
-    if not compat.is_installed():
+    if not compat.is_installed() and not _REAL_SDK[-1]:
         compat.install()
     mod_name = "_devkit_cost_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
     spec = importlib.util.spec_from_file_location(mod_name, path)

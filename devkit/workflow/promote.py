@@ -14,7 +14,7 @@ import datetime
 import json
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ class Promoted:
     path: Path
     cases: list[hw_harness.Case]
     failures: list[str]
+    warnings: list[str] = field(default_factory=list)
 
 
 def default_shapes(spec: Any) -> list[dict[str, int]]:
@@ -148,29 +149,60 @@ def _literal(value: Any) -> str:
     return repr(value)
 
 
-def _field(name: str, value: Any, indent: int = 8, width: int = 110) -> str:
-    """``name=value,`` on one line, or one item per line when it would be longer than ``width``."""
+#: ``Case.slack``'s default: left out of the rendered cases.
+_CASE_SLACK = hw_harness.Case("", {}, "").slack
+
+
+def case_source(case: hw_harness.Case, indent: int = 4, width: int = 110) -> str:
+    """One ``hw.Case(...)`` of the generated module's ``CASES``, on one line (positional kernel, shape and
+    dtype; blocks, predictions and slack by keyword, blocks and slack only when not the defaults); packed
+    onto as few continuation lines as fit in ``width`` when one line would be longer."""
     pad = " " * indent
-    line = f"{pad}{name}={_literal(value)},"
-    if len(line) <= width or not isinstance(value, Mapping) or not value:
+    parts: list[str | tuple[str, Mapping[str, Any]]] = [
+        "KERNEL",
+        _literal(dict(case.shape)),
+        _literal(case.dtype),
+    ]
+    if case.blocks:
+        parts.append(("blocks", dict(case.blocks)))
+    parts.append(("predicted_us", dict(case.predicted_us)))
+    if float(case.slack) != _CASE_SLACK:
+        parts.append(f"slack={_literal(float(case.slack))}")
+    flat = [p if isinstance(p, str) else f"{p[0]}={_literal(p[1])}" for p in parts]
+    line = f"{pad}hw.Case({', '.join(flat)}),"
+    if len(line) <= width:
         return line
     inner = " " * (indent + 4)
-    items = "".join(f"{inner}{json.dumps(str(k))}: {_literal(v)},\n" for k, v in value.items())
-    return f"{pad}{name}={{\n{items}{pad}}},"
+    lines: list[str] = []
+    current = ""
+    for part, text in zip(parts, flat):
+        if len(inner) + len(text) + 1 > width and not isinstance(part, str):  # a long mapping: its own block
+            if current:
+                lines.append(current)
+            items = [f"{json.dumps(str(k))}: {_literal(v)}" for k, v in part[1].items()]
+            lines += [f"{inner}{part[0]}={{", *_pack(items, indent + 8, width), f"{inner}}},"]
+            current = ""
+            continue
+        candidate = f"{current} {text}," if current else f"{inner}{text},"
+        if current and len(candidate) > width:
+            lines.append(current)
+            candidate = f"{inner}{text},"
+        current = candidate
+    if current:
+        lines.append(current)
+    return "\n".join([f"{pad}hw.Case(", *lines, f"{pad}),"])
 
 
-def case_source(case: hw_harness.Case) -> str:
-    """The keyword arguments of one ``hw_harness.Case(...)`` in the generated module."""
-    return "\n".join(
-        [
-            _field("kernel", _KernelName()),
-            _field("shape", dict(case.shape)),
-            _field("dtype", case.dtype),
-            _field("blocks", dict(case.blocks)),
-            _field("predicted_us", dict(case.predicted_us)),
-            _field("slack", float(case.slack)),
-        ]
-    )
+def _pack(items: Sequence[str], indent: int, width: int) -> list[str]:
+    """``items`` joined by ``", "`` onto as few lines of at most ``width`` as fit (each line ends in ``,``)."""
+    pad, lines, current = " " * indent, [], ""
+    for item in items:
+        candidate = f"{current} {item}," if current else f"{pad}{item},"
+        if current and len(candidate) > width:
+            lines.append(current)
+            candidate = f"{pad}{item},"
+        current = candidate
+    return [*lines, current] if current else lines
 
 
 class _KernelName:
@@ -204,8 +236,9 @@ def render(
     warmup: int = DEFAULT_WARMUP,
     iters: int = DEFAULT_ITERS,
     seed: int = 0,
+    generation: str = "beta1",
 ) -> str:
-    """The source of ``hw_tests/test_<kernel>.py``."""
+    """The source of ``hw_tests/test_<kernel>.py`` (``generation``: the kernel's NKI API)."""
     from devkit import __version__
 
     if warmup < 0 or iters < 1:
@@ -225,6 +258,14 @@ def render(
             warmup=warmup,
             iters=iters,
             seed=seed,
+            generation_literal=json.dumps(generation),
+            generation_label=hw_host.generation_label(generation),
+            generation_sdks=hw_host.release_text(generation),
+            timing=(
+                f"``nki.benchmark(warmup={warmup}, iters={iters})``"
+                if generation == "beta1"
+                else f"{iters} standalone calls after {warmup} warm-up, host clock"
+            ),
             cases=[case_source(c) for c in cases],
         )
     )
@@ -253,11 +294,69 @@ def promote(
         kernel, shapes, dtypes, targets, slack=slack, jobs=jobs, registry=registry, progress=progress
     )
     cmd = command or f"devkit promote {kernel}"
-    source = render(kernel, cases, description=spec.description, command=cmd, warmup=warmup, iters=iters)
+    source = render(
+        kernel,
+        cases,
+        description=spec.description,
+        command=cmd,
+        warmup=warmup,
+        iters=iters,
+        generation=getattr(spec, "generation", "beta1"),
+    )
     target_dir = Path(out_dir) if out_dir is not None else default_out_dir()
     ensure_conftest(target_dir)
+    stale = stale_conftest(target_dir)
     path = atomic.write_text(target_dir / f"test_{spec.name}.py", source)
-    return Promoted(path, cases, failures)
+    return Promoted(path, cases, failures, [stale] if stale else [])
+
+
+#: ``--generation`` choices: the host SDK's generations (every generation without an SDK here), both, or one.
+GENERATION_CHOICES = ("host", "all", "beta1", "beta2")
+
+
+def host_generations(sdk: hw_host.Sdk | None = None) -> tuple[tuple[str, ...], str]:
+    """(generations the host's SDK compiles, why): all of them when no real SDK is installed here (each
+    test is then skipped, with its reason, on hosts that cannot run it)."""
+    sdk = hw_host.probe_sdk() if sdk is None else sdk  # installed packages, whatever this process mapped
+    if not sdk.generations:
+        return tuple(hw_host.GENERATION_MODULES), "no Neuron SDK here: tests of every generation"
+    return sdk.generations, hw_host.sdk_summary(sdk)
+
+
+def select_generations(
+    specs: Sequence[Any], choice: str = "host", sdk: hw_host.Sdk | None = None
+) -> tuple[list[Any], list[str]]:
+    """The specs to promote under ``--generation choice`` and a note per spec left out (why).
+
+    ``host``: the generations the host's SDK compiles (:func:`host_generations`); ``all``: every spec;
+    ``beta1`` / ``beta2``: that generation only.
+    """
+    if choice not in GENERATION_CHOICES:
+        raise PromoteError(f"--generation {choice!r}: choose one of {', '.join(GENERATION_CHOICES)}")
+    if choice == "all":
+        return list(specs), []
+    if choice == "host":
+        wanted, why = host_generations(sdk)
+    else:
+        wanted, why = (choice,), f"--generation {choice}"
+    kept = [s for s in specs if getattr(s, "generation", "beta1") in wanted]
+    notes = [
+        f"{s.name} ({hw_host.generation_label(getattr(s, 'generation', 'beta1'))}) left out: {why}"
+        for s in specs
+        if s not in kept
+    ]
+    return kept, notes
+
+
+def family_of(spec: Any, candidates: Sequence[Any]) -> list[Any]:
+    """``spec`` and the other generations' versions of it (same ``family``) among ``candidates``."""
+    family = getattr(spec, "family", "") or spec.name
+    out, seen = [spec], {id(spec)}
+    for c in candidates:
+        if id(c) not in seen and (getattr(c, "family", "") or c.name) == family:
+            out.append(c)
+            seen.add(id(c))
+    return out
 
 
 def default_out_dir() -> Path:
@@ -277,6 +376,24 @@ def ensure_conftest(directory: Path) -> Path | None:
     if path.exists():
         return None
     return atomic.write_text(path, CONFTEST_TEMPLATE.read_text(encoding="utf-8"))
+
+
+#: Fixtures the generated tests use that a conftest.py from before generation-marked tests lacks.
+_CONFTEST_NEEDS = ("def device(", "def latency_options(", "nki_generation")
+
+
+def stale_conftest(directory: Path) -> str | None:
+    """Why ``directory/conftest.py`` cannot serve the tests :func:`render` writes (None when it can): one
+    kept from an earlier devkit lacks the ``device`` / ``latency_options`` fixtures and the generation skip."""
+    path = Path(directory) / "conftest.py"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    missing = [n.removeprefix("def ").rstrip("(") for n in _CONFTEST_NEEDS if n not in text]
+    if not missing:
+        return None
+    return (
+        f"{path} predates the generated tests (no {', '.join(missing)}): the tests will error; delete it and "
+        f"promote again to get the current one, or merge {CONFTEST_TEMPLATE} into it"
+    )
 
 
 def _spec(kernel: str, registry: Any) -> Any:

@@ -1,17 +1,23 @@
-"""A fake ``neuronxcc.nki`` for testing the hardware glue without a device or the compiler.
+"""A fake Neuron SDK for testing the hardware glue without a device or the compiler.
 
-:class:`FakeNki` mimics the SDK's ``baremetal`` / ``benchmark`` interfaces (including
-``benchmark_result.nc_latency.get_latency_percentile(p)``, microseconds); :func:`fake_nki` wires one to the
-kernel registry.  Records made with it say ``"backend": "fake"``.
+:class:`FakeNki` mimics Beta 1's ``baremetal`` / ``benchmark`` interfaces (including
+``benchmark_result.nc_latency.get_latency_percentile(p)``, microseconds) and Beta 2's standalone call
+(:meth:`FakeNki.jit_call`, with a fake clock that advances by the modelled latency);
+:func:`fake_runner` wires one to the kernel registry as the runner of a generation, and
+:func:`fake_requirements` is a host with a fake device and a Neuron SDK of a chosen release (the version
+knob: which generations run and which are skipped).  Records made with it say ``"backend": "fake"``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from devkit.workflow.hw.store import PERCENTILES
+from devkit.workflow.hw.host import GENERATION_MODULES, Requirements, Sdk, generations_of, parse_release
+from devkit.workflow.hw.runners import PERCENTILES, Beta1Runner, Beta2Runner, percentile
+
+#: The fake SDK release when none is named: 2.29 compiles both generations.
+DEFAULT_FAKE_SDK = "2.29"
 
 
 class _FakeLatency:
@@ -21,10 +27,7 @@ class _FakeLatency:
     def get_latency_percentile(self, p: int) -> float:
         if p not in PERCENTILES:
             raise ValueError(f"latency percentile must be one of {', '.join(map(str, PERCENTILES))}; got {p}")
-        xs = self._samples
-        rank = (len(xs) - 1) * p / 100.0
-        lo, hi = math.floor(rank), math.ceil(rank)
-        return xs[lo] + (xs[hi] - xs[lo]) * (rank - lo)
+        return percentile(self._samples, p)
 
 
 class _FakeBenchmarkResult:
@@ -76,6 +79,17 @@ class FakeNki:
         self.latency_us = latency_us
         self.spread = spread
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
+        self._now_ns = 0
+
+    def clock_ns(self) -> int:
+        """The fake device clock (ns): advanced only by :meth:`jit_call`, by the modelled latency."""
+        return self._now_ns
+
+    def jit_call(self, kernel: Any, *args: Any, **kwargs: Any) -> Any:
+        """Beta 2's standalone launch ``kernel(*args)``: the outputs, after ``latency_us`` on the fake clock."""
+        self.calls.append(("call", getattr(kernel, "__name__", "kernel"), dict(kwargs)))
+        self._now_ns += round(float(self.latency_us(kernel, args, kwargs)) * 1e3)
+        return self.outputs(kernel, args, kwargs)
 
     def baremetal(self, kernel: Any = None, **options: Any) -> Any:
         if kernel is None:
@@ -97,7 +111,15 @@ def fake_nki(registry: Any, mode: str = "ok", target: str = "trn1") -> FakeNki:
         raise ValueError(f"fake mode must be 'ok', 'wrong' or 'slow', got {mode!r}")
 
     def spec_of(kernel: Any) -> Any:
-        return registry.get(getattr(kernel, "__name__", str(kernel)))
+        """The declaration of this very kernel object (also one declared as ``"module:function"``, like
+        the kit's), else the one declared under the function's name."""
+        from devkit import declare
+
+        spec = declare.spec_of(kernel)
+        if spec is None:
+            by_ref = [s for s in declare.declared().values() if isinstance(s.kernel, str)]
+            spec = next((s for s in by_ref if _imported(s) is kernel), None)
+        return spec if spec is not None else registry.get(getattr(kernel, "__name__", str(kernel)))
 
     def outputs(kernel: Any, args: tuple, kwargs: dict) -> Any:
         ref = spec_of(kernel).reference(*args)
@@ -114,3 +136,42 @@ def fake_nki(registry: Any, mode: str = "ok", target: str = "trn1") -> FakeNki:
         return us * 3.0 if mode == "slow" else us
 
     return FakeNki(outputs, latency_us)
+
+
+def _imported(spec: Any) -> Any:
+    """The kernel object of a spec declared as ``"module:function"`` if its module is imported already."""
+    import sys
+
+    module, _, name = spec.kernel.partition(":")
+    return getattr(sys.modules.get(module), name, None)
+
+
+def fake_runner(
+    registry: Any, mode: str = "ok", generation: str = "beta1", target: str = "trn1"
+) -> Beta1Runner | Beta2Runner:
+    """The runner of ``generation`` on a :func:`fake_nki` (Beta 1: its ``baremetal``/``benchmark``; Beta 2:
+    its standalone call and fake clock)."""
+    if generation not in GENERATION_MODULES:
+        raise ValueError(
+            f"unknown NKI generation {generation!r}; choose one of {', '.join(GENERATION_MODULES)}"
+        )
+    fake = fake_nki(registry, mode, target)
+    if generation == "beta1":
+        return Beta1Runner(fake)
+    return Beta2Runner(call=fake.jit_call, clock_ns=fake.clock_ns)
+
+
+def fake_requirements(sdk_version: str | None = DEFAULT_FAKE_SDK) -> Requirements:
+    """A host with a fake Neuron device and a Neuron SDK of release ``sdk_version`` (``None`` or ``"none"``:
+    no SDK, so every test is skipped with the no-SDK reason).  Both generations' modules count as installed;
+    the release decides which run."""
+    if sdk_version is None or str(sdk_version).strip().lower() == "none":
+        return Requirements(
+            devices=("fake",),
+            sdk_ok=False,
+            sdk_detail="the real Neuron compiler neuronx-cc is not installed (fake host without an SDK)",
+        )
+    if parse_release(sdk_version) is None or not generations_of(parse_release(sdk_version)):
+        raise ValueError(f"fake SDK version {sdk_version!r}: give a release like 2.26 or 2.32, or 'none'")
+    sdk = Sdk(str(sdk_version), "fake", tuple(GENERATION_MODULES))
+    return Requirements(devices=("fake",), sdk_ok=True, sdk_detail="fake Neuron SDK", sdk=sdk)

@@ -1,7 +1,8 @@
 """Promoted cases: what the generated tests in ``hw_tests/`` run, check and record.
 
 A :class:`Case` is one registry kernel on a named shape and dtype with pinned blocks and the latency the
-cost model predicted at promotion (us).  :func:`prepare` builds the kernel and its seeded inputs,
+cost model predicted at promotion (us).  The device is reached through a runner of the kernel's NKI
+generation (:mod:`devkit.workflow.hw.runners`).  :func:`prepare` builds the kernel and its seeded inputs,
 :func:`check_numerics` compares an output with the registry reference, :func:`judge_latency` compares a
 measured latency with the previous measurement of the same case (the regression check) and with the
 model's prediction (reported as model error, never a failure), and :func:`numerics_record` /
@@ -16,13 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devkit.workflow.hw.host import HostContext
-from devkit.workflow.hw.store import PERCENTILES, ResultsStore, make_record, shape_key
+from devkit.workflow.hw.runners import latency_percentiles
+from devkit.workflow.hw.store import ResultsStore, make_record, shape_key
 
-
-def latency_percentiles(benchmark_result: Any) -> dict[str, float]:
-    """``{"p0": .., "p50": .., "p99": ..}`` in us from an SDK ``benchmark_result``."""
-    lat = benchmark_result.nc_latency
-    return {f"p{p}": float(lat.get_latency_percentile(p)) for p in PERCENTILES}
+__all__ = ["Case", "latency_percentiles", "prepare", "run_latency", "run_numerics"]
 
 
 @dataclass(frozen=True)
@@ -53,9 +51,16 @@ class Prepared:
     inputs: tuple[Any, ...]
 
 
-def prepare(registry: Any, case: Case, seed: int = 0) -> Prepared:
-    """Kernel (as bound by the SDK that imported ``kernels``) and the registry's seeded inputs."""
+def prepare(registry: Any, case: Case, seed: int = 0, generation: str | None = None) -> Prepared:
+    """Kernel (as bound by the SDK that imported ``kernels``) and the registry's seeded inputs; with
+    ``generation`` (the runner's), a kernel of the other NKI generation is refused before it is run."""
     spec = registry.get(case.kernel)
+    declared = getattr(spec, "generation", "beta1")
+    if generation is not None and declared != generation:
+        raise ValueError(
+            f"{case.kernel} is a {declared} kernel but the test runs it as {generation}: re-promote it "
+            f"(`devkit promote {case.kernel}`)"
+        )
     return Prepared(spec.kernel_object(), tuple(spec.make_inputs(dict(case.shape), case.dtype, seed)))
 
 
@@ -95,7 +100,9 @@ def check_numerics(registry: Any, case: Case, inputs: Sequence[Any], output: Any
     return NumericsCheck(passed, err, tol, f"{where}: max error {err:.3g} {verdict} the tolerance {tol:.3g}")
 
 
-def numerics_record(ctx: HostContext, case: Case, check: NumericsCheck) -> dict[str, Any]:
+def numerics_record(
+    ctx: HostContext, case: Case, check: NumericsCheck, generation: str = "beta1"
+) -> dict[str, Any]:
     """Store record of one numerics run."""
     err = check.max_error if math.isfinite(check.max_error) else None
     return make_record(
@@ -108,6 +115,7 @@ def numerics_record(ctx: HostContext, case: Case, check: NumericsCheck) -> dict[
         passed=check.passed,
         max_error=err,
         tolerance=check.tolerance,
+        generation=generation,
     )
 
 
@@ -127,6 +135,7 @@ class LatencyJudgement:
     threshold: float
     predicted_us: float | None
     slack: float
+    latency_clock: str = "neuron-bench"
 
     @property
     def change(self) -> float | None:
@@ -162,6 +171,12 @@ class LatencyJudgement:
         r = self.model_ratio
         if r is None or abs(r - 1.0) <= self.slack:
             return ""
+        if self.latency_clock == "host":
+            return (
+                f"measured/predicted = {r:.2f} (predicted {self.predicted_us:.1f} us device time, slack "
+                f"±{self.slack:.0%}); Beta-2 latencies are host wall clock (launch and copies included), "
+                "an upper bound of the device time: not a calibration measurement"
+            )
         return (
             f"model error: measured/predicted = {r:.2f} (predicted {self.predicted_us:.1f} us, slack "
             f"±{self.slack:.0%}); recalibrate with `devkit calibrate --from results/`"
@@ -176,9 +191,10 @@ def judge_latency(
     predicted_us: float | None,
     slack: float,
     threshold: float,
+    latency_clock: str = "neuron-bench",
 ) -> LatencyJudgement:
     """Judge ``measured`` (percentiles, us) against the latest earlier latency record in ``store`` of the
-    same kernel, shape, dtype, blocks, target and backend, and against ``predicted_us``."""
+    same kernel, shape, dtype, blocks, target, backend and clock, and against ``predicted_us``."""
     previous = None
     for r in store.read(case.kernel).records:
         if (
@@ -188,6 +204,7 @@ def judge_latency(
             and dict(r.get("blocks") or {}) == dict(case.blocks)
             and r["target"] == ctx.target
             and r["backend"] == ctx.backend
+            and r.get("latency_clock", "neuron-bench") == latency_clock
         ):
             previous = r  # file order is time order: keep the last
     return LatencyJudgement(
@@ -197,6 +214,7 @@ def judge_latency(
         threshold=threshold,
         predicted_us=predicted_us,
         slack=slack,
+        latency_clock=latency_clock,
     )
 
 
@@ -209,11 +227,16 @@ def latency_record(
     warmup: int,
     iters: int,
     judgement: LatencyJudgement | None = None,
+    runner: Any = None,
 ) -> dict[str, Any]:
-    """Store record of one benchmark run (with the regression and model-error figures when judged)."""
-    extra: dict[str, Any] = {}
+    """Store record of one benchmark run (with the regression and model-error figures when judged; with
+    the runner's ``generation`` and ``latency_clock``, default Beta 1's ``neuron-bench``)."""
+    extra: dict[str, Any] = {
+        "generation": getattr(runner, "generation", "beta1"),
+        "latency_clock": getattr(runner, "latency_clock", "neuron-bench"),
+    }
     if judgement is not None:
-        extra = {
+        extra |= {
             "previous_p50_us": judgement.previous_p50_us,
             "previous_id": judgement.previous_id,
             "regression_threshold": judgement.threshold,
@@ -237,17 +260,18 @@ def latency_record(
 
 
 def run_numerics(
-    nki: Any, registry: Any, ctx: HostContext, store: ResultsStore, case: Case, *, seed: int
+    runner: Any, registry: Any, ctx: HostContext, store: ResultsStore, case: Case, *, seed: int
 ) -> NumericsCheck:
-    """``nki.baremetal`` one case, compare it with the registry reference, append the record, return the check."""
-    run = prepare(registry, case, seed=seed)
-    check = check_numerics(registry, case, run.inputs, nki.baremetal(run.kernel)(*run.inputs, **case.blocks))
-    store.append(numerics_record(ctx, case, check))
+    """Run one case on the device (``runner``: :mod:`devkit.workflow.hw.runners`), compare it with the
+    registry reference, append the record, return the check."""
+    run = prepare(registry, case, seed=seed, generation=runner.generation)
+    check = check_numerics(registry, case, run.inputs, runner.run(run.kernel, run.inputs, case.blocks))
+    store.append(numerics_record(ctx, case, check, runner.generation))
     return check
 
 
 def run_latency(
-    nki: Any,
+    runner: Any,
     registry: Any,
     ctx: HostContext,
     store: ResultsStore,
@@ -259,13 +283,12 @@ def run_latency(
     slack: float | None,
     threshold: float,
 ) -> LatencyJudgement:
-    """``nki.benchmark`` one case, judge its P50 (us), append the record; ``slack=None``: the case's own."""
-    run = prepare(registry, case, seed=seed)
-    bench = nki.benchmark(warmup=warmup, iters=iters)(run.kernel)
-    bench(*run.inputs, **case.blocks)
-    measured = latency_percentiles(bench.benchmark_result)
+    """Time one case with the runner (percentiles, us), judge its P50, append the record;
+    ``slack=None``: the case's own."""
+    run = prepare(registry, case, seed=seed, generation=runner.generation)
+    measured = runner.benchmark(run.kernel, run.inputs, case.blocks, warmup=warmup, iters=iters)
     predicted = case.predicted_us.get(ctx.target) if ctx.target else None
     slack = case.slack if slack is None else slack
-    verdict = judge_latency(store, ctx, case, measured, predicted, slack, threshold)
-    store.append(latency_record(ctx, case, measured, predicted, slack, warmup, iters, verdict))
+    verdict = judge_latency(store, ctx, case, measured, predicted, slack, threshold, runner.latency_clock)
+    store.append(latency_record(ctx, case, measured, predicted, slack, warmup, iters, verdict, runner))
     return verdict

@@ -22,12 +22,15 @@ from devkit.workflow.hw.store import ResultsStore, StoreError, read_jsonl, shape
 
 def store_measurements(records: Iterable[Mapping[str, Any]], include_fake: bool = False) -> list[Any]:
     """Latency records -> :class:`devkit.cost.calibrate.Measurement` (one per kernel, shape, dtype, blocks
-    and target: the median of the runs' P50).  Fake-backend records are left out unless asked for."""
+    and target: the median of the runs' P50).  Fake-backend records are left out unless asked for, and so
+    are host-clock latencies (Beta 2's, which include the launch and copies: not device time)."""
     from devkit.cost.calibrate import Measurement
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for r in records:
         if r["kind"] != "latency" or (r["backend"] == "fake" and not include_fake) or not r.get("target"):
+            continue
+        if r.get("latency_clock", "neuron-bench") == "host":
             continue
         blocks = dict(r.get("blocks") or {})
         key = (r["kernel"], shape_key(r["shape"]), r["dtype"], shape_key(blocks), r["target"])

@@ -11,6 +11,8 @@ Record schema 1 (units: microseconds)::
      "instance_type": "trn1.2xlarge", "sdk_version": "2.21.0", "git_commit": "abc123[+dirty]",
      "devkit_version": "0.1.0", "backend": "neuron-sdk" | "fake", "timestamp": "<ISO 8601 UTC>",
      "host": "...", "warmup": 5, "iters": 20,
+     "generation": "beta1" | "beta2",                      # NKI API of the kernel (absent: beta1)
+     "latency_clock": "neuron-bench" | "host",             # latency records: what measured them
      "measured_us": {"p0": ..., "p1": ..., "p10": ..., "p25": ..., "p50": ..., "p90": ..., "p99": ...,
                      "p100": ...},                          # latency records
      "predicted_us": 1234.5 | null, "slack": 0.25,          # latency records
@@ -29,10 +31,9 @@ from typing import Any
 
 from devkit import atomic
 from devkit.workflow.hw.host import RESULTS_DIR, HostContext
+from devkit.workflow.hw.runners import PERCENTILES as PERCENTILES  # the percentiles every record holds
 
 SCHEMA = 1
-#: Percentiles ``nki.benchmark`` reports (``get_latency_percentile`` accepts exactly these).
-PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)
 
 
 class StoreError(ValueError):
