@@ -10,6 +10,13 @@ Model (reference/nki_api.md section 4.3-4.5):
   order; an instruction starts at ``max(engine free, ready time of each dependency)`` and occupies
   its engine for :class:`devkit.cost.instr_cost.CostModel` ns.  On targets where VectorE and
   GpSimdE share the SBUF port (``pipeline.vector_gpsimd_share_sbuf_port``) they share one slot.
+* **Idle gaps are filled** (the compiler's instruction scheduler: ``affine_range`` iterations are
+  independent and "may be pipelined across engines", reference/nki_api.md section 2 [B1-PM]): when an
+  engine idles waiting for another engine's data, the gap is remembered (up to ``_MAX_HOLES`` per
+  engine, the shortest forgotten first); a later instruction whose dependencies are ready before its
+  engine is free goes into the first remembered gap it fits.  A TensorE instruction that depends on
+  an earlier TensorE one (PSUM accumulation group) goes no earlier than that one's end.  Counted in
+  ``backfilled``.
 * **Input-free instructions** (``memset``, ``iota``: no operand read) are not held in program order
   behind their engine's earlier work: the compiler's instruction scheduler moves them up to where
   their write-after-read/write hazards allow (e.g. the ``nl.zeros`` of a loop-local buffer, placed
