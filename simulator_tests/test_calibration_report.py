@@ -22,7 +22,19 @@ from devkit.targets import load_target
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "calibration.md"
-CORPORA = Path(os.environ.get("DEVKIT_CORPORA") or ROOT.parent / "shared" / "corpora")
+#: ``../shared/corpora`` next to the repository, or one level further up from a worktree under ``wt/``
+#: (DEVKIT_CORPORA overrides)
+CORPORA = Path(
+    os.environ.get("DEVKIT_CORPORA")
+    or next(
+        (
+            p / "shared" / "corpora"
+            for p in (ROOT.parent, ROOT.parent.parent)
+            if (p / "shared" / "corpora").is_dir()
+        ),
+        ROOT.parent / "shared" / "corpora",
+    )
+)
 SAMPLES = CORPORA / "nki-samples-0898a77.tar.gz"
 REGENERATE = "rerun: devkit calibrate --report docs/calibration.md --samples <nki-samples-0898a77.tar.gz>"
 

@@ -163,8 +163,9 @@ def override_params(overrides: Mapping[str, float]) -> Iterator[None]:
         instr_cost.default_params = base
 
 
-def tutorial_latencies_us(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Anchor id -> modelled latency (us) of the tutorial steps at :data:`TUTORIAL_SHAPE` on trn1."""
+def tutorial_reports(overrides: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """Anchor id -> :class:`devkit.cost.report.CostReport` of the tutorial step at :data:`TUTORIAL_SHAPE`
+    on trn1."""
     import devkit
     from devkit import compat
 
@@ -177,15 +178,17 @@ def tutorial_latencies_us(overrides: Mapping[str, float] | None = None) -> dict[
     k, m, n = TUTORIAL_SHAPE["K"], TUTORIAL_SHAPE["M"], TUTORIAL_SHAPE["N"]
     specs = (nt.tensor[[k, m], nl.bfloat16], nt.tensor[[k, n], nl.bfloat16])
     with override_params(overrides or {}):
-        return {
-            aid: devkit.estimate(kernel, *specs, target="trn1").latency_us
-            for aid, kernel in TUTORIAL_STEPS.items()
-        }
+        return {aid: devkit.estimate(kernel, *specs, target="trn1") for aid, kernel in TUTORIAL_STEPS.items()}
+
+
+def tutorial_latencies_us(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Anchor id -> modelled latency (us) of the tutorial steps at :data:`TUTORIAL_SHAPE` on trn1."""
+    return {aid: report.latency_us for aid, report in tutorial_reports(overrides).items()}
 
 
 def _tutorial_points(overrides: Mapping[str, float]) -> dict[str, tuple[float, float, str]]:
     measured = {a.id: a.measured_us for a in load_params().anchors}
-    return {aid: (measured[aid], us, "") for aid, us in tutorial_latencies_us(overrides).items()}
+    return {aid: (measured[aid], r.latency_us, r.bound_by) for aid, r in tutorial_reports(overrides).items()}
 
 
 @contextlib.contextmanager
