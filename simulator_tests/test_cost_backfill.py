@@ -31,6 +31,7 @@ def test_independent_instruction_fills_the_gap() -> None:
     report = sched.report()
     assert report.latency_us * 1000 == pytest.approx(1100.0)
     assert report.engine_busy_us["vector"] * 1000 == pytest.approx(400.0)
+    assert report.backfilled_instructions == 1 and report.to_dict()["backfilled_instructions"] == 1
 
 
 def test_dependent_instruction_does_not_fill_the_gap() -> None:  # bad twin: reads the add's result
@@ -40,6 +41,7 @@ def test_dependent_instruction_does_not_fill_the_gap() -> None:  # bad twin: rea
     sched = run(b)
     assert sched.timeline.events[2][1:] == (pytest.approx(1100.0), pytest.approx(1400.0))
     assert sched.report().latency_us * 1000 == pytest.approx(1400.0)
+    assert sched.report().backfilled_instructions == 0
 
 
 def test_instruction_longer_than_the_gap_stays_in_program_order() -> None:

@@ -497,6 +497,7 @@ class Scheduler:
             dma_transfers=int(sc["transfers"]),
             dma_descriptors=int(sc["descriptors"]),
             hoisted=int(sc["hoisted"]),
+            backfilled=int(sc["backfilled"]),
             dma_engine_ns=busy[_DMA],
             queue_busy_ns=max(
                 [q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()], default=0
