@@ -27,7 +27,7 @@ from devkit.targets import toml_io  # noqa: E402
 def predictions() -> dict[str, float]:
     """Anchor id -> modelled latency (us) of the tutorial kernels at the anchor shape."""
     compat.install()
-    from devkit.cost.qor import tutorial_latencies_us
+    from devkit.workflow.calibration_report import tutorial_latencies_us
 
     return tutorial_latencies_us()
 

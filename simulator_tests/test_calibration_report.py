@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from devkit.cost import qor
 from devkit.cost.params import load_params
 from devkit.targets import load_target
+from devkit.workflow import calibration_report as qor
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "calibration.md"

@@ -12,8 +12,9 @@ measurement ids they came from.
 
 ``--report FILE --samples DIR|TGZ`` writes the calibration report instead (``docs/calibration.md``): every
 parameter with its source or fitted value, the target's hardware numbers with their sources, and the per-point
-and leave-one-family-out errors on the published latencies of :mod:`devkit.cost.qor` (the AWS matmul tutorial
-and the nki-samples 0898a77 QoR thresholds, run unmodified).
+and leave-one-family-out errors on the published latencies of
+:mod:`devkit.workflow.calibration_report` (the AWS matmul tutorial and the nki-samples 0898a77 QoR
+thresholds, run unmodified).
 """
 
 from __future__ import annotations
@@ -226,7 +227,7 @@ def fit_tables(entry: dict[str, Any]) -> Any:
 
 def run_report(args: argparse.Namespace) -> int:
     """``--report``: model every published point, write the markdown report, print its summary."""
-    from devkit.cost import qor
+    from devkit.workflow import calibration_report as qor
 
     err = Console(stderr=True)
     if args.report is None:

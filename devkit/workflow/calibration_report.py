@@ -1,10 +1,10 @@
 """The calibration report: the cost model against published hardware latencies of unmodified kernels.
 
 ``devkit calibrate --report docs/calibration.md --samples <nki-samples-0898a77 dir or .tar.gz>`` writes it.
-The points are listed in ``qor_points.toml`` (next to this module): the AWS matmul-tutorial latencies (the
+The points are listed in ``devkit/cost/qor_points.toml``: the AWS matmul-tutorial latencies (the
 ``mmt_*`` anchors of ``params.toml``, kernels in :mod:`devkit.kernels.tutorial`) and the QoR thresholds of
 the nki-samples 0898a77 unit tests, which run unmodified through ``devkit simulate -m pytest`` with
-:mod:`devkit.cost.qor_plugin` recording each modelled latency.  A threshold's margin (when the parameter
+:mod:`devkit.workflow.qor_plugin` recording each modelled latency.  A threshold's margin (when the parameter
 carries one) is divided out; the result is read as an upper bound near the measurement.
 
 Leave-one-family-out (LOFO): a parameter derived from a family's points (``fitted_from`` in ``params.toml``)
@@ -32,7 +32,8 @@ from typing import Any
 from devkit.cost.params import ParamSet, load_params
 from devkit.targets import Target, load_target, toml_io
 
-QOR_PATH = Path(__file__).with_name("qor_points.toml")
+#: The published points, kept as data next to the parameters they check.
+QOR_PATH = Path(__file__).resolve().parents[1] / "cost" / "qor_points.toml"
 #: The tutorial anchors' shape: bf16 lhsT[K, M] @ rhs[K, N] on trn1.
 TUTORIAL_SHAPE = {"K": 8192, "M": 4096, "N": 8192}
 #: Target-file sections whose numbers the engine and DMA cost rules read (listed in the report).
@@ -232,7 +233,7 @@ def _run_samples(root: Path, overrides: Mapping[str, float], select: str) -> lis
         for var in ("DEVKIT_TARGET", "NEURON_PLATFORM_TARGET_OVERRIDE", "NKI_NC_VERSION"):
             env.pop(var, None)
         cmd = [sys.executable, "-m", "devkit", "simulate", "-m", "pytest", "-q", "test/unit", "-k", select]
-        cmd += ["-p", "devkit.cost.qor_plugin", "-p", "no:cacheprovider"]
+        cmd += ["-p", "devkit.workflow.qor_plugin", "-p", "no:cacheprovider"]
         done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
         if not out.exists():
             tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])

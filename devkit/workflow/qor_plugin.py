@@ -1,10 +1,10 @@
 """pytest plugin of ``devkit calibrate --report``: record the modelled latency of every ``nki.benchmark`` call.
 
-Loaded into the unmodified nki-samples test run (``devkit simulate -m pytest ... -p devkit.cost.qor_plugin``)
-by :func:`devkit.cost.qor.sample_points`.  Writes one JSON line per benchmark call to ``$DEVKIT_QOR_OUT``
-(test id, kernel, target, the test's latency parameter in us, modelled latency in us, what bounds it, engine
-busy time in us).  ``$DEVKIT_QOR_PARAMS`` (a JSON object) overrides cost-model parameters for the run
-(leave-one-family-out).
+Loaded into the unmodified nki-samples test run (``devkit simulate -m pytest ... -p
+devkit.workflow.qor_plugin``) by :func:`devkit.workflow.calibration_report.collect`.  Writes one JSON line
+per benchmark call to ``$DEVKIT_QOR_OUT`` (test id, kernel, target, the test's latency parameter in us,
+modelled latency in us, what bounds it, engine busy time in us).  ``$DEVKIT_QOR_PARAMS`` (a JSON object)
+overrides cost-model parameters for the run (leave-one-family-out).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def pytest_runtest_call(item: Any) -> Any:
 
 def pytest_configure(config: Any) -> None:
     import devkit.nki as dn
-    from devkit.cost.qor import override_params
+    from devkit.workflow.calibration_report import override_params
 
     overrides = json.loads(os.environ.get("DEVKIT_QOR_PARAMS", "{}"))
     if overrides:
