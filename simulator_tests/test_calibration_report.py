@@ -160,3 +160,15 @@ def test_checked_in_report_is_what_the_command_writes(tmp_path: Path) -> None:
     done = _calibrate("--report", str(out), "--samples", str(SAMPLES))
     assert done.returncode == 0, done.stderr[-3000:]
     assert out.read_text(encoding="utf-8") == REPORT.read_text(encoding="utf-8"), REGENERATE
+
+
+def test_checked_in_report_meets_the_issue_14_targets() -> None:
+    """At least 80 % of the points within 35 %, and every documented optimisation step ranked the
+    measured way round (the slow test above keeps the file equal to a fresh run)."""
+    summary = REPORT.read_text(encoding="utf-8").split("## Summary", 1)[1]
+    got = re.search(r"points within 35%: (\d+) of (\d+)", summary)
+    assert got is not None
+    assert int(got.group(1)) >= 0.8 * int(got.group(2)), got.group(0)
+    bullets = [line for line in summary.splitlines() if line.startswith("- ")]
+    checks = [line for line in bullets if not line.startswith(("- points within", "- geometric mean"))]
+    assert len(checks) >= 5 and all(line.rstrip().endswith(": yes") for line in checks), checks
