@@ -1,7 +1,7 @@
 """Re-predict the calibration anchors and write ``devkit/cost/residuals.toml`` (the uncertainty band's data).
 
 The four latency anchors of ``devkit/cost/params.toml`` are the AWS NKI matmul tutorial kernels as
-written in ``simulator_tests/test_cost_anchors.py``; this script estimates each at the anchors' shape
+written in ``devkit/kernels/tutorial.py``; this script estimates each at the anchors' shape
 (bf16 lhsT[8192,4096] @ rhs[8192,8192], trn1) with the current parameters and rewrites the file.
 Run it after any change to the cost model or its parameters (``simulator_tests/test_uncertainty.py``
 fails while the file is stale)::
@@ -27,12 +27,9 @@ from devkit.targets import toml_io  # noqa: E402
 def predictions() -> dict[str, float]:
     """Anchor id -> modelled latency (us) of the tutorial kernels at the anchor shape."""
     compat.install()
-    from simulator_tests import test_cost_anchors as anchors
+    from devkit.workflow.calibration_report import tutorial_latencies_us
 
-    return {
-        aid: anchors._estimate(kernel, 8192, 4096, 8192).latency_us
-        for aid, (kernel, _) in anchors.KERNELS.items()
-    }
+    return tutorial_latencies_us()
 
 
 def main() -> int:

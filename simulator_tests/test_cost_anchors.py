@@ -13,8 +13,6 @@ form and the cost rules.
 
 from __future__ import annotations
 
-import neuronxcc.nki as nki
-import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import neuronxcc.nki.typing as nt
 import pytest
@@ -22,94 +20,12 @@ import pytest
 import devkit
 from devkit.cost.closed_form import blocked_matmul
 from devkit.cost.params import load_params
-from devkit.kernels.tutorial import tiled_matmul
-
-
-@nki.jit
-def tutorial_hoisted(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        a_tiles = nl.ndarray((K // 128, nl.par_dim(128), 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k in nl.affine_range(K // 128):
-            a_tiles[k] = nl.load(lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-        for n in nl.affine_range(N // 512):
-            b_tiles = nl.ndarray((K // 128, nl.par_dim(128), 512), dtype=rhs.dtype, buffer=nl.sbuf)
-            for k in nl.affine_range(K // 128):
-                b_tiles[k] = nl.load(rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                acc += nl.matmul(a_tiles[k], b_tiles[k], transpose_x=True)
-            out = nl.copy(acc, dtype=result.dtype)
-            nl.store(result[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], value=out)
-    return result
-
-
-@nki.jit
-def tutorial_block_free(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    TM, TN = 2, 2
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // (128 * TM)):
-        a_tiles = nl.ndarray((TM, K // 128, nl.par_dim(128), 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for bm in nl.affine_range(TM):
-            col = (m * TM + bm) * 128
-            for k in nl.affine_range(K // 128):
-                a_tiles[bm, k] = nl.load(lhsT[k * 128 : (k + 1) * 128, col : col + 128])
-        for n in nl.affine_range(N // (512 * TN)):
-            b_tiles = nl.ndarray((TN, K // 128, nl.par_dim(128), 512), dtype=rhs.dtype, buffer=nl.sbuf)
-            for bn in nl.affine_range(TN):
-                col = (n * TN + bn) * 512
-                for k in nl.affine_range(K // 128):
-                    b_tiles[bn, k] = nl.load(rhs[k * 128 : (k + 1) * 128, col : col + 512])
-            for bm in nl.affine_range(TM):
-                for bn in nl.affine_range(TN):
-                    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-                    for k in nl.affine_range(K // 128):
-                        acc += nl.matmul(a_tiles[bm, k], b_tiles[bn, k], transpose_x=True)
-                    out = nl.copy(acc, dtype=result.dtype)
-                    row, col = (m * TM + bm) * 128, (n * TN + bn) * 512
-                    nl.store(result[row : row + 128, col : col + 512], value=out)
-    return result
-
-
-@nki.jit
-def tutorial_fully_optimized(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    TM, TN, TK = 16, 2, 8
-    BM, BN, BK = 128 * TM, 512 * TN, 128 * TK
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for n2 in nl.affine_range(N // BN):
-        res = nl.zeros((M // BM, TM, TN, nl.par_dim(128), 512), dtype=lhsT.dtype, buffer=nl.sbuf)
-        for k2 in nl.sequential_range(K // BK):
-            b_tiles = nl.ndarray((TK, nl.par_dim(128), BN), dtype=rhs.dtype, buffer=nl.sbuf)
-            for bk in nl.affine_range(TK):
-                row = (TK * k2 + bk) * 128
-                b_tiles[bk] = nl.load(rhs[row : row + 128, BN * n2 : BN * (n2 + 1)])
-            for m2 in nl.affine_range(M // BM):
-                a_tiles = nl.ndarray((TK, nl.par_dim(128), BM), dtype=lhsT.dtype, buffer=nl.sbuf)
-                for bk in nl.affine_range(TK):
-                    row = (TK * k2 + bk) * 128
-                    a_tiles[bk] = nl.load(lhsT[row : row + 128, BM * m2 : BM * (m2 + 1)])
-                for bn in nl.affine_range(TN):
-                    for bm in nl.affine_range(TM):
-                        acc = nl.zeros((128, 512), dtype=nl.float32, buffer=nl.psum)
-                        for bk in nl.affine_range(TK):
-                            a = a_tiles[bk, :, bm * 128 : (bm + 1) * 128]
-                            acc += nisa.nc_matmul(a, b_tiles[bk, :, bn * 512 : (bn + 1) * 512])
-                        res[m2, bm, bn] += acc
-        for m2 in nl.affine_range(M // BM):
-            for bm in nl.affine_range(TM):
-                packed = nl.ndarray((128, BN), dtype=res.dtype, buffer=nl.sbuf)
-                for bn in nl.affine_range(TN):
-                    packed[:, bn * 512 : (bn + 1) * 512] = nl.copy(res[m2, bm, bn])
-                row = (TM * m2 + bm) * 128
-                nl.store(result[row : row + 128, BN * n2 : BN * (n2 + 1)], value=packed)
-    return result
-
+from devkit.kernels.tutorial import (
+    tiled_matmul,
+    tutorial_block_free,
+    tutorial_fully_optimized,
+    tutorial_hoisted,
+)
 
 KERNELS = {
     "mmt_tiled_trn1": (tiled_matmul, dict(block_m=128, block_n=512, reuse="none")),

@@ -24,11 +24,13 @@ from devkit.trace import DMA, VECTOR
 
 def _program(first_reads_nothing: bool) -> TraceBuilder:
     """ScalarE works 1000 ns; VectorE's add waits for it; then VectorE fills a fresh buffer (a memset,
-    or -- bad twin -- a copy from another tile) that a 128 x 64 B load overwrites."""
+    or -- bad twin -- a copy of the add's result) that a 128 x 64 B load overwrites."""
     b = TraceBuilder()
     s = b.scalar("activation", 1000)
-    b.vector("tensor_copy", 100, deps=[s])
-    fill = b.vector("memset", 100, inputs=0) if first_reads_nothing else b.vector("tensor_copy", 100)
+    add = b.vector("tensor_copy", 100, deps=[s])
+    fill = (
+        b.vector("memset", 100, inputs=0) if first_reads_nothing else b.vector("tensor_copy", 100, deps=[add])
+    )
     b.dma(partitions=128, bytes_per_partition=64, deps=[fill])
     return b
 
@@ -45,7 +47,7 @@ def test_input_free_memset_is_hoisted_past_its_engines_backlog() -> None:
     assert report.hoisted_instructions == 1
 
 
-def test_instruction_reading_a_tile_stays_in_program_order() -> None:
+def test_instruction_reading_the_previous_result_stays_in_program_order() -> None:
     sched = run(_program(first_reads_nothing=False))
     ev = sched.timeline.events
     assert ev[2][1:] == (pytest.approx(1100.0), pytest.approx(1200.0))

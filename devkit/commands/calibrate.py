@@ -9,6 +9,12 @@ and rescheduled for every trial parameter set; the fit minimises the mean square
 (:func:`devkit.cost.calibrate.fit`).  Nothing is written without ``--write``, which stores the fitted
 values as per-target overrides in the parameter file (default: the bundled ``params.toml``), with the
 measurement ids they came from.
+
+``--report FILE --samples DIR|TGZ`` writes the calibration report instead (``docs/calibration.md``): every
+parameter with its source or fitted value, the target's hardware numbers with their sources, and the per-point
+and leave-one-family-out errors on the published latencies of
+:mod:`devkit.workflow.calibration_report` (the AWS matmul tutorial and the nki-samples 0898a77 QoR
+thresholds, run unmodified).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ _EXAMPLES = """examples:
   devkit calibrate bench.jsonl --percentile 99     # nki.benchmark percentile records
   devkit calibrate profile_summary.json --kernel devkit/kernels/tutorial.py:tiled_matmul \
       --arg 'bfloat16[8192,4096]' --arg 'bfloat16[8192,8192]' --target trn1
+  devkit calibrate --report docs/calibration.md --samples nki-samples-0898a77.tar.gz
 """
 
 
@@ -83,10 +90,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DTYPE[D0,D1,...]",
         help="arguments of the profiled call, in order (with --kernel)",
     )
+    p.add_argument(
+        "--report",
+        default=None,
+        metavar="FILE.md",
+        help="write the calibration report (published latencies vs the model) here; needs --samples",
+    )
+    p.add_argument(
+        "--samples",
+        default=None,
+        metavar="DIR|TGZ",
+        help="nki-samples 0898a77 checkout or its .tar.gz (the report's QoR points)",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.report is not None or args.samples is not None:
+        return run_report(args)
     from devkit.cost.calibrate import MeasurementError
     from devkit.cost.params import PARAMS_PATH, Params, ParamsError, load_params_file
 
@@ -198,3 +219,34 @@ def fit_tables(entry: dict[str, Any]) -> Any:
             f"{m['predicted_after_us'] / m['measured_us']:.2f}",
         )
     return Group(params, meas)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """``--report``: model every published point, write the markdown report, print its summary."""
+    from devkit.workflow import calibration_report as qor
+
+    err = Console(stderr=True)
+    if args.report is None:
+        raise bad_value("--samples", args.samples, "used with --report FILE.md")
+    if args.samples is None:
+        raise UsageError("--report needs --samples DIR|TGZ (the nki-samples 0898a77 checkout or its .tar.gz)")
+    if args.measurements or args.store or args.write:
+        raise UsageError("--report does not fit parameters: drop MEASUREMENTS/--from/--write")
+    samples = Path(args.samples)
+    if not samples.exists():
+        raise bad_value("--samples", args.samples, "an existing nki-samples 0898a77 directory or .tar.gz")
+    report_path = Path(args.report)
+    check_file(report_path, "--report", what="report file")
+    try:
+        spec = qor.load_spec()
+        points = qor.collect(samples, spec, progress=lambda text: err.print(f"calibrate: {escape(text)}"))
+    except qor.QorError as exc:
+        raise UsageError(str(exc)) from None
+    text = qor.render_report(points, spec)
+    from devkit import atomic
+
+    atomic.write_text(report_path, text)
+    summary = text.split("## Summary", 1)[1].strip()
+    stdout_console(130).print(escape(summary), highlight=False)
+    print(f"wrote {report_path}")
+    return 0

@@ -12,7 +12,7 @@ VectorE   one streamed input ``max(MIN_II, N)``; two inputs ``max(MIN_II, 2N)`` 
           zero (a memset of a PSUM tile is elided: the compiler folds the zero-initialisation of a
           matmul accumulator into the first matmul); ``tensor_scalar_reduce`` ``+ MIN_II``; dynamic
           copies ``max(600, N)``; trn2 performance mode divides by ``vector.perf_mode_factor_*``
-ScalarE   ``max(MIN_II, N)``, ``+ MIN_II`` when the activation also reduces
+ScalarE   ``max(MIN_II, N)``, ``+ MIN_II`` when the activation also writes its reduction out
 GpSimd    ``150 + N`` (``150 + 2N`` for two inputs)
 DMA       per-engine busy time from :mod:`devkit.cost.dma_cost`
 ========  ============================================================================================
@@ -280,8 +280,13 @@ def _v_dynamic_copy(instr: Instr, k: _Consts) -> float:
 
 @_rule(SCALAR, "activation", "tensor_scalar", "tensor_copy", "copy")
 def _s_activation(instr: Instr, k: _Consts) -> float:
-    reduces = bool(_attr(instr, "reduce") or _attr(instr, "reduce_op")) or len(instr.outs) > 1
-    return max(k.s_min_ii, _streamed(instr)) + (k.s_min_ii if reduces else 0)
+    """The free-dimension reduction into the engine's accumulation registers costs nothing extra
+    [B1-ISA activation: "without extra performance penalty"]; writing the reduced result out to a
+    tile (a second output, as ``activation_reduce`` does) adds one accumulator read [B1-ISA
+    activation_reduce: "a small additional performance cost"; ARCH2 ActReadAccumulator about 64
+    ScalarE cycles = MIN_II]."""
+    reads_accumulator = len(instr.outs) > 1
+    return max(k.s_min_ii, _streamed(instr)) + (k.s_min_ii if reads_accumulator else 0)
 
 
 @_rule(SCALAR, "activation_reduce")

@@ -106,6 +106,9 @@ class CostReport:
     #: input-free instructions (memset, iota) the compiler's scheduler moved ahead of their engine's
     #: earlier work
     hoisted_instructions: int = 0
+    #: instructions the compiler's scheduler moved into an earlier idle gap of their engine (an
+    #: independent later instruction run while the engine waited for another engine's data)
+    backfilled_instructions: int = 0
 
     def to_dict(self, include_timeline: bool = False) -> dict[str, Any]:
         """JSON-serialisable dict (the timeline only on request: it can be large)."""
@@ -142,6 +145,7 @@ class CostReport:
             "multi_buffered": dict(self.multi_buffered),
             "spilled_tiles": list(self.spilled_tiles),
             "hoisted_instructions": self.hoisted_instructions,
+            "backfilled_instructions": self.backfilled_instructions,
         }
         if include_timeline and self.timeline is not None:
             out["timeline"] = self.timeline.to_dict()
@@ -216,6 +220,7 @@ def build_report(
         },
         spilled_tiles=tuple(f"{desc} at {Path(fn).name}:{ln} ({buf})" for buf, fn, ln, desc in stats.spilled),
         hoisted_instructions=totals.hoisted,
+        backfilled_instructions=totals.backfilled,
         unknown_opcodes={f"{e}.{op}": c for (e, op), c in sorted(totals.unknown_opcodes.items())},
         params=params.as_dict(),
         timeline=timeline,

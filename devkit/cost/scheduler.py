@@ -10,6 +10,13 @@ Model (reference/nki_api.md section 4.3-4.5):
   order; an instruction starts at ``max(engine free, ready time of each dependency)`` and occupies
   its engine for :class:`devkit.cost.instr_cost.CostModel` ns.  On targets where VectorE and
   GpSimdE share the SBUF port (``pipeline.vector_gpsimd_share_sbuf_port``) they share one slot.
+* **Idle gaps are filled** (the compiler's instruction scheduler: ``affine_range`` iterations are
+  independent and "may be pipelined across engines", reference/nki_api.md section 2 [B1-PM]): when an
+  engine idles waiting for another engine's data, the gap is remembered (up to ``_MAX_HOLES`` per
+  engine, the shortest forgotten first); a later instruction whose dependencies are ready before its
+  engine is free goes into the first remembered gap it fits.  A TensorE instruction that depends on
+  an earlier TensorE one (PSUM accumulation group) goes no earlier than that one's end.  Counted in
+  ``backfilled``.
 * **Input-free instructions** (``memset``, ``iota``: no operand read) are not held in program order
   behind their engine's earlier work: the compiler's instruction scheduler moves them up to where
   their write-after-read/write hazards allow (e.g. the ``nl.zeros`` of a loop-local buffer, placed
@@ -86,6 +93,16 @@ _CODE = {name: i for i, name in enumerate(ENGINES)}
 _T, _DMA = _CODE[TENSOR], _CODE[DMA]
 _N = len(ENGINES)
 _PRUNE_EVERY = 4096
+#: Idle gaps of a compute engine remembered for back-filling (the oldest is forgotten first), and
+#: the shortest gap worth remembering, in ns.
+_MAX_HOLES = 8
+_MIN_HOLE_NS = 5.0
+
+
+def _forget_shortest(gaps: list[list[float]]) -> None:
+    """Drop the shortest remembered idle gap (the one least likely to take an instruction)."""
+    shortest = min(range(len(gaps)), key=lambda i: gaps[i][1] - gaps[i][0])
+    del gaps[shortest]
 
 
 class Scheduler:
@@ -152,6 +169,9 @@ class Scheduler:
         lat = [p.dependency_latency_cycles * c for c in nspc]
         slot_of = [0, 1, 2, 1 if t.pipeline.vector_gpsimd_share_sbuf_port else 3]
         free = self._free
+        holes: list[list[list[float]]] = [[] for _ in free]  # per slot: idle gaps [start, end) ns
+        max_holes = _MAX_HOLES
+        min_hole = _MIN_HOLE_NS
         avail = array("d")
         codes = self._codes
         hot_lines = self._hot
@@ -190,11 +210,11 @@ class Scheduler:
         hbm_r = hbm_w = 0
         spill = 0
         transfers = descriptors_total = 0
-        hoisted = 0
+        hoisted = backfilled = 0
 
         def emit(instr: Instr) -> None:
             nonlocal flops_total, other_flops, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers
-            nonlocal descriptors_total, hoisted
+            nonlocal descriptors_total, hoisted, backfilled
             n = len(codes)
             if instr.id != n:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
@@ -240,18 +260,60 @@ class Scheduler:
                     else:
                         free[slot] = start + busy
                     end = start + busy
-                elif deps:
+                else:
+                    ready = 0.0
+                    # a TensorE producer (PSUM accumulation group) is pipelined with its TensorE
+                    # consumer in program order; moved into an earlier gap, the consumer must at
+                    # least start after the producer has finished
+                    after_tensor = 0.0
                     if e == _T:
                         for d in deps:
-                            if codes[d] != _T and avail[d] > start:
-                                start = avail[d]
+                            if codes[d] != _T:
+                                if avail[d] > ready:
+                                    ready = avail[d]
+                            elif avail[d] > after_tensor:
+                                after_tensor = avail[d]
                     else:
                         for d in deps:
-                            if avail[d] > start:
-                                start = avail[d]
-                    end = free[slot] = start + busy
-                else:
-                    end = free[slot] = start + busy
+                            if avail[d] > ready:
+                                ready = avail[d]
+                    gaps = holes[slot]
+                    if ready >= start:
+                        if ready - start > min_hole:
+                            # the engine idles waiting for data: the compiler may fill the gap later
+                            if len(gaps) == max_holes:
+                                _forget_shortest(gaps)
+                            gaps.append([start, ready])
+                        start = ready
+                        end = free[slot] = start + busy
+                    elif gaps and gaps[-1][1] >= (ready if ready > after_tensor else after_tensor) + busy:
+                        # ready before the engine is free: the compiler's scheduler moves it into
+                        # an earlier idle gap of its engine when it fits (independent iterations);
+                        # gaps are kept in time order, so none fits when the last one ends too early
+                        if after_tensor > ready:
+                            ready = after_tensor
+                        for i, gap in enumerate(gaps):
+                            s0 = gap[0] if gap[0] > ready else ready
+                            if s0 + busy <= gap[1]:
+                                start, end = s0, s0 + busy
+                                backfilled += 1
+                                if end + min_hole < gap[1]:
+                                    if s0 - gap[0] > min_hole:
+                                        gaps.insert(i + 1, [end, gap[1]])
+                                        gap[1] = s0
+                                        if len(gaps) > max_holes:
+                                            _forget_shortest(gaps)
+                                    else:
+                                        gap[0] = end
+                                elif s0 - gap[0] > min_hole:
+                                    gap[1] = s0
+                                else:
+                                    del gaps[i]
+                                break
+                        else:
+                            end = free[slot] = start + busy
+                    else:
+                        end = free[slot] = start + busy
                 avail.append(end + lat[e])
                 flops = instr.flops
                 if e == _T:
@@ -388,6 +450,7 @@ class Scheduler:
                 "transfers": transfers,
                 "descriptors": descriptors_total,
                 "hoisted": hoisted,
+                "backfilled": backfilled,
             }
 
         return emit, scalars
@@ -434,6 +497,7 @@ class Scheduler:
             dma_transfers=int(sc["transfers"]),
             dma_descriptors=int(sc["descriptors"]),
             hoisted=int(sc["hoisted"]),
+            backfilled=int(sc["backfilled"]),
             dma_engine_ns=busy[_DMA],
             queue_busy_ns=max(
                 [q[1] for q in self._queues.values()] + [v[11] for v in self._hot.values()], default=0

@@ -38,6 +38,8 @@ class ScheduleTotals:
     dma_transfers: int = 0
     dma_descriptors: int = 0
     hoisted: int = 0
+    #: instructions the compiler's scheduler moved into an earlier idle gap of their engine
+    backfilled: int = 0
     dma_engine_ns: float = 0.0
     queue_busy_ns: float = 0.0
     hotspots: dict[tuple[str, int], list] = field(default_factory=dict)
