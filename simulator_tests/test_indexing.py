@@ -675,3 +675,37 @@ def test_high_rank_mgrid_gather_is_exact_and_kept_compact():
     assert v.shape == (128, 2, 2, 3, 4)
     assert v.dims is None  # a gathered view (coordinate arrays), not an affine one
     assert max(a.size for a in v._garr) < v.size // 4
+
+
+def _run_elems_reference(t, free_only=False):
+    """Average contiguous run of a gathered view, computed the plain way (full int64 offsets)."""
+    st = t.st
+    strides = [int(np.prod(st.shape[d + 1 :])) for d in range(st.ndim)]
+    flat = sum(np.broadcast_to(a, t.shape).astype(np.int64) * s for a, s in zip(t._garr, strides)).reshape(-1)
+    run = max(1, t.size // (int(np.count_nonzero(np.diff(flat) != 1)) + 1))
+    if free_only and t.pax is not None:
+        run = min(run, max(1, t.size // max(t.shape[t.pax], 1)))
+    return run
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_gathered_view_run_length_matches_a_plain_offset_count(big):
+    """The run length the cost model reads from a gathered view (computed in place, in 32 bits when every
+    offset fits, from compact coordinate arrays) equals a plain full-size 64-bit count.  ``big`` moves one
+    row (a masked-off lane) to a coordinate whose offset is 2**32 * 75 elements past its neighbours: in
+    32 bits it would wrap onto the contiguous position and hide two breaks."""
+    from devkit.sim.storage import Storage
+    from devkit.sim.tensor import Tensor
+
+    st = Storage(None, 1, (64, 40, 30), np.float32, "hbm", None, None)
+    rows = np.arange(8, dtype=np.int64).reshape(8, 1, 1)
+    if big:
+        rows = rows.copy()
+        rows[3, 0, 0] = 3 + 268_435_456  # 268435456 * 1200 == 75 * 2**32
+    cols = np.arange(40, dtype=np.int64).reshape(1, 40, 1)
+    last = np.arange(30, dtype=np.int64).reshape(1, 1, 30)
+    t = Tensor(st, None, (8, 40, 30), None, (rows, cols, last))
+    assert t.run_elems() == _run_elems_reference(t) == (3200 if big else 9600)
+    sparse = (rows * 2, np.broadcast_to(cols, (8, 40, 30)), np.full((1, 1, 1), 7, dtype=np.int64))
+    t2 = Tensor(st, None, (8, 40, 30), None, sparse)
+    assert t2.run_elems() == _run_elems_reference(t2)

@@ -276,9 +276,14 @@ class Tensor:
         strides = [1] * st.ndim
         for d in range(st.ndim - 2, -1, -1):
             strides[d] = strides[d + 1] * st.shape[d + 1]
-        offs = np.zeros(self.shape, dtype=np.int64)
+        # 32-bit offsets when every offset fits (half the memory traffic of the full-size pass); the compact
+        # index arrays are small, so the bound is cheap (masked-off coordinates may lie outside the storage)
+        bound = sum(int(np.abs(a).max(initial=0)) * s for a, s in zip(self._garr, strides))  # type: ignore[arg-type]
+        odt = np.int32 if bound < 2**31 else np.int64
+        offs = np.zeros(self.shape, dtype=odt)
         for a, stride in zip(self._garr, strides):  # type: ignore[arg-type]
-            np.add(offs, a * stride, out=offs)  # the (compact) index array broadcasts into the offsets
+            # the (compact) index array broadcasts into the offsets
+            np.add(offs, (np.asarray(a) * stride).astype(odt, copy=False), out=offs)
         flat = offs.reshape(-1)
         step = np.subtract(flat[1:], flat[:-1], out=flat[:-1])  # offs is scratch: difference in place
         breaks = int(np.count_nonzero(step != 1)) + 1
