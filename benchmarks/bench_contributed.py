@@ -2,6 +2,7 @@
 
 Each kernel runs at a representative shape: numerics against a NumPy reference written here where it fits
 the time budget, and a cost-only estimate at the shape its own benchmark uses, with instructions per second.
+Times are CPU time (``time.process_time``): the machines are shared, and other load shows in wall time only.
 
 Usage::
 
@@ -72,13 +73,13 @@ def _load(base: Path, rel: str) -> Any:
 
 def numerics(label: str, run: Callable[[], Any], want: np.ndarray, tol: float) -> None:
     """Run ``run`` and print its largest absolute error against ``want``."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         got = np.asarray(run(), dtype=np.float32)
         err = float(np.max(np.abs(got - want)))
         verdict = "ok" if err <= tol else "MISMATCH"
         print(
-            f"numerics  {label}: max abs err {err:.3g} ({verdict}) {time.perf_counter() - t0:.1f} s",
+            f"numerics  {label}: max abs err {err:.3g} ({verdict}) {time.process_time() - t0:.1f} s",
             flush=True,
         )
     except Exception as e:  # a report line per kernel, whatever it raises
@@ -87,10 +88,10 @@ def numerics(label: str, run: Callable[[], Any], want: np.ndarray, tol: float) -
 
 def cost(label: str, run: Callable[[], Any]) -> None:
     """Run a cost-only estimate and print instructions per second and the modelled latency."""
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     try:
         r = run()
-        s = time.perf_counter() - t0
+        s = time.process_time() - t0
         print(
             f"cost-only {label}: {r.instructions:,} instructions in {s:.1f} s = {r.instructions / s:,.0f} instr/s, "
             f"modelled {r.latency_us:,.0f} us",

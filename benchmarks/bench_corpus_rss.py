@@ -55,7 +55,45 @@ def write_shim(into: Path) -> Path:
     (shim / "sitecustomize.py").write_text(
         "import builtins\nimport warnings\n\nbuiltins.warnings = warnings\n"
     )
+    (shim / "_rss_phases.py").write_text(PHASE_PLUGIN)  # used only with --per-test
     return shim
+
+
+#: pytest plugin for --per-test: samples this process's RSS every 20 ms and reports, per test, the peak
+#: while the simulator runs (``neuronxcc.nki.simulate_kernel``, what nki-samples tests call) and the peak
+#: outside it (the test's own NumPy reference), and the RSS left after teardown (growth = memory kept)
+PHASE_PLUGIN = """
+import gc, sys, threading, time
+_state = {"phase": "test", "peak": {}}
+def _rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+def _sample():
+    while True:
+        r, p = _rss(), _state["phase"]
+        if r > _state["peak"].get(p, 0.0):
+            _state["peak"][p] = r
+        time.sleep(0.02)
+def pytest_configure(config):
+    import neuronxcc.nki as nki
+    run = nki.simulate_kernel
+    def simulate_kernel(*a, **k):
+        _state["phase"] = "simulator"
+        try:
+            return run(*a, **k)
+        finally:
+            _state["phase"] = "test"
+    nki.simulate_kernel = simulate_kernel
+    threading.Thread(target=_sample, daemon=True).start()
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        gc.collect()
+        pk, _state["peak"] = _state["peak"], {}
+        sys.stderr.write(
+            f"PER-TEST {report.nodeid.split('::')[-1]}: peak in simulator {pk.get('simulator', 0):.0f} MiB, "
+            f"peak outside {pk.get('test', 0):.0f} MiB, after teardown {_rss():.0f} MiB\\n"
+        )
+"""
 
 
 def run_one(
@@ -66,6 +104,7 @@ def run_one(
     timeout: float,
     k: str | None,
     extra_path: list[str] = (),  # type: ignore[assignment]
+    per_test: bool = False,
 ) -> dict[str, object]:
     """Run one test file in a fresh process; return its outcome, peak RSS (MiB) and wall time (s)."""
     env = dict(os.environ)
@@ -75,6 +114,8 @@ def run_one(
     cmd += ["-p", "no:cacheprovider"]
     if k:
         cmd += ["-k", k]
+    if per_test:
+        cmd += ["-p", "_rss_phases"]
 
     def limit() -> None:
         if mem_limit_mb > 0:
@@ -103,7 +144,9 @@ def run_one(
         summary = lines[-1] if lines else "(no output)"
     if "MemoryError" in text:
         summary += " [MemoryError]"
+    per = [ln.split("PER-TEST ", 1)[1] for ln in lines if "PER-TEST " in ln]
     return {
+        "per_test": per,
         "file": test_file,
         "exit": proc.returncode,
         "summary": summary.strip("= "),
@@ -123,6 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mem-limit-mb", type=int, default=6000, help="address-space cap per child (0: none)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per file before it is killed")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument(
+        "--per-test",
+        action="store_true",
+        help="also print, per test, the peak RSS inside the simulator and outside it (the test's reference)",
+    )
     ap.add_argument(
         "--extra-path", action="append", default=[], help="more PYTHONPATH entries (e.g. a dir with scipy)"
     )
@@ -144,9 +192,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         t0 = time.perf_counter()
         for f in files:
-            row = run_one(root, f, shim, args.mem_limit_mb, args.timeout, args.k, args.extra_path)
+            row = run_one(
+                root, f, shim, args.mem_limit_mb, args.timeout, args.k, args.extra_path, args.per_test
+            )
             rows.append(row)
             if not args.json:
+                for line in row["per_test"]:  # type: ignore[attr-defined]
+                    print(f"    {line}", flush=True)
                 print(
                     f"{row['file']:<48} {row['peak_rss_mib']:>9.1f} MiB {row['wall_s']:>8.1f} s  {row['summary']}",
                     flush=True,

@@ -642,3 +642,70 @@ def test_repeated_views_agree_and_bad_ones_fail_every_time():
     for _ in range(2):  # an out-of-bounds slice is never remembered as valid
         with pytest.raises(BoundsError):
             devkit.simulate(_same_region_twice, x, 9)
+
+
+def test_high_rank_mgrid_gather_is_exact_and_kept_compact():
+    """A 5-D ``nl.mgrid`` gather (the trilinear-interpolation pattern: sums of grid components index each
+    dim) reads and writes the right elements, and the view's coordinate arrays are not materialised at the
+    full view shape (issue 13: that made such a kernel run at ~30 instructions/s)."""
+    x = rand(rng_of(3), (128, 4, 5, 6), F32)
+    views = []
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 6, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.load(a)
+        o = nl.zeros((128, 6, 8), dtype=a.dtype, buffer=nl.sbuf)
+        i_p, i_dx, i_hx, i_dy, i_hy = nl.mgrid[0:128, 0:2, 0:2, 0:3, 0:4]
+        src = t[i_p, i_dy + i_dx, i_hy + i_hx, 2]
+        views.append(src)
+        o[i_p, 2 * i_dy + i_dx, 2 * i_hy + i_hx] = nl.multiply(src, 2.0)
+        nl.store(out, value=o)
+        return out
+
+    got = k(x)
+    want = np.zeros((128, 6, 8), np.float32)
+    for dx in range(2):
+        for hx in range(2):
+            for dy in range(3):
+                for hy in range(4):
+                    want[:, 2 * dy + dx, 2 * hy + hx] = 2 * x[:, dy + dx, hy + hx, 2]
+    assert_exact(got, want)
+    (v,) = views
+    assert v.shape == (128, 2, 2, 3, 4)
+    assert v.dims is None  # a gathered view (coordinate arrays), not an affine one
+    assert max(a.size for a in v._garr) < v.size // 4
+
+
+def _run_elems_reference(t, free_only=False):
+    """Average contiguous run of a gathered view, computed the plain way (full int64 offsets)."""
+    st = t.st
+    strides = [int(np.prod(st.shape[d + 1 :])) for d in range(st.ndim)]
+    flat = sum(np.broadcast_to(a, t.shape).astype(np.int64) * s for a, s in zip(t._garr, strides)).reshape(-1)
+    run = max(1, t.size // (int(np.count_nonzero(np.diff(flat) != 1)) + 1))
+    if free_only and t.pax is not None:
+        run = min(run, max(1, t.size // max(t.shape[t.pax], 1)))
+    return run
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_gathered_view_run_length_matches_a_plain_offset_count(big):
+    """The run length the cost model reads from a gathered view (computed in place, in 32 bits when every
+    offset fits, from compact coordinate arrays) equals a plain full-size 64-bit count.  ``big`` moves one
+    row (a masked-off lane) to a coordinate whose offset is 2**32 * 75 elements past its neighbours: in
+    32 bits it would wrap onto the contiguous position and hide two breaks."""
+    from devkit.sim.storage import Storage
+    from devkit.sim.tensor import Tensor
+
+    st = Storage(None, 1, (64, 40, 30), np.float32, "hbm", None, None)
+    rows = np.arange(8, dtype=np.int64).reshape(8, 1, 1)
+    if big:
+        rows = rows.copy()
+        rows[3, 0, 0] = 3 + 268_435_456  # 268435456 * 1200 == 75 * 2**32
+    cols = np.arange(40, dtype=np.int64).reshape(1, 40, 1)
+    last = np.arange(30, dtype=np.int64).reshape(1, 1, 30)
+    t = Tensor(st, None, (8, 40, 30), None, (rows, cols, last))
+    assert t.run_elems() == _run_elems_reference(t) == (3200 if big else 9600)
+    sparse = (rows * 2, np.broadcast_to(cols, (8, 40, 30)), np.full((1, 1, 1), 7, dtype=np.int64))
+    t2 = Tensor(st, None, (8, 40, 30), None, sparse)
+    assert t2.run_elems() == _run_elems_reference(t2)

@@ -242,7 +242,11 @@ def _expand(self: Tensor, axis: Any) -> Tensor:
     for a in sorted(int(a) if a >= 0 else len(shape) + len(axes) + int(a) for a in axes):
         shape.insert(a, 1)
     if self.dims is None:
-        return Tensor(self.st, None, tuple(shape), self.pax, tuple(a.reshape(shape) for a in self._garr))
+        # index arrays may be compact (broadcastable, see devkit.sim.tensor._compact): insert their new axes
+        ins = sorted(int(a) if a >= 0 else len(shape) + len(axes) + int(a) for a in axes)
+        return Tensor(
+            self.st, None, tuple(shape), self.pax, tuple(np.expand_dims(a, ins) for a in self._garr)
+        )
     # map old axes to new positions
     old_to_new = []
     j = 0

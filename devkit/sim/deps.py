@@ -35,12 +35,16 @@ class _Space:
     queries wide on every index scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec", "parts", "renamable")
+    __slots__ = ("all", "indexes", "keyspec", "parts", "reads", "renamable")
 
-    def __init__(self, keyspec: tuple, renamable: bool = False) -> None:
+    def __init__(self, keyspec: tuple, renamable: bool = False, split_reads: bool = False) -> None:
         self.all: dict[int, list] = {}
         #: a write that covers earlier reads starts a new value the compiler may place elsewhere
         self.renamable = renamable
+        #: with ``split_reads`` (the dependency tracker's spaces) this space holds the write records and
+        #: ``reads`` the read records, so that a read -- which depends on writes only -- never compares
+        #: against the (often many: a sliding window) earlier reads
+        self.reads: _Reads | None = _Reads(keyspec) if split_reads else None
         self.set_keyspec(keyspec)
 
     def set_keyspec(self, keyspec: tuple) -> None:
@@ -48,20 +52,35 @@ class _Space:
         self.parts: tuple[IndexSpec, ...] = tuple(
             (spec,) if isinstance(spec[0], int) else tuple(spec) for spec in keyspec
         )
+        if self.reads is not None:
+            self.reads.set_keyspec(keyspec)
+            self.reads.parts = self.parts  # one layout object: the key memo serves both
         self.indexes: list[tuple[dict[Any, list[list]], list[list]]] = [({}, []) for _ in keyspec]
         for rec in self.all.values():
             self._index(rec)
 
     def __len__(self) -> int:
-        return len(self.all)
+        return len(self.all) + (len(self.reads.all) if self.reads is not None else 0)
 
     def records(self) -> list[list]:
-        return list(self.all.values())
+        out = list(self.all.values())
+        if self.reads is not None:
+            out += self.reads.all.values()
+        return out
+
+    def _all_keys(self, box: Box) -> list:
+        """The bucket keys of ``box`` in every index (the last answer is kept: a query and the add that
+        follows it -- and the reads companion, which shares the index layout -- ask for the same box)."""
+        memo = _MEMO
+        if memo[0] is box and memo[1] is self.parts:
+            return memo[2]
+        out = [self._keys(box, parts) for parts in self.parts]
+        memo[0], memo[1], memo[2] = box, self.parts, out
+        return out
 
     def overlapping(self, box: Box) -> list[list]:
         best: tuple | None = None
-        for parts, (buckets, wide) in zip(self.parts, self.indexes):
-            ks = self._keys(box, parts)
+        for ks, (buckets, wide) in zip(self._all_keys(box), self.indexes):
             if ks is None:
                 continue
             if len(ks) == 1:
@@ -107,6 +126,15 @@ class _Space:
             axis, shift = parts[0]
             r = _Space._span(box, axis, shift)
             return None if r is None else list(r)
+        one: list[int] = []  # the common case: one bucket on every axis of the composite
+        for axis, shift in parts:
+            lo, hi = box[axis]
+            k = lo >> shift
+            if hi - 1 > lo and (hi - 1) >> shift != k:
+                break
+            one.append(k)
+        else:
+            return [tuple(one)]
         keys: list[tuple] = [()]
         for axis, shift in parts:
             r = _Space._span(box, axis, shift)
@@ -116,9 +144,7 @@ class _Space:
         return keys
 
     def _index(self, rec: list) -> None:
-        box = rec[0]
-        for parts, (buckets, wide) in zip(self.parts, self.indexes):
-            ks = self._keys(box, parts)
+        for ks, (buckets, wide) in zip(self._all_keys(rec[0]), self.indexes):
             if ks is None:
                 wide.append(rec)
                 continue
@@ -136,9 +162,7 @@ class _Space:
     def remove(self, rec: list) -> None:
         if self.all.pop(id(rec), None) is None:
             return
-        box = rec[0]
-        for parts, (buckets, wide) in zip(self.parts, self.indexes):
-            ks = self._keys(box, parts)
+        for ks, (buckets, wide) in zip(self._all_keys(rec[0]), self.indexes):
             for k in (None,) if ks is None else ks:
                 lst = wide if k is None else buckets.get(k)
                 if not lst:
@@ -152,7 +176,33 @@ class _Space:
 
     @property
     def empty(self) -> bool:
-        return not self.all
+        return not self.all and (self.reads is None or not self.reads.all)
+
+
+class _Reads(_Space):
+    """The read records of a dependency-tracker space, with an exact ``(box, engine)`` lookup: a read of
+    the same region by the same engine replaces the earlier one (engines run in program order)."""
+
+    __slots__ = ("exact",)
+
+    def __init__(self, keyspec: tuple) -> None:
+        self.exact: dict[tuple, list] = {}
+        super().__init__(keyspec)
+
+    def add(self, rec: list) -> None:
+        super().add(rec)
+        self.exact[(rec[0], rec[2])] = rec
+
+    def remove(self, rec: list) -> None:
+        super().remove(rec)
+        key = (rec[0], rec[2])
+        if self.exact.get(key) is rec:
+            del self.exact[key]
+
+
+#: (box, index layout, keys per index) of the last key computation (see _Space._all_keys); a box is
+#: an immutable tuple, compared by identity
+_MEMO: list = [None, None, None]
 
 
 def records_overlapping(cands: Any, box: Box) -> list[list]:
@@ -176,8 +226,13 @@ def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
         spec: list = [(d, 0) for d in range(par_axis)]
         last = len(shape) - 1
         if last > par_axis and shape[last] > 64:
+            blocks = tuple(spec)
             col = (last, max(0, shape[last].bit_length() - 6))
-            spec.append((*spec, col))  # composite: this block's coarse column
+            spec.append((*blocks, col))  # composite: this block's coarse column
+            fine = max(0, shape[last].bit_length() - 9)
+            if fine < col[1]:
+                # and its fine column (about 512 buckets): one-column writes stay a handful of comparisons
+                spec.append((*blocks, (last, fine)))
         return tuple(spec)
     if not shape:
         return ()
@@ -270,7 +325,7 @@ class DependencyTracker:
         may be renamed, see :meth:`access`); tuples are HBM tensors and physical direct allocations."""
         sp = self._spaces.get(key)
         if sp is None:
-            sp = _Space(keyspec, renamable=isinstance(key, int))
+            sp = _Space(keyspec, renamable=isinstance(key, int), split_reads=True)
             self._spaces[key] = sp
         return sp
 
@@ -325,23 +380,44 @@ class DependencyTracker:
         (write-after-read) nor for that write (write-after-write).  Partial writes update the old
         value and keep both hazards, as do all accesses to HBM and to direct allocations.
         """
-        recs = sp.overlapping(box)
+        reads = sp.reads
+        if reads is None:  # a space holding reads and writes together
+            recs = sp.overlapping(box)
+            if is_write:
+                rename = sp.renamable
+                for rec in recs:
+                    covered = _covers(box, rec[0])
+                    if not (rename and covered):
+                        deps.add(rec[1])
+                    if covered:
+                        sp.remove(rec)
+                sp.add([box, iid, engine, True])
+            else:
+                replaced = False
+                for rec in recs:
+                    if rec[3]:
+                        deps.add(rec[1])
+                    elif not replaced and rec[2] == engine and rec[0] == box:
+                        rec[1] = iid
+                        replaced = True
+                if not replaced:
+                    sp.add([box, iid, engine, False])
+            return
         if is_write:
             rename = sp.renamable
-            for rec in recs:
-                covered = _covers(box, rec[0])
-                if not (rename and covered):
-                    deps.add(rec[1])
-                if covered:
-                    sp.remove(rec)
+            for part in (sp, reads):
+                for rec in part.overlapping(box):
+                    covered = _covers(box, rec[0])
+                    if not (rename and covered):
+                        deps.add(rec[1])
+                    if covered:
+                        part.remove(rec)
             sp.add([box, iid, engine, True])
         else:
-            replaced = False
-            for rec in recs:
-                if rec[3]:
-                    deps.add(rec[1])
-                elif not replaced and rec[2] == engine and rec[0] == box:
-                    rec[1] = iid
-                    replaced = True
-            if not replaced:
-                sp.add([box, iid, engine, False])
+            for rec in sp.overlapping(box):
+                deps.add(rec[1])
+            rec = reads.exact.get((box, engine))
+            if rec is not None:
+                rec[1] = iid
+            else:
+                reads.add([box, iid, engine, False])

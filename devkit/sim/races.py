@@ -22,6 +22,7 @@ iteration and are not recorded at all; kernel inputs and constants are never wri
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -242,7 +243,7 @@ def _flat(exact: Any, shape: tuple[int, ...]) -> np.ndarray | None:
                 arrs.append((start + step * np.arange(count, dtype=np.int64)).reshape(sh))
         full = [a.ravel() for a in np.broadcast_arrays(*arrs)]
     else:
-        if data and data[0].size > _EXACT_LIMIT:
+        if data and math.prod(np.broadcast_shapes(*(np.shape(a) for a in data))) > _EXACT_LIMIT:
             return None
         full = [np.asarray(a).ravel() for a in np.broadcast_arrays(*data)]
     ok = np.ones(full[0].shape, dtype=bool) if full else np.ones((), dtype=bool)

@@ -276,11 +276,17 @@ class Tensor:
         strides = [1] * st.ndim
         for d in range(st.ndim - 2, -1, -1):
             strides[d] = strides[d + 1] * st.shape[d + 1]
-        offs = np.zeros(self.shape, dtype=np.int64)
+        # 32-bit offsets when every offset fits (half the memory traffic of the full-size pass); the compact
+        # index arrays are small, so the bound is cheap (masked-off coordinates may lie outside the storage)
+        bound = sum(int(np.abs(a).max(initial=0)) * s for a, s in zip(self._garr, strides))  # type: ignore[arg-type]
+        odt = np.int32 if bound < 2**31 else np.int64
+        offs = np.zeros(self.shape, dtype=odt)
         for a, stride in zip(self._garr, strides):  # type: ignore[arg-type]
-            offs = offs + np.broadcast_to(a, self.shape) * stride
+            # the (compact) index array broadcasts into the offsets
+            np.add(offs, (np.asarray(a) * stride).astype(odt, copy=False), out=offs)
         flat = offs.reshape(-1)
-        breaks = int(np.count_nonzero(np.diff(flat) != 1)) + 1
+        step = np.subtract(flat[1:], flat[:-1], out=flat[:-1])  # offs is scratch: difference in place
+        breaks = int(np.count_nonzero(step != 1)) + 1
         run = max(1, size // breaks)
         if free_only and self.pax is not None and self.shape:
             run = min(run, max(1, size // max(self.shape[self.pax], 1)))
@@ -845,7 +851,7 @@ def _advanced(t: Tensor, keys: list[Any]) -> Tensor:
         elif isinstance(k, np.ndarray):
             vals.append(np.broadcast_to(k.astype(np.int64), bshape))
         else:
-            vals.append(np.full(bshape, int(k), dtype=np.int64))
+            vals.append(np.broadcast_to(np.int64(int(k)), bshape))
     pax = 0 if t.st.on_chip else None
     return _from_view_coords(t, vals, bshape, pax)
 
@@ -935,7 +941,7 @@ def _advanced_general_from(
     vals = []
     for s, ax in zip(sel, new_axis_of):
         if isinstance(s, int):
-            vals.append(np.full(bshape, s, np.int64))
+            vals.append(np.broadcast_to(np.int64(s), bshape))
         else:
             start, step, count = s
             shape = [1] * nd
@@ -944,31 +950,61 @@ def _advanced_general_from(
     return _from_view_coords(t, vals, bshape, pax)
 
 
+def _compact(a: np.ndarray) -> np.ndarray:
+    """The smallest array that broadcasts back to ``a``: axes ``a`` only repeats (stride 0) become length 1.
+    Index arrays of a gathered view are kept this way: a 7-D ``nl.mgrid`` expression varies along two or
+    three axes, so materialising it at the full view shape would cost memory and time per element."""
+    if a.ndim == 0:
+        return a
+    key = tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(a.strides, a.shape))
+    return a[key]
+
+
 def _from_view_coords(t: Tensor, vals: list[np.ndarray], bshape: tuple[int, ...], pax: int | None) -> Tensor:
-    """A general view selecting view coordinates ``vals`` (one array per axis of ``t``) of ``t``."""
-    base = t._index_arrays()
-    clipped = tuple(np.clip(v, 0, max(n - 1, 0)) for v, n in zip(vals, t.shape))
+    """A general view selecting view coordinates ``vals`` (one array per axis of ``t``, each broadcastable
+    to ``bshape``) of ``t``.  The view's storage coordinate arrays are kept compact (broadcastable to
+    ``bshape``, not materialised at it; every reader broadcasts them)."""
+    nd = len(bshape)
+    if 0 in bshape:
+        vals = [np.ascontiguousarray(np.broadcast_to(v, bshape)) for v in vals]
+    else:
+        vals = [_compact(np.broadcast_to(v, bshape)) for v in vals]
     oob = None
     for v, n in zip(vals, t.shape):
         b = (v < 0) | (v >= n)
         oob = b if oob is None else (oob | b)
+    any_oob = oob is not None and bool(oob.any())
+    clipped = tuple(np.clip(v, 0, max(n - 1, 0)) for v, n in zip(vals, t.shape)) if any_oob else tuple(vals)
     ext = None
-    if oob is not None and oob.any() and t.dims is not None:
+    if any_oob and t.dims is not None:
         # out-of-range positions of an affine view keep their (out-of-bounds) storage coordinate, so that
         # a BoundsError can report the real index; positions outside the view but inside the storage stay -1
-        ext = [
-            np.broadcast_to(e if isinstance(e, int) else e[0] + e[1] * vals[e[3]], oob.shape) for e in t.dims
-        ]
-        ext_oob = np.zeros(oob.shape, dtype=bool)
+        ext = [np.asarray(e) if isinstance(e, int) else e[0] + e[1] * vals[e[3]] for e in t.dims]
+        ext_oob = np.zeros(oob.shape, dtype=bool)  # type: ignore[union-attr]
         for e, n in zip(ext, t.st.shape):
-            ext_oob |= (e < 0) | (e >= n)
+            ext_oob = ext_oob | (e < 0) | (e >= n)
         ext_oob &= oob
+    one = (1,) * nd
     arrs = []
-    for d, a in enumerate(base):
-        arr = np.broadcast_to(a, t.shape)[clipped]
-        if oob is not None and oob.any():
+    if t.dims is not None:
+        # an affine view: storage coordinate = start + step * view coordinate (no gather needed)
+        base: list[np.ndarray] = []
+        for e in t.dims:
+            if isinstance(e, int):
+                base.append(np.full(one, e, dtype=np.int64))
+            else:
+                start, step, _count, ax = e
+                base.append(start + step * clipped[ax].astype(np.int64, copy=False))
+    else:
+        base = [np.broadcast_to(a, t.shape)[clipped] for a in t._garr]  # type: ignore[union-attr]
+    for d, arr in enumerate(base):
+        if any_oob:
             arr = np.where(oob, -1, arr)
             if ext is not None:
                 arr = np.where(ext_oob, ext[d], arr)
-        arrs.append(np.ascontiguousarray(np.broadcast_to(arr, bshape)))
+        if arr.ndim < nd:
+            arr = arr.reshape((1,) * (nd - arr.ndim) + arr.shape)
+        if 0 in bshape:
+            arr = np.ascontiguousarray(np.broadcast_to(arr, bshape))
+        arrs.append(arr)
     return Tensor(t.st, None, bshape, pax, tuple(arrs))
