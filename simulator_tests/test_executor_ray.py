@@ -147,6 +147,17 @@ def test_tune_and_sweep_on_ray_equal_the_local_run(cluster, tmp_path):
     assert [r["M"] for r in rows] == [128, 256, 384, 512] and all(r["matmul_optimized"] for r in rows)
 
 
+def test_validate_and_e2e_on_ray_equal_the_local_run(cluster, tmp_path):
+    ray_opts = ("--executor", "ray", "--ray-address", cluster.address)
+    validate = ("validate", "matmul_tiled", "matmul_hoisted", "--examples", "3")
+    local = devkit(*validate, cwd=tmp_path)
+    assert local.stdout == devkit(*validate, *ray_opts, cwd=tmp_path).stdout
+    assert local.stdout.count("examples within tolerance") == 2
+    e2e = ("e2e", "--all", "--provider", "roofline", "--json", "--no-cache")
+    local = devkit(*e2e, cwd=tmp_path)
+    assert json.loads(local.stdout) == json.loads(devkit(*e2e, *ray_opts, cwd=tmp_path).stdout)
+
+
 def _small_hw_tests(root: Path) -> Path:
     """hw_tests/ with the kit's conftest and one small promoted case of matmul_tiled (two tests)."""
     tests = root / "hw_tests"

@@ -143,3 +143,34 @@ def test_ctrl_c_stops_the_workers_and_keeps_what_finished(tmp_path):
     time.sleep(4.0)  # long enough for a surviving worker to finish its job
     assert not any((tmp_path / f"slow{i}").exists() for i in range(3))  # the running job was stopped
     assert ckpt.load() == {0: str(tmp_path / "quick")}  # the finished job is kept for the rerun
+
+
+_VALIDATE_IN_FRESH_PROCESS = """
+import json, sys
+if sys.argv[1] == "cli":  # what the devkit command has loaded when it validates in its own process
+    from devkit import cli
+    cli.build_parser()
+from devkit.workflow import validate
+r = validate.validate_job({"kernel": "matmul_tiled", "examples": 3, "dtypes": None, "target": "trn1"})
+print(json.dumps([[dict(e.shape), e.dtype, e.seed] for e in r.examples]))
+"""
+
+
+def test_validate_draws_the_same_examples_whatever_the_process_has_loaded():
+    """Hypothesis biases draws toward literals of the local modules loaded: the CLI process loads more than
+    a worker does, and both must draw the same examples (devkit.workflow.validate._pinned_constants)."""
+    import json
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    drawn = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, "-c", _VALIDATE_IN_FRESH_PROCESS, mode],
+                capture_output=True, text=True, env=env, timeout=300, check=True,
+            ).stdout
+        )
+        for mode in ("worker", "cli")
+    ]  # fmt: skip
+    assert drawn[0] == drawn[1]
+    assert len(drawn[0]) >= 2

@@ -156,6 +156,9 @@ class RayExecutor:
                         result, node = ray.get(obj)
                     except ray.exceptions.RayError as exc:  # lost with its worker after the retries
                         if on_failure is None:
+                            cause = getattr(exc, "cause", None)  # the job's own exception, as locally
+                            if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
+                                raise cause from None
                             raise ExecutorError(f"job {items[i]!r} failed on the Ray cluster: {exc}") from exc
                         result = on_failure(items[i], exc, "worker failed")
                     else:
