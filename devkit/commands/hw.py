@@ -187,7 +187,11 @@ def _run_on_cluster(args: argparse.Namespace, tests: Path, extra: list[str], fak
         err.print(f"[red]devkit hw run:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
-        err.print("devkit hw run: interrupted: outstanding tests cancelled; finished ones are recorded")
+        err.print(
+            "devkit hw run: interrupted: outstanding tests cancelled; finished ones are recorded",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 130
     finally:
         ex.close()

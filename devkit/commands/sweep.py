@@ -83,7 +83,11 @@ def run(args: argparse.Namespace) -> int:
                 spec, sweep, lines, target=args.target, jobs=ex, progress=lambda done, total: tick(done)
             )
     except KeyboardInterrupt:
-        err.print("devkit sweep: interrupted: nothing written (a rerun resumes the finished points)")
+        err.print(
+            "devkit sweep: interrupted: nothing written (a rerun resumes the finished points)",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 130
     finally:
         ex.close()

@@ -142,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         err.print(
             "devkit tune: interrupted: the tuning table was not changed (a rerun resumes the finished jobs)",
             highlight=False,
+            soft_wrap=True,
         )
         return 130
     finally:
