@@ -174,3 +174,21 @@ def test_validate_draws_the_same_examples_whatever_the_process_has_loaded():
     ]  # fmt: skip
     assert drawn[0] == drawn[1]
     assert len(drawn[0]) >= 2
+
+
+def _die_once(item: tuple) -> int:
+    x, marker = item
+    if not os.path.exists(marker):  # the first attempt loses its worker; the retry finds the marker
+        Path(marker).write_text("died once")
+        os._exit(3)
+    return x * x
+
+
+def test_a_job_lost_with_its_worker_is_retried_once_in_a_fresh_pool(tmp_path):
+    items = [(2, str(tmp_path / "a")), (3, str(tmp_path / "b"))]
+    failures = []
+    out = executor.run_jobs(
+        _die_once, items, jobs=2, on_failure=lambda item, exc, what: failures.append(item) or -1
+    )
+    assert out == [4, 9] and failures == []
+    assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
