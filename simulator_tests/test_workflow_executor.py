@@ -185,10 +185,30 @@ def _die_once(item: tuple) -> int:
 
 
 def test_a_job_lost_with_its_worker_is_retried_once_in_a_fresh_pool(tmp_path):
-    items = [(2, str(tmp_path / "a")), (3, str(tmp_path / "b"))]
+    items = [(2, str(tmp_path / "a")), (3, str(tmp_path / "b")), (4, str(tmp_path / "c"))]
+    (tmp_path / "b").write_text("")  # only the first job takes its worker down (the others may go with it)
+    (tmp_path / "c").write_text("")
     failures = []
     out = executor.run_jobs(
         _die_once, items, jobs=2, on_failure=lambda item, exc, what: failures.append(item) or -1
     )
-    assert out == [4, 9] and failures == []
-    assert (tmp_path / "a").exists() and (tmp_path / "b").exists()
+    assert out == [4, 9, 16] and failures == []
+    assert (tmp_path / "a").read_text() == "died once"
+
+
+def _raise_on_negative(x: int) -> int:
+    CALLS.append(x)
+    if x < 0:
+        raise ValueError(f"bad item {x}")
+    return x
+
+
+def test_an_error_of_the_job_itself_is_not_retried(tmp_path):
+    errors = []
+    out = executor.run_jobs(
+        _raise_on_negative,
+        [1, -2],
+        jobs=2,
+        on_failure=lambda item, exc, what: errors.append(str(exc)) or None,
+    )
+    assert out == [1, None] and errors == ["bad item -2"]  # reported once, with its error

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 #: Times a job lost with its worker process is run again, in a fresh pool, before it is reported.
@@ -79,7 +80,7 @@ class LocalExecutor:
         lost: set[int] = set()
 
         def failed(pair: tuple[int, Any], exc: BaseException, what: str) -> tuple[int, Any]:
-            if not last:
+            if not last and isinstance(exc, BrokenProcessPool):  # the worker died: try once more
                 lost.add(pair[0])
                 return pair[0], None
             if on_failure is None:
