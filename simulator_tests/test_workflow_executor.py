@@ -212,3 +212,20 @@ def test_an_error_of_the_job_itself_is_not_retried(tmp_path):
         on_failure=lambda item, exc, what: errors.append(str(exc)) or None,
     )
     assert out == [1, None] and errors == ["bad item -2"]  # reported once, with its error
+
+
+def test_cli_names_what_executor_ray_is_missing(monkeypatch, capsys):
+    from devkit import cli
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert cli.main(["sweep", "matmul_tiled", "--x", "M", "--executor", "ray"]) == 2
+    assert "--ray-address HOST:PORT or set RAY_ADDRESS" in capsys.readouterr().err
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    assert (
+        cli.main(["tune", "matmul_tiled", "--executor", "ray", "--ray-address", "127.0.0.1:1", "--no-write"])
+        == 2
+    )
+    assert "pip install 'neuronmm-devkit[ray]'" in capsys.readouterr().err
+    tests = str(Path(__file__).resolve().parents[1] / "hw_tests")
+    assert cli.main(["hw", "run", "--tests", tests, "--executor", "ray", "--tox"]) == 2
+    assert "--tox runs on this host" in capsys.readouterr().err
