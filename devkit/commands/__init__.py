@@ -43,6 +43,24 @@ def add_jobs_argument(p: argparse.ArgumentParser, what: str = "") -> None:
     )
 
 
+def add_executor_arguments(p: argparse.ArgumentParser) -> None:
+    """``--executor {local,ray}`` and ``--ray-address``: where the command's independent jobs run."""
+    p.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where the jobs run: local worker processes (default) or a Ray cluster (needs the extra "
+        "neuronmm-devkit[ray]; see docs/cluster.md)",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="HOST:PORT",
+        help="Ray cluster to run on with --executor ray (default: $RAY_ADDRESS; 'local' starts a "
+        "one-machine Ray)",
+    )
+
+
 #: Docstring markup that has no business in ``--help``: ``literal``, :role:`target`, :role:`text <target>`.
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`~?([^`<]*?)(?:\s*<[^>]*>)?`")
 _LITERAL = re.compile(r"``([^`]*)``")

@@ -87,6 +87,7 @@ def input_error_types() -> tuple[type[BaseException], ...]:
     from devkit.cost.params import ParamsError
     from devkit.declare import SpecError
     from devkit.project import ProjectError
+    from devkit.workflow.executor import ExecutorError
     from devkit.workflow.hw.predict import CalibrationInputError
     from devkit.workflow.hw.store import StoreError
     from devkit.workflow.kernel_ref import KernelRefError
@@ -112,6 +113,7 @@ def input_error_types() -> tuple[type[BaseException], ...]:
         ProjectError,
         SweepError,
         ValidateError,
+        ExecutorError,
     ]
     # the kit's kernels reject shapes and blocks they cannot run with BlockError; the target loader
     # rejects unknown targets with TargetError

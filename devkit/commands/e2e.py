@@ -13,9 +13,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
-from devkit.commands import stdout_console
+from devkit.commands import add_executor_arguments, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._progress import Heartbeat
 from devkit.workflow import e2e, llm
@@ -86,6 +87,14 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for the (model, compression) estimates (default: 1, in this process)",
+    )
+    add_executor_arguments(parser)
     parser.set_defaults(func=run)
     return parser
 
@@ -109,27 +118,17 @@ def run(args: argparse.Namespace) -> int:
                     f"at most {config.max_context - args.generate:,} prompt tokens: {config.name} holds "
                     f"{config.max_context:,} positions and --generate asks for {args.generate:,} more",
                 )
-        provider = e2e.get_provider(args.provider)
-        cache = None if args.no_cache else e2e.DiskCache()
+        e2e.get_provider(args.provider)  # an unknown provider is named before any work
         tokens = args.batch * (args.context + args.generate)
         big = f"{tokens:,} tokens per model" if tokens > LARGE_TOKENS else None
-        with Heartbeat("devkit e2e", announce=big):
-            results = [
-                e2e.estimate(
-                    m,
-                    r,
-                    batch=args.batch,
-                    context=args.context,
-                    generate=args.generate,
-                    target=args.target,
-                    dtype=args.dtype,
-                    provider=provider,
-                    cache=cache,
-                    baseline=args.baseline,
-                )
-                for m in models
-                for r in ratios
-            ]
+        items = [
+            {"model": m, "ratio": r, "batch": args.batch, "context": args.context, "generate": args.generate,
+             "target": args.target, "dtype": args.dtype, "provider": args.provider, "cache": not args.no_cache,
+             "baseline": args.baseline}
+            for m in models
+            for r in ratios
+        ]  # fmt: skip
+        results = _estimate_all(args, items, big)
     except KeyError as exc:  # unknown model: the message lists the valid ones
         raise UsageError(str(exc.args[0])) from None
     except ValueError as exc:  # a bad --dtype, --provider, --target ...: the message names it
@@ -144,6 +143,28 @@ def run(args: argparse.Namespace) -> int:
     else:
         out.print(detail_table(results[0]))
     return 0
+
+
+def _estimate_all(
+    args: argparse.Namespace, items: list[dict[str, Any]], big: str | None
+) -> list[e2e.E2EResult]:
+    """Every (model, compression) estimate: in this process by default, else on the executor named by
+    ``--jobs`` / ``--executor`` (each cell one job; the same results either way)."""
+    from devkit.commands._jobs import executor_from_args, job_progress
+    from devkit.workflow import executor
+    from devkit.workflow.executor.local import LocalExecutor
+
+    if args.jobs is None and args.executor == "local":
+        args.jobs = 1
+    ex = executor_from_args(args)
+    try:
+        if isinstance(ex, LocalExecutor) and ex.jobs == 1:
+            with Heartbeat("devkit e2e", announce=big):  # in this process: the heartbeat samples the work
+                return executor.run_jobs(e2e.estimate_job, items, jobs=ex)
+        with job_progress("devkit e2e", len(items), Console(stderr=True)) as tick:
+            return executor.run_jobs(e2e.estimate_job, items, jobs=ex, on_done=tick)
+    finally:
+        ex.close()
 
 
 def results_table(results: Sequence[e2e.E2EResult]) -> Table:

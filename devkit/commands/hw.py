@@ -22,8 +22,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from devkit.commands import add_command, stdout_console
-from devkit.commands._errors import bad_value, missing_subcommand
+from devkit.commands import add_command, add_executor_arguments, stdout_console
+from devkit.commands._errors import UsageError, bad_value, missing_subcommand
 from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.workflow.hw import compare, host
 
@@ -58,6 +58,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tests", default=None, metavar="DIR", help="hardware test directory (default: hw_tests/)"
     )
     r.add_argument("--results-dir", default=None, metavar="DIR", help="results store (default: results/)")
+    add_executor_arguments(r)
     r.add_argument("pytest_args", nargs=argparse.REMAINDER, help="after --: passed to pytest")
     r.set_defaults(func=run_tests)
 
@@ -98,6 +99,8 @@ def run_tests(args: argparse.Namespace) -> int:
         extra.insert(0, "--require-hardware")
     if args.results_dir:
         extra[:0] = ["--results-dir", args.results_dir]
+    if getattr(args, "executor", "local") == "ray":
+        return _run_on_cluster(args, tests, extra, fake, err)
     if args.tox:
         if shutil.which("tox") is None:
             err.print(
@@ -122,6 +125,66 @@ def run_tests(args: argparse.Namespace) -> int:
     err.print(f"$ {escape(' '.join(cmd))}", highlight=False)
     env = dict(os.environ)
     return subprocess.call(cmd, cwd=str(tests.resolve().parent), env=env)
+
+
+def _run_on_cluster(args: argparse.Namespace, tests: Path, extra: list[str], fake: bool, err: Console) -> int:
+    """``--executor ray``: each test a job on a node with a free ``neuron_cores``; records into the
+    driver's results store as they arrive (:mod:`devkit.workflow.hw.cluster`)."""
+    from devkit.commands._jobs import executor_from_args, job_progress
+    from devkit.workflow.hw import cluster
+
+    if args.tox:
+        raise UsageError("--tox runs on this host; it cannot be combined with --executor ray")
+    results = Path(args.results_dir) if args.results_dir else host.project_dir("results")
+    if fake and (args.results_dir is None or results.resolve() == host.RESULTS_DIR.resolve()):
+        raise UsageError(
+            "--fake-neuron needs --results-dir DIR other than the project's results/ "
+            "(fake measurements never enter the real store)"
+        )
+    # the jobs get their own --results-dir (a private store on the worker); the rest goes to pytest as is
+    extra = [a for a in args.pytest_args if a != "--"]
+    if args.require_hardware:
+        extra.insert(0, "--require-hardware")
+    ex = executor_from_args(args)
+    outcomes: list[dict] = []
+    try:
+        err.print(
+            f"devkit hw run: each test on a node with a free {cluster.NEURON_RESOURCE} of {ex.describe()}; "
+            f"results -> {escape(str(results))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        test_ids = cluster.collect(tests, extra)
+        with job_progress("devkit hw run", len(test_ids), err) as tick:
+
+            def on_result(res: dict) -> None:
+                mark = {"passed": "[green]✓[/]", "skipped": "[yellow]s[/]"}.get(res["outcome"], "[red]✗[/]")
+                err.print(
+                    f"{mark} {escape(res['test'])}: {res['outcome']} on node {res['node']} ({res['host']}), "
+                    f"{len(res['records'])} record(s)",
+                    highlight=False,
+                    soft_wrap=True,
+                )
+                if res["outcome"] in ("failed", "error"):
+                    err.print(escape(res["output"]), highlight=False, soft_wrap=True)
+                tick(res)
+
+            outcomes = cluster.run_on_cluster(ex, tests, results, extra, on_result=on_result)
+    except cluster.HwClusterError as exc:
+        err.print(f"[red]devkit hw run:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        err.print(
+            "devkit hw run: interrupted: outstanding tests cancelled; finished ones are recorded",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 130
+    finally:
+        ex.close()
+    counts = {k: sum(o["outcome"] == k for o in outcomes) for k in ("passed", "skipped", "failed", "error")}
+    err.print(", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no tests", highlight=False)
+    return 1 if counts["failed"] or counts["error"] else 0
 
 
 def run_report(args: argparse.Namespace) -> int:

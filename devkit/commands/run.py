@@ -25,11 +25,12 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from devkit.commands import add_command, add_jobs_argument, stdout_console
-from devkit.commands._errors import bad_value, unknown_choice
+from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
+from devkit.commands._errors import unknown_choice
+from devkit.commands._jobs import executor_from_args
 from devkit.commands._outputs import check_dir, check_input_dir
 from devkit.commands._progress import Heartbeat
-from devkit.workflow import pool
+from devkit.workflow import executor as executors
 from devkit.workflow import run as main_job
 
 _EXAMPLES = """examples:
@@ -61,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--target", default="trn1", help="cost-model target: trn1, inf2 or trn2 (default trn1)")
     add_jobs_argument(p)
+    add_executor_arguments(p)
     p.add_argument(
         "--results",
         default=None,
@@ -78,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.target not in TARGETS:
         raise unknown_choice("--target", args.target, "target", TARGETS)
-    jobs = args.jobs if args.jobs is not None else pool.default_jobs()
-    if jobs < 1:
-        raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    ex = executor_from_args(args)
     if args.out is None:
         from devkit import project
 
@@ -94,17 +94,19 @@ def run(args: argparse.Namespace) -> int:
     specs = [catalog.get(k) for k in args.kernels] if args.kernels else None
     tasks = main_job.plan(quick=args.quick, target=args.target, specs=specs)
     n_valid = sum(t.kind == "validate" for t in tasks)
-    err.print(
-        f"devkit run: {n_valid} validations and {len(tasks) - n_valid} estimates on {jobs} worker(s); "
-        f"report to {escape(str(args.out))}",
-        highlight=False,
-        soft_wrap=True,
-    )
     try:
-        results = _execute_with_progress(tasks, jobs, err)
+        err.print(
+            f"devkit run: {n_valid} validations and {len(tasks) - n_valid} estimates on {ex.describe()}; "
+            f"report to {escape(str(args.out))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        results = _execute_with_progress(tasks, ex, err)
     except KeyboardInterrupt:
         err.print("devkit run: interrupted: no report written", highlight=False)
         return 130
+    finally:
+        ex.close()
     summary = main_job.summarise(results)
     wall = time.perf_counter() - t0
     out = stdout_console(130)
@@ -141,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
     return 1
 
 
-def _execute_with_progress(tasks: list[main_job.Task], jobs: int, err: Console) -> list[main_job.TaskResult]:
+def _execute_with_progress(
+    tasks: list[main_job.Task], jobs: int | executors.Executor, err: Console
+) -> list[main_job.TaskResult]:
     running: list[str] = []
     finished = [0]
 

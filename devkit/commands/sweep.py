@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import add_command, add_jobs_argument, stdout_console
+from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import bad_value, unknown_choice
+from devkit.commands._jobs import executor_from_args, job_progress
 from devkit.commands._outputs import check_dir
 
 _EXAMPLES = """examples:
@@ -40,13 +41,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baselines", action="store_true", help="sweep the kernel alone")
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the project's)")
     add_jobs_argument(p)
+    add_executor_arguments(p)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from devkit import project
     from devkit.targets import TARGETS
-    from devkit.workflow import catalog, pool
+    from devkit.workflow import catalog
     from devkit.workflow import sweep as sweeper
 
     if args.target not in TARGETS:
@@ -57,9 +59,8 @@ def run(args: argparse.Namespace) -> int:
             values = [int(v) for v in args.values.split(",") if v.strip()]
         except ValueError:
             raise bad_value("--values", args.values, "comma-separated positive integers") from None
-    jobs = args.jobs if args.jobs is not None else pool.default_jobs()
-    if jobs < 1:
-        raise bad_value("--jobs", str(jobs), "a number of worker processes >= 1")
+    if args.jobs is not None and args.jobs < 1:
+        raise bad_value("--jobs", str(args.jobs), "a number of worker processes >= 1")
     out_dir = args.out if args.out is not None else project.state_path("sweeps")
     check_dir(out_dir, "--out")
     spec = catalog.get(args.kernel)
@@ -70,12 +71,26 @@ def run(args: argparse.Namespace) -> int:
     for line in lines[1:]:
         catalog.get(line.ref)  # an unknown baseline is a declaration error, said before any work
     err = Console(stderr=True)
-    err.print(
-        f"devkit sweep: {spec.name} over {sweep.x} = {', '.join(map(str, sweep.values))} "
-        f"({len(lines)} line(s), {jobs} worker(s))",
-        highlight=False,
-    )
-    result = sweeper.run_sweep(spec, sweep, lines, target=args.target, jobs=jobs)
+    ex = executor_from_args(args)
+    try:
+        err.print(
+            f"devkit sweep: {spec.name} over {sweep.x} = {', '.join(map(str, sweep.values))} "
+            f"({len(lines)} line(s), {ex.describe()})",
+            highlight=False,
+        )
+        with job_progress("devkit sweep", len(sweep.values) * len(lines), err) as tick:
+            result = sweeper.run_sweep(
+                spec, sweep, lines, target=args.target, jobs=ex, progress=lambda done, total: tick(done)
+            )
+    except KeyboardInterrupt:
+        err.print(
+            "devkit sweep: interrupted: nothing written (a rerun resumes the finished points)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 130
+    finally:
+        ex.close()
     out = stdout_console(130)
     out.print(sweep_table(result))
     for e in result.errors:

@@ -19,9 +19,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from devkit.commands import add_jobs_argument, stdout_console
+from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
+from devkit.commands._jobs import executor_from_args
 from devkit.commands._outputs import check_file
-from devkit.workflow import pool
+from devkit.commands._progress import Heartbeat
 from devkit.workflow import tune as tuner
 
 _EXAMPLES = """examples:
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="best closed-form configurations re-ranked by the trace model (default 8)",
     )
     add_jobs_argument(p)
+    add_executor_arguments(p)
     p.add_argument(
         "--when",
         action="append",
@@ -78,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     from devkit.targets import TARGETS
     from devkit.workflow import catalog
 
+    ex = None
     try:
         if args.target not in TARGETS:
             raise tuner.TuneError(f"unknown target {args.target!r}; choose one of {', '.join(TARGETS)}")
@@ -86,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
         spec = catalog.get(args.kernel)
         shape = tuner.parse_shape(args.shape, spec.shape_params) if args.shape else dict(spec.default_shape)
         when = tuner.parse_when(args.when, shape)
-        jobs = args.jobs if args.jobs is not None else pool.default_jobs()
-        if jobs < 1:
+        if args.jobs is not None and args.jobs < 1:
             raise tuner.TuneError("--jobs must be >= 1")
         if not args.no_write:
             check_file(
@@ -96,22 +98,33 @@ def run(args: argparse.Namespace) -> int:
                 parse=tuner.read_tuning_table,
                 what="tuning table",
             )
+        ex = executor_from_args(args)
         err.print(
             f"devkit tune: searching the blocks of {args.kernel} for "
-            f"{','.join(f'{k}={v}' for k, v in shape.items())} {args.dtype} on {args.target} ({jobs} worker(s))",
+            f"{','.join(f'{k}={v}' for k, v in shape.items())} {args.dtype} on {args.target} "
+            f"({ex.describe()})",
             highlight=False,
         )
-        with Progress(
-            TextColumn("[bold]tune[/] {task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        ) as bar:
+        counts = {"phase": "", "done": 0, "total": 0}
+        with (
+            Heartbeat(
+                "devkit tune",
+                status=lambda: f"{counts['phase']}: {counts['done']}/{counts['total']} done",
+                terminal=False,
+            ),
+            Progress(
+                TextColumn("[bold]tune[/] {task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=err,
+                transient=True,
+            ) as bar,
+        ):
             tasks: dict[str, int] = {}
 
             def progress(phase: str, done: int, total: int) -> None:
+                counts.update(phase=phase, done=done, total=total)
                 if phase not in tasks:
                     tasks[phase] = bar.add_task(phase, total=total)
                 bar.update(tasks[phase], completed=done, total=total)
@@ -124,12 +137,19 @@ def run(args: argparse.Namespace) -> int:
                 dtype=args.dtype,
                 target=args.target,
                 rerank=max(args.rerank, args.top),
-                jobs=jobs,
+                jobs=ex,
                 progress=progress,
             )
     except KeyboardInterrupt:
-        err.print("devkit tune: interrupted: the tuning table was not changed", highlight=False)
+        err.print(
+            "devkit tune: interrupted: the tuning table was not changed (a rerun resumes the finished jobs)",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 130
+    finally:
+        if ex is not None:
+            ex.close()
     out.print(result_table(result, args.top))
     best = result.best
     speed = result.speedup_over_default

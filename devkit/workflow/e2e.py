@@ -768,3 +768,21 @@ def estimate(
         },
         baseline=base_out,
     )
+
+
+def estimate_job(item: Mapping[str, Any]) -> E2EResult:
+    """One cell of an estimate grid from plain data (an executor job, :mod:`devkit.workflow.executor`):
+    ``{"model", "ratio", "batch", "context", "generate", "target", "dtype", "provider", "cache",
+    "baseline"}`` with the provider by its registered name and ``cache`` true for the project's disk cache."""
+    return estimate(
+        item["model"],
+        item["ratio"],
+        batch=item["batch"],
+        context=item["context"],
+        generate=item["generate"],
+        target=item["target"],
+        dtype=item["dtype"],
+        provider=get_provider(item["provider"]),
+        cache=DiskCache() if item["cache"] else None,
+        baseline=item["baseline"],
+    )

@@ -1,8 +1,9 @@
 """The one process pool of the workflow: independent jobs on worker processes, results by position.
 
-Used by the main job (:mod:`devkit.workflow.run`), the block tuner and promotion
-(:mod:`devkit.workflow.tune`).  Workers are *spawned* (never forked: the parent may hold BLAS threads
-and the simulator's module state) and run single-threaded BLAS, so ``jobs`` workers use ``jobs`` cores.
+The local backend of the executor interface (:mod:`devkit.workflow.executor.local`), behind the main
+job, the block tuner, promotion and the shape sweep.  Workers are *spawned* (never forked: the parent
+may hold BLAS threads and the simulator's module state) and run single-threaded BLAS, so ``jobs``
+workers use ``jobs`` cores.
 
 At most ``jobs`` jobs are in flight at a time, submitted in the given order, so a caller that wants
 largest-first scheduling passes that order and ``on_start`` sees exactly the jobs that are running.
@@ -53,12 +54,14 @@ def run_jobs(
     on_start: Callable[[J], None] | None = None,
     on_done: Callable[[R], None] | None = None,
     on_failure: Callable[[J, BaseException, str], R] | None = None,
+    isolate: bool = False,
 ) -> list[R]:
     """``[fn(item) for item in items]``, computed on ``jobs`` worker processes; results in ``items`` order.
 
     ``order`` is the submission order (positions into ``items``; default: as given).  ``on_start(item)``
     runs when a job is handed to a worker, ``on_done(result)`` as each one completes.  ``jobs <= 1`` or a
-    single item runs everything in this process (no pool).
+    single item runs everything in this process (no pool), unless ``isolate`` (with ``jobs >= 1``: a single
+    item still gets a worker process, e.g. a job retried after it took its worker down).
 
     ``on_failure(item, exc, what)`` turns a job lost with its worker (``what`` = ``"worker failed"``) or
     one that could not be submitted because an earlier worker died (``what`` = ``"not run"``) into a
@@ -74,7 +77,7 @@ def run_jobs(
         if on_done:
             on_done(result)
 
-    if jobs <= 1 or len(items) <= 1:
+    if not items or jobs < 1 or (not isolate and (jobs == 1 or len(items) <= 1)):
         for i in positions:
             if on_start:
                 on_start(items[i])

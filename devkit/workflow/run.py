@@ -25,7 +25,7 @@ from math import prod
 from typing import Any
 
 from devkit.errors import failure_text
-from devkit.workflow import pool
+from devkit.workflow import executor
 
 #: The paper's microbenchmark: X[S, H] . U[H, r] . V[r, N] (reference/neuronmm.md, issue 5).
 PAPER_H, PAPER_R, PAPER_N = 8192, 4096, 16384
@@ -384,11 +384,12 @@ def run_task(task: Task) -> TaskResult:
 def execute(
     tasks: Sequence[Task],
     *,
-    jobs: int,
+    jobs: int | executor.Executor,
     on_start: Callable[[Task], None] | None = None,
     on_done: Callable[[TaskResult], None] | None = None,
 ) -> list[TaskResult]:
-    """Run ``tasks`` (largest first) on ``jobs`` worker processes; results come back in ``tasks`` order.
+    """Run ``tasks`` (largest first) on ``jobs`` worker processes (or an executor: a Ray cluster, see
+    :mod:`devkit.workflow.executor`); results come back in ``tasks`` order.
 
     ``jobs <= 1`` runs everything in this process (no pool).  A task lost with its worker becomes a
     failed :class:`TaskResult`; the run goes on.
@@ -398,7 +399,7 @@ def execute(
     def lost(task: Task, exc: BaseException, what: str) -> TaskResult:
         return TaskResult(task, 0.0, False, f"{what}: {failure_text(exc)}")
 
-    return pool.run_jobs(
+    return executor.run_jobs(
         run_task, tasks, jobs=jobs, order=order, on_start=on_start, on_done=on_done, on_failure=lost
     )
 

@@ -120,11 +120,13 @@ def run_sweep(
     lines: Sequence[Line],
     *,
     target: str = "trn1",
-    jobs: int = 1,
+    jobs: int | Any = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> SweepResult:
-    """Estimate every line at every x value (worker processes; results in sweep order)."""
-    from devkit.workflow import pool
+    """Estimate every line at every x value (``jobs`` worker processes or an executor, see
+    :mod:`devkit.workflow.executor`; results in sweep order, checkpointed as they arrive so that a rerun
+    after an interruption skips the finished points)."""
+    from devkit.workflow import executor
 
     jobs_args = []
     for i, v in enumerate(sweep.values):
@@ -139,7 +141,8 @@ def run_sweep(
         if progress:
             progress(done[0], len(jobs_args))
 
-    results = pool.run_jobs(_point, jobs_args, jobs=jobs, on_done=on_done)
+    checkpoint = executor.Checkpoint.for_jobs("sweep", executor.fn_ref(_point), jobs_args)
+    results = executor.run_jobs(_point, jobs_args, jobs=jobs, on_done=on_done, checkpoint=checkpoint)
     rows = [{sweep.x: int(v)} for v in sweep.values]
     errors = []
     for i, label, us, hbm, err in results:

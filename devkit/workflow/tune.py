@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit import atomic
-from devkit.workflow import pool
+from devkit.workflow import executor
 
 
 class TuneError(ValueError):
@@ -198,10 +198,11 @@ def _trace_job(args: tuple) -> tuple[int, float | None, str | None]:
 
 
 def run_trace_jobs(
-    jobs_args: list[tuple], jobs: int, progress: Callable[[int, int], None] | None
+    jobs_args: list[tuple], jobs: int | executor.Executor, progress: Callable[[int, int], None] | None
 ) -> dict[Any, tuple[float | None, str | None]]:
     """Trace-model latencies of ``(key, kernel, shape, dtype, target, blocks)`` jobs on ``jobs`` workers
-    (``{key: (latency_us, error)}``; a failing configuration gives ``(None, message)``)."""
+    or an executor (``{key: (latency_us, error)}``; a failing configuration gives ``(None, message)``).
+    Results are checkpointed as they arrive: a rerun after an interruption skips the finished ones."""
     total, finished = len(jobs_args), [0]
 
     def on_done(_: tuple) -> None:
@@ -209,7 +210,8 @@ def run_trace_jobs(
         if progress:
             progress(finished[0], total)
 
-    results = pool.run_jobs(_trace_job, jobs_args, jobs=jobs, on_done=on_done)
+    checkpoint = executor.Checkpoint.for_jobs("tune", executor.fn_ref(_trace_job), jobs_args)
+    results = executor.run_jobs(_trace_job, jobs_args, jobs=jobs, on_done=on_done, checkpoint=checkpoint)
     return {key: (us, err) for key, us, err in results}
 
 
@@ -275,7 +277,7 @@ def tune(
     dtype: str = "bfloat16",
     target: str = "trn1",
     rerank: int = 8,
-    jobs: int = 1,
+    jobs: int | executor.Executor = 1,
     progress: Callable[[str, int, int], None] | None = None,
     registry: Any = None,
     exhaustive: int = EXHAUSTIVE,

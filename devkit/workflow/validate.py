@@ -11,7 +11,9 @@ goes under the project's ``.devkit-cache/hypothesis`` (never the current directo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +113,8 @@ def validate(
     previous = vars(configuration).get("__hypothesis_home_directory")
     configuration.set_hypothesis_home_dir(project.state_path("cache") / "hypothesis")
     try:
-        check()
+        with _pinned_constants(spec):
+            check()
     except AssertionError:
         report.failure = last[0]
     except Exception as exc:  # the kernel faulted on an example: reported with the shrunk example
@@ -134,3 +137,51 @@ def validate(
         if not res.ok:
             report.failure = res
     return report
+
+
+@contextmanager
+def _pinned_constants(spec: KernelSpec) -> Iterator[None]:
+    """Draw the same examples in any process: recent Hypothesis biases its draws toward the literals of
+    every *local* (not site-packages) module loaded in the process, so a CLI run, a pool worker and a
+    Ray worker -- which load different modules -- would draw different shapes from one derandomised
+    search.  Inside this block only the kernel's own module counts.  (Hypothesis internals: on a
+    version without them, the search runs as Hypothesis made it.)"""
+    try:
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants, constants_from_module
+
+        original = providers._get_local_constants
+        cache = providers.CONSTANTS_CACHE
+    except (ImportError, AttributeError):
+        yield
+        return
+    module = sys.modules.get(getattr(spec.kernel_object(), "__module__", "") or "")
+    pinned = constants_from_module(module) if module is not None else Constants()
+    providers._get_local_constants = lambda: pinned
+    cache.cache.clear()
+    try:
+        yield
+    finally:
+        providers._get_local_constants = original
+        cache.cache.clear()
+
+
+def validate_job(item: dict[str, Any]) -> ValidateReport:
+    """One kernel's search from plain data (an executor job, :mod:`devkit.workflow.executor`):
+    ``{"kernel": declared name or FILE.py:KERNEL, "examples", "dtypes" (None: the declared), "target"}``."""
+    import dataclasses
+
+    from devkit.workflow import catalog
+
+    report = validate(
+        catalog.get(item["kernel"]), examples=item["examples"], dtypes=item["dtypes"], target=item["target"]
+    )
+
+    def plain(
+        res: ValidationResult | None,
+    ) -> ValidationResult | None:  # shapes as dicts: they are pickled back
+        return None if res is None else dataclasses.replace(res, shape=dict(res.shape))
+
+    return ValidateReport(
+        report.kernel, [plain(r) for r in report.examples], plain(report.failure), report.error
+    )
