@@ -10,8 +10,8 @@ either generation.  What the NKI 0.x idiom changes:
   ``nc_matmul`` write to an element overwrites it, later writes add), so no call opens or closes a group;
 * several 128-row tiles move in one DMA through an access pattern over the HBM tensor (:func:`tiles_ap`),
   whether or not the row count is a multiple of 128;
-* weight chunks are double-buffered explicitly (two SBUF buffers per stream, alternating), the
-  ``2 x chunk`` the plans count.
+* every weight chunk is a fresh SBUF tensor, as in the Beta-1 loop bodies, so the allocator rotates
+  the stream buffers (loads overlap matmuls) exactly as it does for Beta 1.
 
 Sizes in elements; ``P`` = 128 partitions, ``FMAX`` = 512 columns of one fp32 PSUM bank.
 """
@@ -143,33 +143,31 @@ def contract(
     ncols: int,
     k_total: int,
     chunk_tiles: int,
-    mm: Callable[[int, Any, Any, int, int, int], None],
+    mm: Callable[[int, Any, Any, list[tuple[int, int, int]]], None],
 ) -> None:
-    """Stream the contraction of every pair in chunks of ``chunk_tiles`` row tiles through two alternating
-    SBUF buffers per stream (weight columns ``[col0, col0 + ncols)``); ``mm(pair, wbuf, pbuf, t, j, rows)``
-    issues the matmuls of contraction tile ``t`` = tile ``j`` of the chunk in ``wbuf`` (``pbuf``: the
-    streamed panel chunk, or None), ``rows`` <= 128 of them valid."""
-    chunks = _chunks(k_total, chunk_tiles)
-    width = max(n + (1 if r else 0) for _, n, r in chunks)
-    nbuf = min(2, len(chunks))
-    bufs = []
-    for panel, w in pairs:
-        wb = [nl.ndarray((P, width, ncols), dtype=w.dtype, buffer=nl.sbuf) for _ in range(nbuf)]
-        pb = None
-        if isinstance(panel, HbmPanel):
-            pb = [
-                nl.ndarray((P, width, panel.n_cols), dtype=panel.src.dtype, buffer=nl.sbuf)
-                for _ in range(nbuf)
-            ]
-        bufs.append((wb, pb))
-    for c, (t0, n_full, rem) in enumerate(chunks):
-        for (panel, w), (wb, pb) in zip(pairs, bufs):
-            load_tiles(wb[c % 2], w, t0, n_full, rem, col0, ncols)
-            if pb is not None:
-                load_tiles(pb[c % 2], panel.src, t0, n_full, rem, panel.col0, panel.n_cols)
+    """Stream the contraction of every pair in chunks of ``chunk_tiles`` row tiles (weight columns
+    ``[col0, col0 + ncols)``); ``mm(pair, wbuf, pbuf, tiles)`` issues the matmuls of one chunk, ``tiles`` =
+    ``[(t, j, rows)]``: contraction tile ``t`` is tile ``j`` of ``wbuf`` (``pbuf``: the streamed panel chunk,
+    or None) with ``rows`` <= 128 valid rows.  Each bank takes all the tiles of a chunk before the next bank
+    (the Beta-1 kernels' order, so both generations schedule alike).
+
+    Each chunk gets a fresh SBUF buffer: the allocator places it next to the previous one while that is
+    still read, so the loads of chunk ``c + 1`` overlap the matmuls of chunk ``c`` (the plans budget two
+    buffers per stream; more rotate when SBUF has room)."""
+    for t0, n_full, rem in _chunks(k_total, chunk_tiles):
+        nt = n_full + (1 if rem else 0)
+        bufs = []
+        for panel, w in pairs:
+            wb = nl.ndarray((P, nt, ncols), dtype=w.dtype, buffer=nl.sbuf)
+            load_tiles(wb, w, t0, n_full, rem, col0, ncols)
+            pb = None
+            if isinstance(panel, HbmPanel):
+                pb = nl.ndarray((P, nt, panel.n_cols), dtype=panel.src.dtype, buffer=nl.sbuf)
+                load_tiles(pb, panel.src, t0, n_full, rem, panel.col0, panel.n_cols)
+            bufs.append((wb, pb))
+        tiles = [(t0 + j, j, P if j < n_full else rem) for j in range(nt)]
         for pi, (wb, pb) in enumerate(bufs):
-            for j in range(n_full + (1 if rem else 0)):
-                mm(pi, wb[c % 2], None if pb is None else pb[c % 2], t0 + j, j, P if j < n_full else rem)
+            mm(pi, wb, pb, tiles)
 
 
 def _panel_tile(panel: Any, pbuf: Any, t: int, j: int, rows: int, a: int, size: int) -> Any:
@@ -198,14 +196,16 @@ def moving_group(
     col_tiles = col_tiles_of(wsz)
     ps = _banks(len(tok_tiles), len(col_tiles), len(pairs))
 
-    def mm(pi: int, wbuf: Any, pbuf: Any, t: int, j: int, rows: int) -> None:
+    def mm(pi: int, wbuf: Any, pbuf: Any, tiles: list[tuple[int, int, int]]) -> None:
         panel = pairs[pi][0]
         for m, (mo, ms) in enumerate(tok_tiles):
-            stat = _panel_tile(panel, pbuf, t, j, rows, tok0_panel + mo, ms)
             for n, (no, ns) in enumerate(col_tiles):
-                nisa.nc_matmul(
-                    dst=ps[pi][m][n][0:ms, 0:ns], stationary=stat, moving=wbuf[0:rows, j, no : no + ns]
-                )
+                for t, j, rows in tiles:
+                    nisa.nc_matmul(
+                        dst=ps[pi][m][n][0:ms, 0:ns],
+                        stationary=_panel_tile(panel, pbuf, t, j, rows, tok0_panel + mo, ms),
+                        moving=wbuf[0:rows, j, no : no + ns],
+                    )
 
     contract(pairs, c0, wsz, k_total, chunk_tiles, mm)
     return ps
@@ -244,15 +244,16 @@ def stationary_group(
     row_tiles = row_tiles_of(wsz)
     ps = _banks(len(row_tiles), len(tok_tiles), len(pairs))
 
-    def mm(pi: int, wbuf: Any, pbuf: Any, t: int, j: int, rows: int) -> None:
+    def mm(pi: int, wbuf: Any, pbuf: Any, tiles: list[tuple[int, int, int]]) -> None:
         panel = pairs[pi][0]
         for g, (go, gs) in enumerate(row_tiles):
             for k, (to, ts) in enumerate(tok_tiles):
-                nisa.nc_matmul(
-                    dst=ps[pi][g][k][0:gs, 0:ts],
-                    stationary=wbuf[0:rows, j, go : go + gs],
-                    moving=_panel_tile(panel, pbuf, t, j, rows, tok0_panel + to, ts),
-                )
+                for t, j, rows in tiles:
+                    nisa.nc_matmul(
+                        dst=ps[pi][g][k][0:gs, 0:ts],
+                        stationary=wbuf[0:rows, j, go : go + gs],
+                        moving=_panel_tile(panel, pbuf, t, j, rows, tok0_panel + to, ts),
+                    )
 
     contract(pairs, r0, wsz, k_total, chunk_tiles, mm)
     return ps
