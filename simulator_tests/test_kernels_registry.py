@@ -40,7 +40,15 @@ def test_beta2_twin_shares_the_family_declaration(name: str) -> None:
     assert registry.twin(b1, "beta2") is b2 and registry.twin(b2, "beta1") is b1
     assert getattr(b2.kernel_object(), "__nki_beta2__", False), "the _b2 kernel must be an NKI 0.x kernel"
     assert not getattr(b1.kernel_object(), "__nki_beta2__", False)
-    for field in ("default_shape", "tolerances", "shape_space", "block_params", "reference", "sweep", "dtypes"):
+    for field in (
+        "default_shape",
+        "tolerances",
+        "shape_space",
+        "block_params",
+        "reference",
+        "sweep",
+        "dtypes",
+    ):
         assert getattr(b1, field) == getattr(b2, field), field
     assert [b.name + "_b2" for b in b1.baselines] == [b.name for b in b2.baselines]
     shape = dict(b1.default_shape)
@@ -48,7 +56,10 @@ def test_beta2_twin_shares_the_family_declaration(name: str) -> None:
         assert b1.default_blocks(shape, "bfloat16", target) == b2.default_blocks(shape, "bfloat16", target)
     if b1.block_params:
         blocks = {k: v[-1] for k, v in b1.block_params.items()}
-        f1, f2 = b1.feasible(shape, blocks, "bfloat16", "trn1"), b2.feasible(shape, blocks, "bfloat16", "trn1")
+        f1, f2 = (
+            b1.feasible(shape, blocks, "bfloat16", "trn1"),
+            b2.feasible(shape, blocks, "bfloat16", "trn1"),
+        )
         assert (f1.ok, f1.footprint) == (f2.ok, f2.footprint)
 
 
