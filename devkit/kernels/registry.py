@@ -100,7 +100,9 @@ def _fixed_constraint(name: str, need: Callable[[Shape, int], int] | None) -> Ca
     return constraint
 
 
-def _resolved_defaults(family: str, resolve: Callable[..., plans.Plan] | None) -> Callable[..., dict[str, Any]]:
+def _resolved_defaults(
+    family: str, resolve: Callable[..., plans.Plan] | None
+) -> Callable[..., dict[str, Any]]:
     """The blocks the kernel uses when none are passed (the family's tuning table bucket, shrunk to fit)."""
 
     def defaults(shape: Shape, dtype: str, target: str) -> dict[str, Any]:

@@ -52,6 +52,16 @@ def block_args(
     )
 
 
+def program_share(s_tok: int, programs: int, program: int) -> tuple[int, int, int]:
+    """``(first token, tokens, tokens per program)`` of ``program`` when ``programs`` cores split ``s_tok``
+    tokens: contiguous shares, a multiple of 128 tokens each but the last (which may be short or empty)."""
+    if programs <= 1:
+        return 0, s_tok, s_tok
+    share = plans.cdiv(plans.cdiv(s_tok, programs), plans.P) * plans.P
+    start = min(program * share, s_tok)
+    return start, min(share, s_tok - start), min(share, s_tok)
+
+
 def matmul_dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
     """``(K, M, N)`` of ``lhsT`` [K, M] and ``rhs`` [K, N]."""
     for name, t in (("lhsT", lhsT), ("rhs", rhs)):
@@ -101,10 +111,13 @@ def xuv_plan(
     x_rows: bool,
     usable: int,
     target: str,
+    tokens: int | None = None,
 ) -> plans.Plan:
-    """Resolved blocks of a fused X.U.V call (``family``: the Beta-1 name, which keys the tuning table)."""
+    """Resolved blocks of a fused X.U.V call (``family``: the Beta-1 name, which keys the tuning table;
+    ``tokens``: the tokens this core computes when a logical-core launch splits S, default all of S)."""
     check_same_dtype(x, u, v)
     s_tok, h, r, n = xuv_dims(family, tuple(x.shape), u, v, x_rows)
+    s_tok = s_tok if tokens is None else max(1, tokens)
     defaults = tuning.blocks_for(
         family, {"S": s_tok, "H": h, "r": r, "N": n}, tuning.dtype_name(x.dtype), target
     )
@@ -124,8 +137,10 @@ def svd_mlp_plans(
     blocks: dict[str, Any],
     usable: int,
     target: str,
+    tokens: int | None = None,
 ) -> tuple[plans.Plan, plans.Plan]:
-    """Resolved plans of the gate/up and down passes of the SVD MLP (one set of block values)."""
+    """Resolved plans of the gate/up and down passes of the SVD MLP (one set of block values; ``tokens``:
+    the tokens this core computes, default all of S)."""
     check_same_dtype(x, ug, vg, uu, vu, ud, vd)
     s_tok, h = x.shape
     rg, ru, rd = ug.shape[1], uu.shape[1], ud.shape[1]
@@ -145,6 +160,7 @@ def svd_mlp_plans(
                 f"(x [S, H] = {list(x.shape)}, ranks gate {rg} up {ru} down {rd}, I {i_dim})"
             )
     g = given(blocks)
+    s_tok = s_tok if tokens is None else max(1, tokens)
     shape = {"S": s_tok, "H": h, "r": max(rg, ru, rd), "I": i_dim}
     defaults = tuning.blocks_for("svd_mlp", shape, tuning.dtype_name(x.dtype), target)
     s = itemsize(x.dtype)

@@ -3,7 +3,7 @@
 The Beta-2 versions of :mod:`devkit.kernels.mlp` (same passes, blocks and plans; read that module's docstring):
 gate/up writes ``act^T`` [I, S] to an HBM scratch tensor with ``silu(gate)`` parked in fp32 SBUF between the
 gate and up contractions, and the down projection consumes ``act^T`` without a transpose.  Under LNC 2,
-``svd_mlp_b2``'s programs split the token blocks of both passes the same way (each reads back only the
+``svd_mlp_b2``'s programs split the tokens of both passes the same way (each reads back only the
 ``act^T`` columns it wrote); ``dense_mlp_b2`` is a baseline for one core.
 """
 
@@ -20,7 +20,7 @@ from devkit.kernels.beta2 import _blocks as B
 from devkit.kernels.beta2.matmul import matmul_into, matmul_plan_for
 from devkit.kernels.beta2.neuronmm import (
     build_panel,
-    my_blocks,
+    my_tokens,
     natural_sbuf_epilogue,
     strip_epilogue,
     xuv_into,
@@ -140,9 +140,13 @@ def _strips(x: Any, us: list[Any], tok0: int, b: int, bl: dict[str, int]) -> lis
     return strips
 
 
-def gate_up_into(act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dict[str, int]) -> None:
-    """Pass 1 of :func:`svd_mlp_b2` (this program's token blocks): ``act_t[I, S] = (silu(x·Ug·Vg) * (x·Uu·Vu))^T``."""
-    for _, tok0, b in my_blocks(x.shape[0], bl["block_tokens"]):
+def gate_up_into(
+    act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dict[str, int], first: int, tokens: int
+) -> None:
+    """Pass 1 of :func:`svd_mlp_b2` for tokens ``[first, first + tokens)``:
+    ``act_t[I, S] = (silu(x·Ug·Vg) * (x·Uu·Vu))^T``."""
+    for _, off, b in B.spans(tokens, bl["block_tokens"]):
+        tok0 = first + off
         sg, su = _strips(x, [ug, uu], tok0, b, bl)
         swiglu_T(
             act_t,
@@ -173,6 +177,8 @@ def svd_mlp_b2(
     psum_banks: int | None = None,
 ) -> Any:
     """SVD-compressed SwiGLU MLP -> [S, H] in the input dtype (LNC 1 or 2)."""
+    s_tok, h = x.shape
+    first, tokens, share = my_tokens(s_tok)
     p1, p2 = resolve.svd_mlp_plans(
         x,
         u_gate,
@@ -184,12 +190,12 @@ def svd_mlp_b2(
         resolve.block_args(block_tokens, stage1_tokens, u_chunk_tiles, v_chunk_tiles, psum_banks),
         B.usable_sbuf_bytes(),
         B.target_name(),
+        share,
     )
-    s_tok, h = x.shape
     out = nl.ndarray((s_tok, h), dtype=x.dtype, buffer=nl.shared_hbm)
     act_t = nl.ndarray((v_gate.shape[1], s_tok), dtype=x.dtype, buffer=nl.hbm)
-    gate_up_into(act_t, x, u_gate, v_gate, u_up, v_up, p1.blocks)
-    xuv_into(out, act_t, u_down, v_down, p2, x_rows=False, transposed=False)
+    gate_up_into(act_t, x, u_gate, v_gate, u_up, v_up, p1.blocks, first, tokens)
+    xuv_into(out, act_t, u_down, v_down, p2, False, False, first, tokens)
     return out
 
 

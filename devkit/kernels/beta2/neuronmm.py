@@ -5,9 +5,10 @@ module's docstring for the algorithm: per token block, stage 1 caches the ``(XU)
 streams V once against it; decode blocks of <= 128 tokens stream the weights as the moving operand).
 
 **LNC 2** (trn2 and later): launched as ``kernel[2]``, the two programs split the token dimension -- program
-``p`` of ``n = nl.num_programs()`` takes the token blocks ``p, p + n, ...`` -- and each streams U and V on
-its own physical core; no data is exchanged (the outputs are disjoint row or column ranges of one
-``shared_hbm`` tensor).  Launched normally (LNC 1) the kernels run every block on one core.
+``p`` of ``n = nl.num_programs()`` takes a contiguous share of ``ceil(S / n)`` tokens rounded up to 128,
+plans its blocks for that share and streams U and V on its own physical core; no data is exchanged (the
+outputs are disjoint row or column ranges of one ``shared_hbm`` tensor).  Launched normally (LNC 1) the
+kernels run all of S on one core.
 """
 
 from __future__ import annotations
@@ -24,10 +25,27 @@ from devkit.kernels.layout import banks_leaving_one
 
 
 def xuv_plan_for(
-    family: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], out: str, x_rows: bool
+    family: str,
+    x: Any,
+    u: Any,
+    v: Any,
+    blocks: dict[str, Any],
+    out: str,
+    x_rows: bool,
+    tokens: int | None = None,
 ) -> plans.Plan:
-    """Resolve the block plan of a fused X.U.V kernel (the shared resolver, this core's SBUF and target)."""
-    return resolve.xuv_plan(family, x, u, v, blocks, out, x_rows, B.usable_sbuf_bytes(), B.target_name())
+    """Resolve the block plan of a fused X.U.V kernel (the shared resolver, this core's SBUF and target;
+    ``tokens``: this program's share of S)."""
+    return resolve.xuv_plan(
+        family, x, u, v, blocks, out, x_rows, B.usable_sbuf_bytes(), B.target_name(), tokens
+    )
+
+
+def my_tokens(s_tok: int) -> tuple[int, int, int]:
+    """``(first token, tokens, tokens per program)`` of this program: under LNC 2 the two programs take
+    contiguous halves of S (multiples of 128 tokens; :func:`devkit.kernels.resolve.program_share`)."""
+    n = int(nl.num_programs())
+    return resolve.program_share(s_tok, n, int(nl.program_id(0)) if n > 1 else 0)
 
 
 def build_panel(x: Any, x_rows: bool, tok0: int, n_tok: int, h: int) -> Any:
@@ -128,32 +146,34 @@ def stage2(strip: Any, v: Any, tok0: int, b: int, bl: dict[str, int], out: Any, 
         B.weights_stationary([(strip, v)], b, 0, n, r, c2, banks, store_transposed_epilogue(out, tok0))
 
 
-def my_blocks(s_tok: int, block_tokens: int) -> list[tuple[int, int, int]]:
-    """This program's token blocks ``(index, tok0, size)``: block ``i`` belongs to program ``i % n`` of the
-    ``n = nl.num_programs()`` programs of the launch (all of them under LNC 1)."""
-    n = int(nl.num_programs())
-    pid = int(nl.program_id(0)) if n > 1 else 0
-    return [blk for blk in B.spans(s_tok, block_tokens) if blk[0] % n == pid]
-
-
-def xuv_into(out: Any, x: Any, u: Any, v: Any, plan: plans.Plan, x_rows: bool, transposed: bool) -> None:
-    """Run the fused X.U.V computation into ``out`` (this program's share of the token blocks)."""
+def xuv_into(
+    out: Any,
+    x: Any,
+    u: Any,
+    v: Any,
+    plan: plans.Plan,
+    x_rows: bool,
+    transposed: bool,
+    first: int,
+    tokens: int,
+) -> None:
+    """Run the fused X.U.V computation of tokens ``[first, first + tokens)`` into ``out``."""
     bl = plan.blocks
-    s_tok = x.shape[0] if x_rows else x.shape[1]
-    for _, tok0, b in my_blocks(s_tok, bl["block_tokens"]):
-        strip = stage1_strip(x, x_rows, u, tok0, b, bl)
-        stage2(strip, v, tok0, b, bl, out, transposed)
+    for _, off, b in B.spans(tokens, bl["block_tokens"]):
+        strip = stage1_strip(x, x_rows, u, first + off, b, bl)
+        stage2(strip, v, first + off, b, bl, out, transposed)
 
 
 def fused_xuv(
     family: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], x_rows: bool, transposed: bool
 ) -> Any:
     """Body of the fused kernels: resolve the family's plan, allocate the [S, N] (or [N, S]) output, run it."""
-    plan = xuv_plan_for(family, x, u, v, blocks, "transposed" if transposed else "natural", x_rows)
     s_tok = x.shape[0] if x_rows else x.shape[1]
+    first, tokens, share = my_tokens(s_tok)
+    plan = xuv_plan_for(family, x, u, v, blocks, "transposed" if transposed else "natural", x_rows, share)
     shape = (v.shape[1], s_tok) if transposed else (s_tok, v.shape[1])
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    xuv_into(out, x, u, v, plan, x_rows=x_rows, transposed=transposed)
+    xuv_into(out, x, u, v, plan, x_rows, transposed, first, tokens)
     return out
 
 
