@@ -2,7 +2,7 @@
 
 For S in 1K ... 32K (H = 8192, r = 4096, N = 16384, bf16): ``xuv_fused`` (Beta 1) vs ``xuv_fused_b2`` (Beta 2)
 and ``matmul_optimized`` vs ``matmul_optimized_b2`` (dense X[S, H] . W[H, N]) on trn1; on trn2 the Beta-2 fused
-kernel with its trn2 plan at LNC 1 and LNC 2 (:func:`devkit.cost.lnc.estimate_launch`).  Prints one JSON line
+kernel with its trn2 plan at LNC 1 and LNC 2 (:func:`devkit.launch.estimate_launch`).  Prints one JSON line
 per row as it goes, then a Markdown table.  Beta-2 cost-only runs execute every instruction, so the 32K rows
 take a few minutes of CPU each::
 
@@ -16,8 +16,8 @@ import argparse
 import json
 import time
 
-from devkit.cost.lnc import estimate_launch
 from devkit.kernels import registry
+from devkit.launch import estimate_launch
 
 H, R, N = 8192, 4096, 16384
 PAPER_S = (1024, 2048, 4096, 8192, 16384, 32768)

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
-from devkit.cost.lnc import estimate_launch
 from devkit.kernels import plans, registry
+from devkit.launch import estimate_launch
 from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
 from devkit.trace import Trace

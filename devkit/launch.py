@@ -1,5 +1,8 @@
 """Cost of an NKI 0.x logical-core launch (``kernel[2]``): each program on its own physical NeuronCore.
 
+An API-level companion of :func:`devkit.estimate` (it runs the simulator and feeds the cost model, so it lives
+above both, like :mod:`devkit.api`).
+
 Under LNC 2 the two programs of a launch run on two physical cores at the same time, each with its own
 engines, DMA queues and share of HBM bandwidth (``reference/nki_beta2.md`` §2: "two physical cores sharing
 HBM").  The simulator runs the programs one after the other on one machine; here every instruction is routed
