@@ -374,3 +374,16 @@ def test_default_validation_shape_b2(name: str) -> None:
     for dtype in ("bfloat16", "float32"):
         res = spec.check(None, dtype)
         assert res.ok, res.message
+
+
+def test_tuning_a_beta2_kernel_writes_the_family_entry(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from devkit.kernels import tuning
+    from devkit.workflow import tune as tuner
+
+    shape = {"S": 256, "H": 256, "r": 128, "N": 512}
+    res = tuner.tune("xuv_fused_b2", shape, rerank=1, jobs=1)
+    path = tuner.write_tuning(res, tmp_path / "tuning.json")
+    assert list(json.loads(path.read_text())["kernels"]) == ["xuv_fused"]  # shared by both generations
+    assert tuning.blocks_for("xuv_fused", shape, "bfloat16", "trn1", path=str(path)) == dict(res.best.blocks)
