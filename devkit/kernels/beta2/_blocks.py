@@ -80,8 +80,11 @@ def spans(total: int, span: int) -> Iterator[tuple[int, int, int]]:
 def tiles_ap(t: Any, t0: int, n_full: int, col0: int, ncols: int) -> Any:
     """HBM ``t`` [R, C] rows ``t0*128 ... (t0+n_full)*128`` x cols ``[col0, col0+ncols)`` as a
     ``[128, n_full, ncols]`` access pattern (row tile j on free index j): one DMA for many tiles."""
-    cols = t.shape[1]
-    return t.ap([[cols, P], [P * cols, n_full], [1, ncols]], offset=t0 * P * cols + col0)
+    rows, cols = t.shape
+    pattern = [[cols, P], [P * cols, n_full], [1, ncols]]
+    if rows % P == 0:  # over the [R/128, 128, C] view every step is one dimension's stride (a strided view)
+        return t.reshape((rows // P, P, cols)).ap(pattern, offset=t0 * P * cols + col0)
+    return t.ap(pattern, offset=t0 * P * cols + col0)
 
 
 def load_tiles(dst: Any, src: Any, t0: int, n_full: int, rem: int, col0: int, ncols: int) -> None:
