@@ -48,19 +48,23 @@ def matmul_plan_for(
 
 def matmul_into(out: Any, lhsT: Any, rhs: Any, plan: plans.Plan) -> None:
     """``out[M, N] = lhsT.T @ rhs`` with the resolved ``plan`` (called inside a kernel)."""
-    k, m, n = dims(lhsT, rhs)
+    _, m, _ = dims(lhsT, rhs)
+    for _, m0, bm in B.spans(m, plan.blocks["block_m"]):
+        _matmul_block(out, lhsT, rhs, plan, m0, bm)
+
+
+def _matmul_block(out: Any, lhsT: Any, rhs: Any, plan: plans.Plan, m0: int, bm: int) -> None:
+    """Output rows ``[m0, m0 + bm)``: the lhsT panel (resident or streamed) against all of rhs.  The panel
+    dies on return, before the next block's is allocated (as a Beta-1 loop-body tile at the end of its
+    iteration), so both generations place their buffers alike."""
+    k, _, n = dims(lhsT, rhs)
     bl = plan.blocks
-    kt = B.cdiv(k, B.P)
-    for _, m0, bm in B.spans(m, bl["block_m"]):
-        if plan.mode == "panel":
-            panel = nl.ndarray((B.P, kt, bm), dtype=lhsT.dtype, buffer=nl.sbuf)
-            B.panel_from_cols(lhsT, m0, bm, panel, chunk_tiles=bl["k_chunk_tiles"])
-            src: Any = panel
-        else:
-            src = B.HbmPanel(lhsT, m0, bm)
-        B.weights_moving(
-            [(src, rhs)], bm, 0, n, k, bl["k_chunk_tiles"], bl["psum_banks"], store_natural(out, m0)
-        )
+    if plan.mode == "panel":
+        src: Any = nl.ndarray((B.P, B.cdiv(k, B.P), bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+        B.panel_from_cols(lhsT, m0, bm, src, chunk_tiles=bl["k_chunk_tiles"])
+    else:
+        src = B.HbmPanel(lhsT, m0, bm)
+    B.weights_moving([(src, rhs)], bm, 0, n, k, bl["k_chunk_tiles"], bl["psum_banks"], store_natural(out, m0))
 
 
 @nki.jit

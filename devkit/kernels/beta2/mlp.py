@@ -125,19 +125,27 @@ def _strips(x: Any, us: list[Any], tok0: int, b: int, bl: dict[str, int]) -> lis
             B.transpose_into_panel(xu, b, u.shape[1], strip)
         return strips
     for _, off, size in B.spans(b, min(bl["stage1_tokens"], b)):
-        panel = build_panel(x, True, tok0 + off, size, h)
-        for u, strip in zip(us, strips):
-            B.weights_stationary(
-                [(panel, u)],
-                size,
-                0,
-                u.shape[1],
-                h,
-                bl["u_chunk_tiles"],
-                bl["psum_banks"],
-                strip_epilogue(strip, off),
-            )
+        _strips_sub_block(x, us, strips, tok0, off, size, bl)
     return strips
+
+
+def _strips_sub_block(
+    x: Any, us: list[Any], strips: list[Any], tok0: int, off: int, size: int, bl: dict[str, int]
+) -> None:
+    """One stage-1 sub-block of every strip from one shared X^T panel (which dies on return)."""
+    h = x.shape[1]
+    panel = build_panel(x, True, tok0 + off, size, h)
+    for u, strip in zip(us, strips):
+        B.weights_stationary(
+            [(panel, u)],
+            size,
+            0,
+            u.shape[1],
+            h,
+            bl["u_chunk_tiles"],
+            bl["psum_banks"],
+            strip_epilogue(strip, off),
+        )
 
 
 def gate_up_into(
@@ -146,19 +154,25 @@ def gate_up_into(
     """Pass 1 of :func:`svd_mlp_b2` for tokens ``[first, first + tokens)``:
     ``act_t[I, S] = (silu(x·Ug·Vg) * (x·Uu·Vu))^T``."""
     for _, off, b in B.spans(tokens, bl["block_tokens"]):
-        tok0 = first + off
-        sg, su = _strips(x, [ug, uu], tok0, b, bl)
-        swiglu_T(
-            act_t,
-            [(sg, vg)],
-            [(su, vu)],
-            ug.shape[1],
-            uu.shape[1],
-            tok0,
-            b,
-            bl["v_chunk_tiles"],
-            bl["psum_banks"],
-        )
+        _gate_up_block(act_t, x, ug, vg, uu, vu, bl, first + off, b)
+
+
+def _gate_up_block(
+    act_t: Any, x: Any, ug: Any, vg: Any, uu: Any, vu: Any, bl: dict[str, int], tok0: int, b: int
+) -> None:
+    """One token block of pass 1 (its strips die on return, before the next block's are allocated)."""
+    sg, su = _strips(x, [ug, uu], tok0, b, bl)
+    swiglu_T(
+        act_t,
+        [(sg, vg)],
+        [(su, vu)],
+        ug.shape[1],
+        uu.shape[1],
+        tok0,
+        b,
+        bl["v_chunk_tiles"],
+        bl["psum_banks"],
+    )
 
 
 @nki.jit
@@ -199,6 +213,15 @@ def svd_mlp_b2(
     return out
 
 
+def _dense_gate_up_block(
+    act_t: Any, x: Any, w_gate: Any, w_up: Any, tok0: int, b: int, chunk_tiles: int, banks: int
+) -> None:
+    """One token block of the dense gate/up pass (its X^T panel dies on return)."""
+    h = x.shape[1]
+    panel = build_panel(x, True, tok0, b, h)
+    swiglu_T(act_t, [(panel, w_gate)], [(panel, w_up)], h, h, tok0, b, chunk_tiles, banks)
+
+
 @nki.jit
 def dense_mlp_b2(
     x: Any,
@@ -225,8 +248,7 @@ def dense_mlp_b2(
     act_t = nl.ndarray((w_gate.shape[1], s_tok), dtype=x.dtype, buffer=nl.hbm)
     c, banks = bl["k_chunk_tiles"], bl["psum_banks"]
     for _, tok0, b in B.spans(s_tok, bl["block_tokens"]):
-        panel = build_panel(x, True, tok0, b, h)
-        swiglu_T(act_t, [(panel, w_gate)], [(panel, w_up)], h, h, tok0, b, c, banks)
+        _dense_gate_up_block(act_t, x, w_gate, w_up, tok0, b, c, banks)
     down = matmul_plan_for(act_t, w_down, {"k_chunk_tiles": c, "psum_banks": banks}, "dense_mlp")
     matmul_into(out, act_t, w_down, down)
     return out

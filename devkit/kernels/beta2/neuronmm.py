@@ -94,11 +94,20 @@ def stage1_strip(x: Any, x_rows: bool, u: Any, tok0: int, b: int, bl: dict[str, 
         B.transpose_into_panel(xu, b, r, strip)
         return strip
     for _, off, size in B.spans(b, min(bl["stage1_tokens"], b)):
-        panel = build_panel(x, x_rows, tok0 + off, size, h)
-        B.weights_stationary(
-            [(panel, u)], size, 0, r, h, bl["u_chunk_tiles"], bl["psum_banks"], strip_epilogue(strip, off)
-        )
+        _stage1_sub_block(x, x_rows, u, strip, tok0, off, size, bl)
     return strip
+
+
+def _stage1_sub_block(
+    x: Any, x_rows: bool, u: Any, strip: Any, tok0: int, off: int, size: int, bl: dict[str, int]
+) -> None:
+    """One stage-1 sub-block: its X^T panel (which dies on return, as a Beta-1 loop-body tile does at the
+    end of its iteration) against U, into strip columns ``[off, off + size)``."""
+    h, r = u.shape
+    panel = build_panel(x, x_rows, tok0 + off, size, h)
+    B.weights_stationary(
+        [(panel, u)], size, 0, r, h, bl["u_chunk_tiles"], bl["psum_banks"], strip_epilogue(strip, off)
+    )
 
 
 def store_transposed_epilogue(out_t: Any, tok0: int) -> B.Epilogue:
@@ -160,8 +169,8 @@ def xuv_into(
     """Run the fused X.U.V computation of tokens ``[first, first + tokens)`` into ``out``."""
     bl = plan.blocks
     for _, off, b in B.spans(tokens, bl["block_tokens"]):
-        strip = stage1_strip(x, x_rows, u, first + off, b, bl)
-        stage2(strip, v, first + off, b, bl, out, transposed)
+        # the strip is a temporary of the call: it dies before the next block's strip is allocated
+        stage2(stage1_strip(x, x_rows, u, first + off, b, bl), v, first + off, b, bl, out, transposed)
 
 
 def fused_xuv(
