@@ -335,15 +335,15 @@ class KernelSpec:
     def default_blocks(
         self, shape: Shape | None = None, dtype: str = "bfloat16", target: str = "trn1"
     ) -> dict[str, Any]:
-        """The config a run uses when none is given: the project's tuning table entry if any, else the
-        declared ``defaults``, else the first candidate of each block parameter."""
+        """The config a run uses when none is given: the project's tuning table entry of the kernel's family
+        if any, else the declared ``defaults``, else the first candidate of each block parameter."""
         shape = self._shape(shape)
         base = self.declared_blocks(shape, dtype, target)
         if callable(self.defaults):
             return base
         from devkit import tuning_table
 
-        base.update(tuning_table.blocks_for(self.name, shape, dtype, target))
+        base.update(tuning_table.blocks_for(self.family, shape, dtype, target))
         return base
 
     def declared_blocks(

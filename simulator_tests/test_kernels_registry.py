@@ -25,10 +25,42 @@ EXPECTED = {
 
 
 def test_every_contract_kernel_is_registered_once() -> None:
-    assert set(registry.names()) == EXPECTED
-    assert len(registry.all_specs()) == len(EXPECTED)
+    assert set(registry.names("beta1")) == EXPECTED
+    assert set(registry.names("beta2")) == {n + "_b2" for n in EXPECTED}
+    assert len(registry.all_specs()) == 2 * len(EXPECTED)
     with pytest.raises(KeyError, match="registered"):
         registry.get("nope")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_beta2_twin_shares_the_family_declaration(name: str) -> None:
+    b1, b2 = registry.get(name), registry.get(name + "_b2")
+    assert (b1.generation, b2.generation) == ("beta1", "beta2")
+    assert b1.family == b2.family == name
+    assert registry.twin(b1, "beta2") is b2 and registry.twin(b2, "beta1") is b1
+    assert getattr(b2.kernel_object(), "__nki_beta2__", False), "the _b2 kernel must be an NKI 0.x kernel"
+    assert not getattr(b1.kernel_object(), "__nki_beta2__", False)
+    for field in (
+        "default_shape",
+        "tolerances",
+        "shape_space",
+        "block_params",
+        "reference",
+        "sweep",
+        "dtypes",
+    ):
+        assert getattr(b1, field) == getattr(b2, field), field
+    assert [b.name + "_b2" for b in b1.baselines] == [b.name for b in b2.baselines]
+    shape = dict(b1.default_shape)
+    for target in ("trn1", "trn2"):
+        assert b1.default_blocks(shape, "bfloat16", target) == b2.default_blocks(shape, "bfloat16", target)
+    if b1.block_params:
+        blocks = {k: v[-1] for k, v in b1.block_params.items()}
+        f1, f2 = (
+            b1.feasible(shape, blocks, "bfloat16", "trn1"),
+            b2.feasible(shape, blocks, "bfloat16", "trn1"),
+        )
+        assert (f1.ok, f1.footprint) == (f2.ok, f2.footprint)
 
 
 @pytest.mark.parametrize("spec", registry.all_specs(), ids=lambda s: s.name)

@@ -90,7 +90,7 @@ def test_replayed_estimate_matches_full_execution(kernel, args):
     assert fast.hbm_read_bytes == full.hbm_read_bytes and fast.hbm_write_bytes == full.hbm_write_bytes
 
 
-@pytest.mark.parametrize("name", [s.name for s in registry.all_specs()])
+@pytest.mark.parametrize("name", registry.names("beta1"))  # Beta-2 loops are never replayed
 def test_project_kernels_estimate_the_same_with_replay(name):
     spec = registry.get(name)
     specs = spec.arg_specs(spec.default_shape, "bfloat16")

@@ -33,10 +33,20 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 from devkit.dtype_names import itemsize
+from devkit.kernels.layout import (
+    TRANSPOSES_PER_BANK,
+    Tiles,
+    banks_leaving_one,
+    col_tiles_of,
+    moving_layout,
+    row_tiles_of,
+    stationary_layout,
+    tile_sizes,
+    transpose_groups,
+)
 from devkit.kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
+from devkit.kernels.resolve import check_same_dtype  # noqa: F401  (re-exported for the kernels)
 from devkit.targets import DEFAULT_TARGET
-
-TRANSPOSES_PER_BANK = 4  # [128 x 128] fp32 transposes collected in one PSUM bank before evacuation
 
 __all__ = [
     "FMAX",
@@ -46,20 +56,16 @@ __all__ = [
     "BlockError",
     "HbmPanel",
     "P",
+    "Tiles",
+    "banks_leaving_one",
     "cdiv",
+    "col_tiles_of",
     "itemsize",
+    "moving_layout",
+    "row_tiles_of",
+    "stationary_layout",
+    "tile_sizes",
 ]
-
-
-def tile_sizes(total: int, size: int) -> list[int]:
-    """Static sizes of the consecutive tiles of ``total`` elements (all ``size`` but the last)."""
-    n, rem = divmod(total, size)
-    return [size] * n + ([rem] if rem else [])
-
-
-def banks_leaving_one(banks: int) -> int:
-    """Group banks when the epilogue needs a PSUM bank of its own (TensorE transposes)."""
-    return max(1, min(banks, PSUM_BANKS - 1))
 
 
 def usable_sbuf_bytes() -> int:
@@ -67,21 +73,6 @@ def usable_sbuf_bytes() -> int:
     name it gets the default target's figure from its target file."""
     size = getattr(nl.tile_size, "total_available_sbuf_size", None)
     return int(size) if size is not None else usable_sbuf(DEFAULT_TARGET)
-
-
-def check_same_dtype(*tensors: Any) -> Any:
-    """The common dtype of the kernel inputs (mixed dtypes are rejected: TensorE needs matching operands);
-    every input must be a 2-D matrix."""
-    for i, t in enumerate(tensors):
-        if len(t.shape) != 2:
-            raise BlockError(
-                f"input {i + 1} has shape {list(t.shape)}; these kernels take 2-D matrices, e.g. [rows, cols]"
-            )
-    dt = tensors[0].dtype
-    for t in tensors[1:]:
-        if t.dtype != dt:
-            raise BlockError(f"all inputs must share one dtype, got {dt} and {t.dtype}")
-    return dt
 
 
 def scope() -> Any:
@@ -241,24 +232,6 @@ def _panel_tile(panel: Any, pbuf: Any, rows: int, t0: Any, j: Any, a: int, size:
     return panel[0:rows, t0 + j, a : a + size]
 
 
-Tiles = list[tuple[int, int]]
-
-
-def moving_layout(
-    n_tok: int, banks: int, npairs: int = 1, col_group_tiles: int = 0
-) -> tuple[list[Tiles], int]:
-    """PSUM group layout of :func:`weights_moving`: token groups (each a list of ``(offset, size)``
-    128-token tiles) and the group width in columns (``TN`` 512-column tiles)."""
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, P)
-    tm = min(len(toks), per_pair)
-    tn = col_group_tiles or max(1, per_pair // tm)
-    groups = [
-        [(i * P, toks[i]) for i in range(g0, min(g0 + tm, len(toks)))] for g0 in range(0, len(toks), tm)
-    ]
-    return groups, tn * FMAX
-
-
 def moving_group(
     pairs: Sequence[tuple[Any, Any, Any]],
     tok_tiles: Tiles,
@@ -305,11 +278,6 @@ def moving_group(
     return ps
 
 
-def col_tiles_of(wsz: int) -> Tiles:
-    """``(offset, size)`` 512-column tiles of a group ``wsz`` columns wide."""
-    return [(n * FMAX, s) for n, s in enumerate(tile_sizes(wsz, FMAX))]
-
-
 def weights_moving(
     pairs: Sequence[tuple[Any, Any, Any]],
     n_tok: int,
@@ -341,26 +309,6 @@ def weights_moving(
             epilogue(ps, ci * (width // P), c0, tok_tiles, col_tiles_of(wsz))
 
         for_spans(n_cols, width, group)
-
-
-def stationary_layout(
-    n_tok: int, banks: int, npairs: int = 1, row_group_tiles: int = 0
-) -> tuple[list[Tiles], int]:
-    """PSUM group layout of :func:`weights_stationary`: token groups (lists of ``(offset, size)``
-    512-token tiles) and the group height in output rows (``G`` 128-row tiles)."""
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, FMAX)
-    tt = min(len(toks), per_pair)
-    g_tiles = row_group_tiles or max(1, per_pair // tt)
-    groups = [
-        [(i * FMAX, toks[i]) for i in range(g0, min(g0 + tt, len(toks)))] for g0 in range(0, len(toks), tt)
-    ]
-    return groups, g_tiles * P
-
-
-def row_tiles_of(wsz: int) -> Tiles:
-    """``(offset, size)`` 128-row tiles of a group ``wsz`` rows high."""
-    return [(g * P, s) for g, s in enumerate(tile_sizes(wsz, P))]
 
 
 def stationary_group(
@@ -528,7 +476,7 @@ def _transposes(
     """PE-transpose SBUF ``nat[0:n_tok, 0:n_cols]`` (``n_tok <= 128``) in 128-column blocks, ``q`` blocks per
     PSUM bank (``q * n_tok <= 512``); ``emit(ps, first_block, block_sizes)`` evacuates each bank, whose
     ``ps[0:size, j, 0:n_tok]`` holds columns ``(first_block + j)*128 ...`` of ``nat`` transposed."""
-    q = max(1, min(max_per_bank, FMAX // n_tok, cdiv(n_cols, P)))
+    q, span = transpose_groups(n_cols, n_tok, max_per_bank)
 
     def grp(gi: Any, c0: Any, gcols: int) -> None:
         blocks = tile_sizes(gcols, P)
@@ -539,7 +487,7 @@ def _transposes(
             )
         emit(ps, gi * q, blocks)
 
-    for_spans(n_cols, q * P, grp)
+    for_spans(n_cols, span, grp)
 
 
 def transpose_into_panel(nat: Any, n_tok: int, n_cols: int, panel: Any, max_per_bank: int = 32) -> None:

@@ -20,20 +20,12 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
 from devkit.kernels import _blocks as B
-from devkit.kernels import plans, tuning
+from devkit.kernels import plans, resolve, tuning
 
 
-def _dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
-    for name, t in (("lhsT", lhsT), ("rhs", rhs)):
-        if len(t.shape) != 2:
-            raise plans.BlockError(f"{name} has shape {list(t.shape)}; expected a 2-D matrix [K, M] / [K, N]")
-    k, m = lhsT.shape
-    k2, n = rhs.shape
-    if k != k2:
-        raise plans.BlockError(
-            f"lhsT {list(lhsT.shape)} and rhs {list(rhs.shape)} must share the contraction dimension (rows)"
-        )
-    return k, m, n
+def dims(lhsT: Any, rhs: Any) -> tuple[int, int, int]:
+    """``(K, M, N)`` of ``lhsT`` [K, M] and ``rhs`` [K, N] (:func:`devkit.kernels.resolve.matmul_dims`)."""
+    return resolve.matmul_dims(lhsT, rhs)
 
 
 def store_natural(out: Any, tok0: Any, dtype: Any) -> Any:
@@ -58,19 +50,12 @@ def matmul_plan_for(
     lhsT: Any, rhs: Any, blocks: dict[str, Any], kernel: str = "matmul_optimized"
 ) -> plans.Plan:
     """Resolve ``matmul_optimized`` blocks (tuning defaults + overrides) and check they fit."""
-    k, m, n = _dims(lhsT, rhs)
-    given = {key: v for key, v in blocks.items() if v is not None}
-    defaults = tuning.blocks_for(
-        "matmul_optimized", {"K": k, "M": m, "N": n}, tuning.dtype_name(lhsT.dtype), tuning.target_name()
-    )
-    return plans.resolve_matmul(
-        k, m, n, B.itemsize(lhsT.dtype), B.usable_sbuf_bytes(), defaults, given, kernel
-    )
+    return resolve.matmul_plan(lhsT, rhs, blocks, B.usable_sbuf_bytes(), tuning.target_name(), kernel)
 
 
 def matmul_into(out: Any, lhsT: Any, rhs: Any, plan: plans.Plan) -> None:
     """``out[M, N] = lhsT.T @ rhs`` with the resolved ``plan`` (called inside a kernel)."""
-    k, m, n = _dims(lhsT, rhs)
+    k, m, n = dims(lhsT, rhs)
     dt = lhsT.dtype
     bl = plan.blocks
     lhs3 = B.rows3(lhsT)
@@ -109,7 +94,7 @@ def matmul_optimized(
     plan = matmul_plan_for(
         lhsT, rhs, {"block_m": block_m, "k_chunk_tiles": k_chunk_tiles, "psum_banks": psum_banks}
     )
-    _, m, n = _dims(lhsT, rhs)
+    _, m, n = dims(lhsT, rhs)
     out = nl.ndarray((m, n), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     matmul_into(out, lhsT, rhs, plan)
     return out
@@ -119,7 +104,7 @@ def matmul_optimized(
 def matmul_blocked(lhsT: Any, rhs: Any) -> Any:
     """Blocked free dimensions: a 256-column lhsT panel (2 stationary tiles) against 1024-column rhs
     groups (2 moving tiles), 4 PSUM banks; rhs is loaded one 128-row tile per DMA."""
-    k, m, n = _dims(lhsT, rhs)
+    k, m, n = dims(lhsT, rhs)
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
     kt = B.cdiv(k, B.P)
@@ -142,7 +127,7 @@ def matmul_blocked(lhsT: Any, rhs: Any) -> Any:
 def matmul_hoisted(lhsT: Any, rhs: Any) -> Any:
     """Hoisted loads: each 128-column lhsT strip (all of K) is loaded once and reused across every
     512-column rhs tile; rhs tiles are loaded one 128 x 512 tile per DMA."""
-    k, m, n = _dims(lhsT, rhs)
+    k, m, n = dims(lhsT, rhs)
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
     kt = B.cdiv(k, B.P)
@@ -163,7 +148,7 @@ def matmul_hoisted(lhsT: Any, rhs: Any) -> Any:
 def matmul_tiled(lhsT: Any, rhs: Any) -> Any:
     """Basic tiling: for every [128, 512] output tile, load one 128-row tile of each operand per
     contraction step and accumulate in one PSUM bank."""
-    k, m, n = _dims(lhsT, rhs)
+    k, m, n = dims(lhsT, rhs)
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
 

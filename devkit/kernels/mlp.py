@@ -32,7 +32,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 
 from devkit.kernels import _blocks as B
-from devkit.kernels import plans, tuning
+from devkit.kernels import plans, resolve, tuning
 from devkit.kernels.matmul import matmul_into, matmul_plan_for
 from devkit.kernels.neuronmm import block_args, build_panel, natural_sbuf_epilogue, strip_epilogue, xuv_into
 
@@ -197,39 +197,9 @@ def svd_mlp_plans(
     x: Any, ug: Any, vg: Any, uu: Any, vu: Any, ud: Any, vd: Any, blocks: dict[str, Any]
 ) -> tuple[plans.Plan, plans.Plan]:
     """Resolved plans of the gate/up and down passes of :func:`svd_mlp` (same block values)."""
-    B.check_same_dtype(x, ug, vg, uu, vu, ud, vd)
-    s_tok, h = x.shape
-    rg, ru, rd = ug.shape[1], uu.shape[1], ud.shape[1]
-    i_dim = vg.shape[1]
-    expect = {
-        "u_gate": (h, rg),
-        "v_gate": (rg, i_dim),
-        "u_up": (h, ru),
-        "v_up": (ru, i_dim),
-        "u_down": (i_dim, rd),
-        "v_down": (rd, h),
-    }
-    for (name, want), t in zip(expect.items(), (ug, vg, uu, vu, ud, vd)):
-        if tuple(t.shape) != want:
-            raise plans.BlockError(
-                f"svd_mlp: {name} has shape {list(t.shape)}, expected {list(want)} "
-                f"(x [S, H] = {list(x.shape)}, ranks gate {rg} up {ru} down {rd}, I {i_dim})"
-            )
-    given = {k: v for k, v in blocks.items() if v is not None}
-    dt = tuning.dtype_name(x.dtype)
-    shape = {"S": s_tok, "H": h, "r": max(rg, ru, rd), "I": i_dim}
-    defaults = tuning.blocks_for("svd_mlp", shape, dt, tuning.target_name())
-    s = B.itemsize(x.dtype)
-    usable = B.usable_sbuf_bytes()
-    p1 = plans.resolve_xuv(
-        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, given, "svd_mlp", "swiglu", True, pairs=2
+    return resolve.svd_mlp_plans(
+        x, ug, vg, uu, vu, ud, vd, blocks, B.usable_sbuf_bytes(), tuning.target_name()
     )
-    p2 = plans.resolve_xuv(s_tok, i_dim, rd, h, s, usable, p1.blocks, given, "svd_mlp", "natural", False)
-    if p2.blocks != p1.blocks:
-        p1 = plans.resolve_xuv(
-            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, given, "svd_mlp", "swiglu", True, pairs=2
-        )
-    return p1, p2
 
 
 @nki.jit
@@ -268,19 +238,7 @@ def svd_mlp(
 
 
 def dense_mlp_plan_for(x: Any, wg: Any, wu: Any, wd: Any, blocks: dict[str, Any]) -> plans.Plan:
-    B.check_same_dtype(x, wg, wu, wd)
-    s_tok, h = x.shape
-    i_dim = wg.shape[1]
-    for name, t, want in (("w_gate", wg, (h, i_dim)), ("w_up", wu, (h, i_dim)), ("w_down", wd, (i_dim, h))):
-        if tuple(t.shape) != want:
-            raise plans.BlockError(f"dense_mlp: {name} has shape {list(t.shape)}, expected {list(want)}")
-    given = {k: v for k, v in blocks.items() if v is not None}
-    defaults = tuning.blocks_for(
-        "dense_mlp", {"S": s_tok, "H": h, "I": i_dim}, tuning.dtype_name(x.dtype), tuning.target_name()
-    )
-    return plans.resolve_dense_mlp(
-        s_tok, h, i_dim, B.itemsize(x.dtype), B.usable_sbuf_bytes(), defaults, given
-    )
+    return resolve.dense_mlp_plan(x, wg, wu, wd, blocks, B.usable_sbuf_bytes(), tuning.target_name())
 
 
 @nki.jit

@@ -44,36 +44,20 @@ import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
 from devkit.kernels import _blocks as B
-from devkit.kernels import plans, tuning
+from devkit.kernels import plans, resolve, tuning
 from devkit.kernels.matmul import matmul_into, matmul_plan_for, store_natural
+from devkit.kernels.resolve import block_args
 
 
 def _shapes(name: str, x_shape: tuple[int, int], u: Any, v: Any, x_rows: bool) -> tuple[int, int, int, int]:
-    s_tok, h = x_shape if x_rows else (x_shape[1], x_shape[0])
-    hu, r = u.shape
-    rv, n = v.shape
-    if hu != h or rv != r:
-        xs = "x [S, H]" if x_rows else "xT [H, S]"
-        raise plans.BlockError(
-            f"{name}: shape mismatch: {xs} = {list(x_shape)}, u [H, r] = {list(u.shape)}, "
-            f"v [r, N] = {list(v.shape)}"
-        )
-    return s_tok, h, r, n
+    return resolve.xuv_dims(name, x_shape, u, v, x_rows)
 
 
 def xuv_plan_for(
     name: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], out: str, x_rows: bool
 ) -> plans.Plan:
     """Resolve the block plan of a fused X.U.V kernel (raises BlockError if explicit blocks do not fit)."""
-    B.check_same_dtype(x, u, v)
-    s_tok, h, r, n = _shapes(name, tuple(x.shape), u, v, x_rows)
-    given = {k: val for k, val in blocks.items() if val is not None}
-    defaults = tuning.blocks_for(
-        name, {"S": s_tok, "H": h, "r": r, "N": n}, tuning.dtype_name(x.dtype), tuning.target_name()
-    )
-    return plans.resolve_xuv(
-        s_tok, h, r, n, B.itemsize(x.dtype), B.usable_sbuf_bytes(), defaults, given, name, out, x_rows
-    )
+    return resolve.xuv_plan(name, x, u, v, blocks, out, x_rows, B.usable_sbuf_bytes(), tuning.target_name())
 
 
 def build_panel(x: Any, x3: Any, x_rows: bool, tok0: Any, n_tok: int, h: int) -> Any:
@@ -222,23 +206,6 @@ def fused_xuv(
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
     xuv_into(out, x, u, v, plan, x_rows=x_rows, transposed=transposed)
     return out
-
-
-def block_args(
-    block_tokens: int | None,
-    stage1_tokens: int | None,
-    u_chunk_tiles: int | None,
-    v_chunk_tiles: int | None,
-    psum_banks: int | None,
-) -> dict[str, Any]:
-    """The block keyword arguments of the fused kernels as the dict the plan resolver takes."""
-    return dict(
-        block_tokens=block_tokens,
-        stage1_tokens=stage1_tokens,
-        u_chunk_tiles=u_chunk_tiles,
-        v_chunk_tiles=v_chunk_tiles,
-        psum_banks=psum_banks,
-    )
 
 
 @nki.jit

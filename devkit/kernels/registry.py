@@ -5,7 +5,10 @@ argument shapes, its NumPy reference, tolerances per dtype, its block parameters
 its default blocks for a shape (the tuning table, shrunk to fit) and its feasibility rule (SBUF bytes per
 partition against the target's usable capacity, PSUM banks, tile limits).  The feasibility rule is the
 same function the kernel runs in its prologue (:mod:`devkit.kernels.plans`), so a block set declared feasible
-is one the kernel accepts.  A user's own kernels are declared the same way (docs/your-kernel.md).
+is one the kernel accepts.  Every kernel is declared twice: the Beta-1 version (``neuronxcc.nki``) under
+its name and the Beta-2 version (``import nki``, :mod:`devkit.kernels.beta2`) as ``<name>_b2`` with
+``generation="beta2"`` and ``family=<name>``: one plan, tuning bucket, reference and tolerance per family.
+A user's own kernels are declared the same way (docs/your-kernel.md).
 
 Quick use::
 
@@ -14,6 +17,7 @@ Quick use::
     out = spec.run(spec.default_shape, "bfloat16", seed=0)          # simulate on random inputs
     res = registry.validate(spec)                                     # compare with the reference
     rep = spec.estimate({"S": 4096, "H": 8192, "r": 4096, "N": 16384})  # cost-only CostReport
+    b2 = registry.get("xuv_fused_b2")   # the NKI Beta-2 version: generation "beta2", family "xuv_fused"
     spec.feasible(shape, {"block_tokens": 4096}, "bfloat16", "trn1")  # Feasibility(ok=False, reason=...)
 
 Units: shapes in elements; footprints in bytes per SBUF partition; tolerances are normalised max
@@ -96,17 +100,28 @@ def _fixed_constraint(name: str, need: Callable[[Shape, int], int] | None) -> Ca
     return constraint
 
 
-def _resolved_defaults(name: str, resolve: Callable[..., plans.Plan] | None) -> Callable[..., dict[str, Any]]:
-    """The blocks the kernel uses when none are passed (tuning table bucket, shrunk to fit)."""
+def _resolved_defaults(
+    family: str, resolve: Callable[..., plans.Plan] | None
+) -> Callable[..., dict[str, Any]]:
+    """The blocks the kernel uses when none are passed (the family's tuning table bucket, shrunk to fit)."""
 
     def defaults(shape: Shape, dtype: str, target: str) -> dict[str, Any]:
         if resolve is None:
             return {}
         usable = plans.usable_sbuf(target)
-        found = tuning.blocks_for(name, shape, dtype, target)
+        found = tuning.blocks_for(family, shape, dtype, target)
         return dict(resolve(shape, itemsize(dtype), usable, found, {}).blocks)
 
     return defaults
+
+
+#: Where the Beta-2 version of each kernel module lives (kernel ``<name>_b2`` in it).
+_BETA2_MODULES = {
+    "devkit.kernels.matmul": "devkit.kernels.beta2.matmul",
+    "devkit.kernels.neuronmm": "devkit.kernels.beta2.neuronmm",
+    "devkit.kernels.mlp": "devkit.kernels.beta2.mlp",
+}
+BETA2_SUFFIX = "_b2"
 
 
 def _declare(
@@ -118,22 +133,59 @@ def _declare(
     fixed_limit: Callable[[Shape, int], int] | None = None,
     **fields: Any,
 ) -> None:
+    """Declare the Beta-1 kernel ``module:name`` now and remember it for its Beta-2 twin (:func:`_declare_beta2`)."""
+    _register(name, f"{module}:{name}", "beta1", name, plan, resolve, fixed_limit, fields)
+    _FAMILIES.append((name, module, plan, resolve, fixed_limit, fields))
+
+
+def _register(
+    name: str,
+    kernel: str,
+    generation: str,
+    family: str,
+    plan: Callable[..., plans.Plan] | None,
+    resolve: Callable[..., plans.Plan] | None,
+    fixed_limit: Callable[[Shape, int], int] | None,
+    fields: Mapping[str, Any],
+) -> None:
     register(
         KernelSpec(
             name=name,
-            kernel=f"{module}:{name}",
+            kernel=kernel,
             constraint=_plan_constraint(plan) if plan else _fixed_constraint(name, fixed_limit),
-            defaults=_resolved_defaults(name, resolve),
+            defaults=_resolved_defaults(family, resolve),
             kernel_reads_defaults=True,
-            movement=closed_form.movement(name),
-            canonical=closed_form.canonical(name),
+            movement=closed_form.movement(family),
+            canonical=closed_form.canonical(family),
+            generation=generation,
+            family=family,
             **fields,
         )
     )
     _NAMES.append(name)
 
 
+def _beta2_baseline(b: Baseline | str) -> Baseline | str:
+    if isinstance(b, str):
+        return b + BETA2_SUFFIX
+    return Baseline(b.name + BETA2_SUFFIX, b.shape, b.label)
+
+
+def _declare_beta2() -> None:
+    """Declare ``<name>_b2`` for every Beta-1 kernel: the NKI Beta-2 version (``generation="beta2"``) of the
+    same family, with the family's plan, tuning bucket, reference, tolerances, shape space and sweep; its
+    baselines are the Beta-2 versions of the Beta-1 kernel's baselines."""
+    for name, module, plan, resolve, fixed_limit, fields in list(_FAMILIES):
+        f = dict(fields)
+        f["description"] = f"{f.get('description', '')} (NKI Beta 2)"
+        if "baselines" in f:
+            f["baselines"] = tuple(_beta2_baseline(b) for b in f["baselines"])
+        b2 = name + BETA2_SUFFIX
+        _register(b2, f"{_BETA2_MODULES[module]}:{b2}", "beta2", name, plan, resolve, fixed_limit, f)
+
+
 _NAMES: list[str] = []
+_FAMILIES: list[tuple[str, str, Any, Any, Any, Mapping[str, Any]]] = []
 
 
 # ---- references (mirror the kernels' rounding points: intermediates are stored in the input dtype) ----
@@ -465,6 +517,9 @@ _declare(
 )
 
 
+_declare_beta2()
+
+
 def get(name: str) -> KernelSpec:
     """The declaration of one of the kit's kernels (``KeyError`` lists the valid names)."""
     if name not in _NAMES:
@@ -472,14 +527,25 @@ def get(name: str) -> KernelSpec:
     return declared()[name]
 
 
-def all_specs() -> list[KernelSpec]:
-    """Every kit kernel, in declaration order."""
+def all_specs(generation: str | None = None) -> list[KernelSpec]:
+    """Every kit kernel in declaration order (the Beta-1 kernels, then their ``_b2`` twins);
+    ``generation``: only ``"beta1"`` or only ``"beta2"``."""
     table = declared()
-    return [table[n] for n in _NAMES]
+    return [table[n] for n in _NAMES if generation is None or table[n].generation == generation]
 
 
-def names() -> list[str]:
-    return list(_NAMES)
+def names(generation: str | None = None) -> list[str]:
+    return [s.name for s in all_specs(generation)]
+
+
+def twin(spec: KernelSpec | str, generation: str) -> KernelSpec:
+    """The kernel of ``spec``'s family written in ``generation`` (e.g. ``twin("xuv_fused", "beta2")`` is
+    ``xuv_fused_b2``)."""
+    spec = get(spec) if isinstance(spec, str) else spec
+    for s in all_specs(generation):
+        if s.family == spec.family:
+            return s
+    raise KeyError(f"no {generation} kernel in family {spec.family!r}")
 
 
 def validate(

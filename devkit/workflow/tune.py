@@ -431,6 +431,15 @@ def read_tuning_table(path: str | Path) -> dict[str, Any]:
     return data
 
 
+def _table_key(kernel: str) -> str:
+    """The tuning-table key of a declared kernel: its family (the Beta-1 and Beta-2 versions of a kernel
+    share one table entry), else the name itself."""
+    from devkit.declare import declared
+
+    spec = declared().get(kernel)
+    return spec.family if spec is not None else kernel
+
+
 def write_tuning(
     result: TuneResult,
     path: str | Path | None = None,
@@ -456,7 +465,9 @@ def write_tuning(
         "note": f"{command}: {best.trace_us:.1f} us modelled on {result.target}"
         + (f" (default {result.default_us:.1f} us)" if result.default_us else ""),
     }
-    by_dtype = data.setdefault("kernels", {}).setdefault(result.kernel, {}).setdefault(result.target, {})
+    by_dtype = (
+        data.setdefault("kernels", {}).setdefault(_table_key(result.kernel), {}).setdefault(result.target, {})
+    )
     entries = [e for e in by_dtype.get(result.dtype, []) if e.get("when") != when]
     by_dtype[result.dtype] = [entry, *entries]
     data["generated_by"] = f"{command} (merged; hand entries kept)"
