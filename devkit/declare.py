@@ -336,14 +336,18 @@ class KernelSpec:
         self, shape: Shape | None = None, dtype: str = "bfloat16", target: str = "trn1"
     ) -> dict[str, Any]:
         """The config a run uses when none is given: the project's tuning table entry of the kernel's family
-        if any, else the declared ``defaults``, else the first candidate of each block parameter."""
+        if any (restricted to this kernel's ``block_params`` when the family has another name), else the
+        declared ``defaults``, else the first candidate of each block parameter."""
         shape = self._shape(shape)
         base = self.declared_blocks(shape, dtype, target)
         if callable(self.defaults):
             return base
         from devkit import tuning_table
 
-        base.update(tuning_table.blocks_for(self.family, shape, dtype, target))
+        found = tuning_table.blocks_for(self.family, shape, dtype, target)
+        if self.family != self.name:  # a family member's entry: only the parameters this version takes
+            found = {k: v for k, v in found.items() if k in self.block_params}
+        base.update(found)
         return base
 
     def declared_blocks(
