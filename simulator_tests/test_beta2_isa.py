@@ -304,13 +304,6 @@ def test_memset_integer():
     )
 
 
-@pytest.mark.parametrize("name", ["topk", "rng", "activate2", "dropout"])
-def test_instructions_without_an_adapter_raise_not_simulated(name):
-    with pytest.raises(UnsupportedError) as e:
-        getattr(nisa, name)(None)
-    assert e.value.rule == "not-simulated"
-
-
 @nki.jit
 def k_affine_select(a):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)

@@ -12,7 +12,6 @@ overwrites it and later ones add (tracked per element), ``accumulate=True``/``Fa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,6 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     TileShapeError,
-    UnsupportedError,
     user_location,
 )
 from devkit.nki import isa as _b1
@@ -54,6 +52,7 @@ from ._convention import (  # noqa: F401  (NkiValidationError is part of nki.isa
 )
 from .isa_more import *  # noqa: F403
 from .isa_more import _affine_values
+from .isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: F401  (public nki.isa names)
 from .isa_mx import nc_matmul_mx, quantize_mx
 from .isa_table import INSTRUCTIONS as _INSTRUCTIONS
 
@@ -294,16 +293,7 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
     _into(api, d, _x.commit(m, pend, out, vals, None))
 
 
-# ---- not simulated in this version --------------------------------------------------------------------------
-
-
-def _not_simulated(op: str, why: str) -> Callable[..., Any]:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedError(f"nisa.{op} is not simulated by the devkit yet ({why})", rule="not-simulated")
-
-    f.__name__ = op
-    f.__doc__ = f"Not simulated yet: {why}."
-    return f
+# ---- LNC-2 exchange and registers ----------------------------------------------------------------------------
 
 
 sendrecv = _strict(_lnc.sendrecv)
@@ -313,17 +303,6 @@ register_move = _strict(_registers.register_move)
 register_load = _strict(_registers.register_load)
 register_store = _strict(_registers.register_store)
 VirtualRegister = _registers.VirtualRegister
-
-
-def __getattr__(name: str) -> Any:
-    known = {
-        "activate2", "dropout",
-        "rng", "set_rng_seed", "rand2", "rand_set_state", "rand_get_state",
-        "topk",
-    }  # fmt: skip
-    if name in known:
-        return _not_simulated(name, "its NKI 0.x form has no adapter in this version of the kit")
-    raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
 
 
 _ = (dma_engine,)

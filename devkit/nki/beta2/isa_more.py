@@ -396,3 +396,123 @@ def nonzero_with_count(
         row[f] = nz.size
         cur[p] = row
     d.write(_dt.round_to(cur.reshape(d.shape), d.dtype))
+
+
+_ACTIVATE2_PAIRS = {
+    ("multiply", "add"),
+    ("multiply", "subtract"),
+    ("multiply", "bypass"),
+    ("add", "bypass"),
+    ("subtract", "bypass"),
+    ("bypass", "bypass"),
+}
+_ACTIVATE2_REDUCE = ("add", "max", "min", "abs_max", "abs_min")
+
+
+@_strict
+def activate2(
+    dst: Any,
+    op: Any,
+    data: Any,
+    imm0: Any,
+    imm1: Any,
+    op0: Any,
+    op1: Any,
+    relu_param: Any = 0.0,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    name: Any = None,
+) -> None:
+    """``dst = op((data op0 imm0) op1 imm1)`` on the ScalarE (fp32; ``prelu`` takes ``relu_param`` as its
+    negative slope), with the ``activation`` register reduction (add/max/min/abs_max/abs_min); NeuronCore-v4."""
+    api = "nisa.activate2"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 4:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v4 (trn3), the target is {m.geometry.name}", rule="arch"
+        )
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    o0, o1 = _b1._alu(op0, api), _b1._alu(op1, api)
+    if (o0, o1) not in _ACTIVATE2_PAIRS:
+        raise KernelArgumentError(
+            f"{api}: (op0, op1) must be one of {sorted(_ACTIVATE2_PAIRS)}, got ({o0}, {o1})",
+            rule="bad-alu-op",
+        )
+    if reduce_op is not None and _b1._alu(reduce_op, api) not in _ACTIVATE2_REDUCE:
+        raise KernelArgumentError(
+            f"{api}: reduce_op must be one of {', '.join(_ACTIVATE2_REDUCE)}, got {reduce_op!r}",
+            rule="bad-alu-op",
+        )
+    res = _b1._activation(
+        api, op, data, None, 1.0, reduce_op, reduce_res, rc, None, d.dtype,
+        pre=((o0, imm0, reverse0), (o1, imm1, reverse1)), relu_param=relu_param,
+    )  # fmt: skip
+    _into(api, d, res)
+
+
+@_strict
+def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None:
+    """Top ``K`` of each 16-partition group's snake (``K`` = val_dst's free size; GpSimd, NeuronCore-v3+).
+
+    ``src`` (bf16, SBUF) holds one problem per group of 16 partitions in snake order: element ``i`` of the
+    group's ``n`` active values is ``src[g*16 + i % 16, i // 16]``.  Every partition of the group receives the
+    group's ``K`` largest values in ascending order (``val_dst``, bf16) and their snake indices (``idx_dst``,
+    uint32); equal values are taken lowest index first."""
+    api = "nisa.topk"
+    m = _x.machine(api)
+    if m.geometry.nc_version < 3:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v3 (trn2) or newer, the target is {m.geometry.name}", rule="arch"
+        )
+    loc = user_location()
+    vd = _dst(val_dst, api, buffers=("sbuf",))
+    ix = _dst(idx_dst, api, buffers=("sbuf",))
+    t = _x.tile(src, api, "src", psum=False)
+    for what, x, want in (("src", t, "bfloat16"), ("val_dst", vd, "bfloat16"), ("idx_dst", ix, "uint32")):
+        if _dt.name_of(x.dtype) != want:
+            raise DtypeError(f"{api}: {what} must be {want}, got {_dt.name_of(x.dtype)}", rule="dtype")
+    p, k = t.partitions, vd.free_size
+    if p % 16:
+        raise TileShapeError(
+            f"{api}: the partition count must be a multiple of 16, got {p}", rule="topk-shape"
+        )
+    if not isinstance(n, (int, np.integer)) or not 8 <= int(n) < 65536:
+        raise KernelArgumentError(
+            f"{api}: n must be an integer in [8, 65536), got {n!r}", rule="bad-argument"
+        )
+    n = int(n)
+    if t.free_size * 16 < n:
+        raise TileShapeError(
+            f"{api}: src holds {t.free_size} elements per partition, fewer than ceil(n / 16) = {-(-n // 16)}",
+            rule="topk-shape",
+        )
+    if not 1 <= k <= n or k >= 32768:
+        raise TileShapeError(
+            f"{api}: K (val_dst's free size) must be in [1, min(n, 32767)], got {k}", rule="topk-shape"
+        )
+    for what, x in (("val_dst", vd), ("idx_dst", ix)):
+        if x.partitions != p or x.free_size != k:
+            raise TileShapeError(
+                f"{api}: {what} {list(x.shape)} must be [{p}, {k}] (src's partitions, K elements)",
+                rule="dst-shape",
+            )
+    m.check_read(t, loc)
+    m.check_write(vd, loc)
+    m.check_write(ix, loc)
+    m.emit(GPSIMD, "topk", [t], [vd, ix], 0, {"n": n, "k": k}, loc)
+    if not m.numerics:
+        vd.mark_written()
+        ix.mark_written()
+        return
+    cols = -(-n // 16)
+    x = t.read().astype(np.float32).reshape(p, -1)[:, :cols]
+    snakes = x.reshape(p // 16, 16, cols).transpose(0, 2, 1).reshape(p // 16, cols * 16)[:, :n]
+    order = np.argsort(-snakes, axis=1, kind="stable")[:, :k]  # largest first, lowest index among equals
+    order = order[:, ::-1]  # ascending values
+    vals = np.take_along_axis(snakes, order, axis=1)
+    vd.write(_dt.round_to(np.repeat(vals, 16, axis=0).reshape(vd.shape), vd.dtype))
+    ix.write(np.repeat(order, 16, axis=0).astype(np.uint32).reshape(ix.shape))

@@ -372,6 +372,12 @@ ADAPTERS: tuple[Adapter, ...] = (
         writes_dst=True,
     ),
     Adapter(
+        "dropout",
+        "``dst = data`` with each element zeroed with probability ``prob`` (a scalar or ``(P, 1)`` tile), no "
+        "rescaling (VectorE).",
+        params("dst", "data", "prob", name=None),
+    ),
+    Adapter(
         "sequence_bounds",
         "``[start, end)`` of every element's segment, ``(1, 2, n)``; segment id 0 gives ``(n, -1)`` (GpSimd).",
         params("dst", "segment_ids", name=None),
