@@ -52,8 +52,8 @@ from ._convention import (  # noqa: F401  (NkiValidationError is part of nki.isa
 )
 from .isa_more import *  # noqa: F403
 from .isa_more import _affine_values
-from .isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: F401  (public nki.isa names)
 from .isa_mx import nc_matmul_mx, quantize_mx
+from .isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: F401  (public nki.isa names)
 from .isa_table import INSTRUCTIONS as _INSTRUCTIONS
 
 # the instructions that are pure adapters, generated from their rows in isa_table
