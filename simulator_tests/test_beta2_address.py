@@ -28,9 +28,8 @@ def fails(kernel, cls, rule, *args):
 
 @nki.jit
 def k_at(a, free_offset, partition_offset=0, rows=128):
-    t = nl.ndarray(
-        (rows, 64), dtype=a.dtype, buffer=nl.sbuf, address=(partition_offset, free_offset)
-    )  # <- blame
+    at = (partition_offset, free_offset)
+    t = nl.ndarray((rows, 64), dtype=a.dtype, buffer=nl.sbuf, address=at)  # <- blame
     nisa.dma_copy(t, a[0:rows, :])
     out = nl.ndarray((rows, 64), dtype=a.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(out, t)

@@ -17,6 +17,7 @@ from devkit.errors import (
     MemoryPlacementError,
     PartitionMismatchError,
     TileShapeError,
+    UnsupportedError,
     user_location,
 )
 from devkit.nki.beta2 import views as _views
@@ -42,8 +43,7 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     TypeErrors from inside the instruction are devkit bugs and propagate unchanged."""
     api = f"nisa.{fn.__name__}"
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def bound(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except TypeError as e:
@@ -51,6 +51,30 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
             if tb is not None and tb.tb_next is None:
                 raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
             raise
+
+    return instruction(functools.wraps(fn)(bound))
+
+
+#: nesting depth of ``nisa.*`` calls (an instruction may call another); hooks run after the outermost one
+_depth = [0]
+#: called after every outermost ``nisa.*`` instruction (:mod:`devkit.nki.beta2.lnc`: LNC-2 programs alternate)
+after_instruction: list[Callable[[], None]] = []
+
+
+def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as one ``nki.isa`` instruction: when the outermost instruction returns, the
+    :data:`after_instruction` hooks run."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _depth[0] += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _depth[0] -= 1
+        if after_instruction and not _depth[0]:
+            after_instruction[0]()
+        return out
 
     return wrapper
 
@@ -73,6 +97,22 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
         f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
         rule="enum-by-member",
     )
+
+
+_CHIP = {3: "trn2", 4: "trn3"}
+
+
+def machine_at_least(api: str, version: int) -> Any:
+    """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
+    naming the target and how to select a newer one otherwise)."""
+    m = _x.machine(api)
+    if m.geometry.nc_version < version:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v{version} ({_CHIP[version]}) or newer; the simulated target is "
+            f"{m.geometry.name} (select one with NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION)",
+            rule="arch",
+        )
+    return m
 
 
 def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:

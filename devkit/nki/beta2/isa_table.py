@@ -22,7 +22,7 @@ import numpy as np
 from devkit import dtypes as _dt
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
 from devkit.nki import isa as _b1
-from devkit.nki.beta2._convention import _dst, _into, _member
+from devkit.nki.beta2._convention import _dst, _into, _member, instruction
 from devkit.nki.beta2.constants import dge_mode, engine, oob_mode, reduce_cmd
 from devkit.sim.tensor import Tensor
 
@@ -63,7 +63,7 @@ def build(spec: Adapter) -> Callable[..., None]:
     sig = inspect.Signature(list(spec.params), return_annotation=None)
     run = getattr(_b1, spec.beta1 or spec.name)
 
-    def instruction(*args: Any, **kwargs: Any) -> None:
+    def run_one(*args: Any, **kwargs: Any) -> None:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -88,10 +88,10 @@ def build(spec: Adapter) -> Callable[..., None]:
         else:
             _into(api, d, run(**a))
 
-    instruction.__name__ = instruction.__qualname__ = spec.name
-    instruction.__doc__ = spec.doc
-    instruction.__signature__ = sig  # type: ignore[attr-defined]
-    return instruction
+    run_one.__name__ = run_one.__qualname__ = spec.name
+    run_one.__doc__ = spec.doc
+    run_one.__signature__ = sig  # type: ignore[attr-defined]
+    return instruction(run_one)
 
 
 # ---- operand rules NKI 0.x adds to the Beta-1 instructions ---------------------------------------------------

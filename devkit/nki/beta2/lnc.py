@@ -3,12 +3,16 @@
 Under LNC 2 the two programs of a launch run on two physical NeuronCores sharing HBM; ``nisa.sendrecv`` swaps
 SBUF data between them and ``nisa.core_barrier`` makes each wait for the other (``reference/nki_beta2.md``
 §2, §5.4; AWS's simulator runs them as two threads).  Here the programs run as two threads that take turns on
-the one simulated machine: a program runs until it has to wait for the other (a ``sendrecv`` whose message
-has not arrived, a barrier the other has not reached), then hands over.  The result is deterministic, and a
-program waiting for one that already finished is reported as a deadlock.
+the one simulated machine, one ``nki.isa`` instruction at a time in numerics runs (the two cores start together
+and run side by side, so e.g. both programs' initialisation of a shared output lands before either stores its
+half, as nki-library's ``cascaded_max`` tests rely on); a program that has to wait for the other (a
+``sendrecv`` whose message has not arrived, a barrier the other has not reached) hands over until it can go
+on.  The result is deterministic, and a program waiting for one that already finished is reported as a
+deadlock.  Cost-only runs keep whole turns (values do not depend on the order there).
 
-Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators) is swapped
-when the turn changes; everything else (memories, trace) is shared.
+Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators, the program
+whose SBUF/PSUM a new tile counts against -- each program has its own, :mod:`devkit.sim.liveness`) is
+swapped when the turn changes; everything else (HBM, trace) is shared.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from devkit.errors import (
     TileShapeError,
     user_location,
 )
+from devkit.nki.beta2 import _convention
 from devkit.sim import machine as _machine
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
@@ -64,6 +69,24 @@ class Programs:
     def _restore(self, pid: int) -> None:
         m = self.m
         m.program_ids, m._shared_cursor, m.accumulators = self.state[pid]
+        m.liveness.program = pid
+
+    def step(self) -> None:
+        """After an instruction: hand the turn to the next unfinished program (cores run side by side)."""
+        if not self.m.numerics:
+            return
+        pid = self.current()
+        nxt = next((q for q in ((pid + i) % self.n for i in range(1, self.n)) if not self.done[q]), None)
+        if nxt is None:
+            return
+        self._save(pid)
+        with self.cv:
+            self.active = nxt
+            self.cv.notify_all()
+            self.cv.wait_for(lambda: self.active == pid or self.aborted)
+        if self.aborted:
+            raise _Aborted
+        self._restore(pid)
 
     def current(self) -> int:
         return int(self.m.program_ids[0]) if self.m.program_ids else 0
@@ -147,6 +170,7 @@ class Programs:
         finally:
             _machine._current.machine = self.m
             self.m.program_ids, self.m._shared_cursor, self.m.accumulators = outer
+            self.m.liveness.program = 0
         if self.error is not None:
             raise self.error
         return results[-1]
@@ -163,6 +187,19 @@ def run_programs(m: Machine, func: Any, args: tuple, kwargs: dict, points: list[
         return progs.run(func, args, kwargs)
     finally:
         _RUNNING.pop(id(m), None)
+
+
+def _step() -> None:
+    """:data:`_convention.after_instruction` hook: LNC programs alternate one instruction at a time."""
+    if not _RUNNING:
+        return
+    m = _machine.current()
+    progs = _RUNNING.get(id(m)) if m is not None else None
+    if progs is not None:
+        progs.step()
+
+
+_convention.after_instruction.append(_step)
 
 
 def _programs(api: str) -> Programs | None:
