@@ -13,8 +13,6 @@ import nki.language as nl
 import numpy as np
 import pytest
 
-from devkit.errors import UnsupportedError
-
 BF16 = np.dtype(ml_dtypes.bfloat16)
 RNG = np.random.default_rng(11)
 
@@ -266,17 +264,33 @@ def test_tensor_scalar_reduce():
 
 
 @nki.jit
-def k_tsr_negate(a):
-    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+def k_tsr_chain(a, b, init):
+    """Three tensor_scalar_reduce calls folding into the VectorE accumulator: reset_reduce, then reduce, then
+    idle (the accumulator is kept and read out negated), then load_reduce from ``init``."""
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.add, reduce_res=red, reduce_res_negate=True)
-    return red
+    neg = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    loaded = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    rc = nisa.reduce_cmd
+    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.maximum, reduce_cmd=rc.reset_reduce)
+    nisa.tensor_scalar_reduce(d, _load(b), nl.add, 1.0, nl.maximum, reduce_res=red, reduce_cmd=rc.reduce)
+    nisa.tensor_scalar_reduce(
+        d, _load(b), nl.add, 0.0, nl.maximum, reduce_res=neg, reduce_cmd=rc.idle, reduce_res_negate=True
+    )
+    nisa.tensor_scalar_reduce(
+        d, _load(a), nl.multiply, 1.0, nl.add, reduce_res=loaded, reduce_cmd=rc.load_reduce, reduce_init=init
+    )
+    return red, neg, loaded
 
 
-def test_tensor_scalar_reduce_forms_not_simulated_raise():
-    with pytest.raises(UnsupportedError) as e:
-        nki.simulate(k_tsr_negate)(np.ones((4, 4), np.float32))
-    assert e.value.rule == "not-simulated"
+def test_tensor_scalar_reduce_accumulator_forms():
+    a = RNG.standard_normal((8, 20)).astype(np.float32)
+    b = RNG.standard_normal((8, 20)).astype(np.float32)
+    red, neg, loaded = nki.simulate(k_tsr_chain)(a, b, 0.5)
+    want = np.maximum((2 * a).max(axis=1), (b + 1).max(axis=1))[:, None]
+    np.testing.assert_array_equal(red, want)  # reset_reduce, then reduce folds the second row maxima in
+    np.testing.assert_array_equal(neg, -want)  # idle keeps the accumulator; the readout is negated
+    np.testing.assert_allclose(loaded, 0.5 + a.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
 @nki.jit
@@ -466,3 +480,33 @@ def test_sequence_bounds():
     got = nki.simulate(k_bounds)(ids)
     np.testing.assert_array_equal(got[0, 0], [0, 0, 2, 2, 2, 7, 6])
     np.testing.assert_array_equal(got[0, 1], [2, 2, 5, 5, 5, -1, 7])
+
+
+@nki.jit
+def k_tsr_load(a, init=None):
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(  # <- blame
+        d,
+        _load(a),
+        nl.multiply,
+        1.0,
+        nl.add,
+        reduce_res=red,
+        reduce_cmd=nisa.reduce_cmd.load_reduce,
+        reduce_init=init,
+    )
+    return red
+
+
+def test_tensor_scalar_reduce_load_reduce_needs_an_initial_value():
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(k_tsr_load)(a)
+    assert e.value.rule == "bad-argument"
+    assert_blames(e, k_tsr_load)
+    np.testing.assert_array_equal(nki.simulate(k_tsr_load)(a, 2.0), np.full((4, 1), 6.0, np.float32))

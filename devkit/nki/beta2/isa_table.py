@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from devkit import dtypes as _dt
-from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.errors import DtypeError, KernelArgumentError, TileShapeError
+from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
 from devkit.nki.beta2._convention import _dst, _into, _member, instruction
 from devkit.nki.beta2.constants import dge_mode, engine, oob_mode, reduce_cmd
@@ -52,7 +53,9 @@ class Adapter:
     ignored: tuple[str, ...] = ()  # accepted and not passed on (documented per row)
     writes_dst: bool = False  # the Beta-1 instruction takes ``dst=`` itself (read-modify-write instructions)
     casts: bool = True  # the Beta-1 instruction takes ``dtype=`` (the result is cast to dst's dtype)
-    beta1: str = ""  # the Beta-1 instruction, when it is named differently
+    beta1: str | Callable[..., Any] = (
+        ""  # the instruction-layer function, when not the Beta-1 one of that name
+    )
 
 
 def build(spec: Adapter) -> Callable[..., None]:
@@ -61,7 +64,7 @@ def build(spec: Adapter) -> Callable[..., None]:
     the row's rules and runs the Beta-1 instruction into ``dst``."""
     api = f"nisa.{spec.name}"
     sig = inspect.Signature(list(spec.params), return_annotation=None)
-    run = getattr(_b1, spec.beta1 or spec.name)
+    run = spec.beta1 if callable(spec.beta1) else getattr(_b1, spec.beta1 or spec.name)
 
     def run_one(*args: Any, **kwargs: Any) -> None:
         try:
@@ -150,21 +153,6 @@ def no_broadcast(api: str, dst: Tensor, a: dict[str, Any]) -> None:
         )
     if x.shape != y.shape and _whole(y):
         a["data2"] = y.reshape(x.shape)
-
-
-def default_reduce_forms_only(api: str, dst: Tensor, a: dict[str, Any]) -> None:
-    """``tensor_scalar_reduce``: the forms other than ``reset_reduce`` into a ``reduce_res`` are not simulated."""
-    if (
-        a["reduce_cmd"] != reduce_cmd.reset_reduce
-        or a["reduce_init"] is not None
-        or a["reduce_res_negate"]
-        or a["reduce_res"] is None
-    ):
-        raise UnsupportedError(
-            f"{api}: only reduce_cmd=reset_reduce with a reduce_res, no reduce_init and no reduce_res_negate is "
-            "simulated yet",
-            rule="not-simulated",
-        )
 
 
 # ---- the table -------------------------------------------------------------------------------------------------
@@ -317,9 +305,9 @@ ADAPTERS: tuple[Adapter, ...] = (
     ),
     Adapter(
         "tensor_scalar_reduce",
-        "``dst = data op0 operand0`` and ``reduce_res = reduce(dst)`` over the free dims (VectorE).\n\n"
-        "Only the default accumulator handling (``reduce_cmd=reset_reduce``, no ``reduce_init``, no negation) is "
-        "simulated so far; the other forms raise ``not-simulated``.",
+        "``dst = data op0 operand0``, its free-dim reduction folded into the VectorE accumulator as ``reduce_cmd`` "
+        "says (``load_reduce`` starts from ``reduce_init``) and the accumulator written to ``reduce_res`` "
+        "(negated with ``reduce_res_negate``).",
         params(
             "dst",
             "data",
@@ -333,8 +321,8 @@ ADAPTERS: tuple[Adapter, ...] = (
             reduce_res_negate=False,
             name=None,
         ),
-        rules=(default_reduce_forms_only,),
-        ignored=("reduce_cmd", "reduce_init", "reduce_res_negate"),
+        enums=_RCMD,
+        beta1=_b1_reduce._tensor_scalar_reduce,
     ),
     Adapter(
         "range_select",
