@@ -13,6 +13,8 @@ import nki.language as nl
 import numpy as np
 import pytest
 
+from devkit.errors import UnsupportedError
+
 BF16 = np.dtype(ml_dtypes.bfloat16)
 RNG = np.random.default_rng(11)
 
@@ -510,3 +512,34 @@ def test_tensor_scalar_reduce_load_reduce_needs_an_initial_value():
     assert e.value.rule == "bad-argument"
     assert_blames(e, k_tsr_load)
     np.testing.assert_array_equal(nki.simulate(k_tsr_load)(a, 2.0), np.full((4, 1), 6.0, np.float32))
+
+
+@nki.jit
+def k_depends(a, producer="earlier"):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    load = nisa.dma_copy(t, a)
+    u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    copy = nisa.tensor_copy(u, t)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    store = nisa.dma_copy(out, u)
+    which = {"earlier": load, "later": store, "value": 3}[producer]
+    assert copy.depends_on(which) is copy  # <- blame
+    return out
+
+
+def test_nki_instruction_depends_on_earlier_instructions_only():
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = RNG.standard_normal((8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k_depends)(a), a)
+    assert isinstance(nisa.NkiInstruction, type)
+    for producer, cls, rule in (
+        ("later", UnsupportedError, "not-simulated"),
+        ("value", KernelArgumentError, "bad-argument"),
+    ):
+        with pytest.raises(cls) as e:
+            nki.simulate(k_depends)(a, producer)
+        assert e.value.rule == rule
+        assert_blames(e, k_depends)

@@ -61,9 +61,47 @@ _depth = [0]
 after_instruction: list[Callable[[], None]] = []
 
 
+class NkiInstruction:
+    """``nki.isa.NkiInstruction``: the handle an instruction returns (NKI 0.6.0).
+
+    ``c.depends_on(*producers)`` asks that ``c`` run after each producer.  The simulator executes a kernel in
+    program order, so a producer issued before ``c`` is already complete when ``c`` runs and the edge is
+    accepted (it adds nothing to the cost model's schedule, which orders instructions by their data).  A
+    producer issued after ``c`` would reorder the kernel, which eager execution cannot do: that is refused."""
+
+    def __init__(self, name: str, seq: int) -> None:
+        self.name = name
+        self.seq = seq  # position in program order
+        self.producers: list[NkiInstruction] = []
+
+    def depends_on(self, *producers: NkiInstruction) -> NkiInstruction:
+        api = f"{self.name}.depends_on"
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                raise KernelArgumentError(
+                    f"{api}: producers must be instructions returned by nki.isa, got {type(p).__name__}",
+                    rule="bad-argument",
+                )
+            if p.seq > self.seq:
+                raise UnsupportedError(
+                    f"{api}: the producer {p.name} was issued after this instruction; the simulator executes "
+                    "instructions in program order and cannot move one before an earlier one",
+                    rule="not-simulated",
+                )
+        self.producers.extend(producers)
+        return self
+
+    def __repr__(self) -> str:
+        return f"<NkiInstruction {self.name} #{self.seq}>"
+
+
+_issued = [0]  # instructions issued so far (program order of NkiInstruction handles)
+
+
 def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` as one ``nki.isa`` instruction: when the outermost instruction returns, the
-    :data:`after_instruction` hooks run."""
+    """``fn`` as one ``nki.isa`` instruction: it returns an :class:`NkiInstruction` (unless it returns a value of
+    its own), and when the outermost instruction returns, the :data:`after_instruction` hooks run."""
+    api = f"nisa.{fn.__name__}"
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -72,6 +110,9 @@ def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
             out = fn(*args, **kwargs)
         finally:
             _depth[0] -= 1
+        if out is None:
+            _issued[0] += 1
+            out = NkiInstruction(api, _issued[0])
         if after_instruction and not _depth[0]:
             after_instruction[0]()
         return out

@@ -41,7 +41,8 @@ from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
 
 from . import constants  # noqa: F401  (nki.isa.constants)
-from ._convention import (  # noqa: F401  (NkiValidationError is part of nki.isa)
+from ._convention import (  # noqa: F401  (NkiInstruction, NkiValidationError are part of nki.isa)
+    NkiInstruction,
     NkiValidationError,
     _accumulate_into,
     _check_fit,
