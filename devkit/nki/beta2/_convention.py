@@ -143,7 +143,7 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
 _CHIP = {3: "trn2", 4: "trn3"}
 
 
-def machine_at_least(api: str, version: int) -> Any:
+def _machine_at_least(api: str, version: int) -> Any:
     """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
     naming the target and how to select a newer one otherwise)."""
     m = _x.machine(api)

@@ -71,7 +71,7 @@ __all__ = [
     *(
         n
         for n in _INSTRUCTIONS
-        if n in ("activation", "nc_transpose", "tensor_copy", "tensor_scalar", "tensor_tensor")
+        if n in ("activation", "memset", "nc_transpose", "tensor_copy", "tensor_scalar", "tensor_tensor")
     ),
     "dge_mode",
     "dma_copy",
@@ -79,7 +79,6 @@ __all__ = [
     "engine",
     "get_nc_version",
     "matmul_perf_mode",
-    "memset",
     "nc_matmul",
     "nc_matmul_mx",
     "nc_version",
@@ -254,25 +253,6 @@ def _wide_moving_chunks(api: str, dst: Tensor, moving: Any) -> list[tuple[int, i
 
 
 # ---- VectorE / ScalarE / GpSimd ---------------------------------------------------------------------------------
-
-
-@_strict
-def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None) -> None:
-    """Fill ``dst`` with ``value`` (VectorE / GpSimd)."""
-    api = "nisa.memset"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    if _dt.is_packed(d.dtype) and value != 0:
-        raise KernelArgumentError(
-            f"{api}: an MX x4 tensor can only be set to 0, got {value!r}", rule="bad-argument"
-        )
-    if not _dt.is_float(d.dtype) and isinstance(value, float) and not float(value).is_integer():
-        raise KernelArgumentError(
-            f"{api}: value {value!r} does not match the integer dtype {_dt.name_of(d.dtype)}",
-            rule="bad-argument",
-        )
-    res = _b1.memset(d.shape, value, d.dtype, engine=engine)
-    _into(api, d, res)
 
 
 @_strict

@@ -21,9 +21,9 @@ from devkit.nki.beta2._convention import (
     _check_fit,
     _dst,
     _into,
+    _machine_at_least,
     _member,
     _strict,
-    machine_at_least,
 )
 from devkit.nki.beta2.constants import (
     oob_mode,
@@ -310,7 +310,7 @@ def exponential(
     Accumulator: ``reset`` clears it, ``reduce`` adds the row sums, ``reset_reduce`` sets them, ``load_reduce``
     sets ``reduce_init`` plus them, ``idle`` leaves it; ``reduce_res`` reads it."""
     api = "nisa.exponential"
-    m = machine_at_least(api, 4)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api)
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
@@ -364,7 +364,7 @@ def nonzero_with_count(
     """On partitions 0, 16, ..., 112: the indices (plus ``index_offset``) of the non-zero elements of ``src``,
     then ``padding_val``, and the count in the last element of ``dst`` (GpSimd, NeuronCore-v3+)."""
     api = "nisa.nonzero_with_count"
-    m = machine_at_least(api, 3)
+    m = _machine_at_least(api, 3)
     loc = user_location()
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(src, api, "src", psum=False)
@@ -423,7 +423,7 @@ def activate2(
     """``dst = op((data op0 imm0) op1 imm1)`` on the ScalarE (fp32; ``prelu`` takes ``relu_param`` as its
     negative slope), with the ``activation`` register reduction (add/max/min/abs_max/abs_min); NeuronCore-v4."""
     api = "nisa.activate2"
-    machine_at_least(api, 4)
+    _machine_at_least(api, 4)
     d = _dst(dst, api)
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
     o0, o1 = _b1._alu(op0, api), _b1._alu(op1, api)
@@ -453,7 +453,7 @@ def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None
     group's ``K`` largest values in ascending order (``val_dst``, bf16) and their snake indices (``idx_dst``,
     uint32); equal values are taken lowest index first."""
     api = "nisa.topk"
-    m = machine_at_least(api, 3)
+    m = _machine_at_least(api, 3)
     loc = user_location()
     vd = _dst(val_dst, api, buffers=("sbuf",))
     ix = _dst(idx_dst, api, buffers=("sbuf",))

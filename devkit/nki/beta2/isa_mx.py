@@ -17,8 +17,8 @@ from devkit.nki.beta2._convention import (
     _accumulate_into,
     _check_fit,
     _dst,
+    _machine_at_least,
     _strict,
-    machine_at_least,
 )
 from devkit.sim import instr as _x
 from devkit.sim import mx as _mx
@@ -77,7 +77,7 @@ def nc_matmul_mx(
     """MX matmul: dequantise each 8x4 group by ``2**(scale-127)``, contract over partitions and the 4 packed
     values: ``dst[M, N] (+)= sum_k sum_q st[k, M, q] * mv[k, N, q]`` (v4)."""
     api = "nisa.nc_matmul_mx"
-    m = machine_at_least(api, 4)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api, buffers=("psum",))
     st = _packed_tile(stationary, api, "stationary")
@@ -132,7 +132,7 @@ def nc_matmul_mx(
 def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
     """bf16/fp16 ``src[P, 4F]`` -> MX x4 ``dst[P, F]`` and 8-bit scales (one per 8x4 group) (v4, VectorE)."""
     api = "nisa.quantize_mx"
-    m = machine_at_least(api, 4)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api, buffers=("sbuf",))
     if not _dt.is_packed(d.dtype) or _dt.name_of(d.dtype) == "float4_e2m1fn_x4":

@@ -15,7 +15,7 @@ from devkit import dtypes as _dt
 from devkit.dtype_names import itemsize
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError, user_location
 from devkit.nki import _rng
-from devkit.nki.beta2._convention import _dst, _member, _strict, machine_at_least
+from devkit.nki.beta2._convention import _dst, _machine_at_least, _member, _strict
 from devkit.nki.beta2.constants import engine
 from devkit.nki.isa import _val, _vector_operand
 from devkit.sim import instr as _x
@@ -93,7 +93,7 @@ def rand2(dst: Any, min: Any, max: Any, name: Any = None) -> None:
     """``dst`` uniform in ``[min, max)`` (fp32, cast to dst's dtype); ``min``/``max`` are scalars or ``(P, 1)``
     tiles (Vector engine, NeuronCore-v4)."""
     api = "nisa.rand2"
-    m = machine_at_least(api, 4)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api)
     p = d.partitions
@@ -145,7 +145,7 @@ def rand_set_state(src_seeds: Any, engine: Any = engine.unknown, name: Any = Non
     """Load each lane's PRNG state from row ``p`` of a uint32 ``src_seeds`` (6 words per lane for the GpSimd,
     24 for the Vector engine; NeuronCore-v3+, Vector NeuronCore-v4+)."""
     api = "nisa.rand_set_state"
-    m = machine_at_least(api, 3)
+    m = _machine_at_least(api, 3)
     loc = user_location()
     t = _x.tile(src_seeds, api, "src_seeds")
     eng = _state_engine(api, m, engine, t.free_size, "src_seeds")
@@ -160,7 +160,7 @@ def rand_set_state(src_seeds: Any, engine: Any = engine.unknown, name: Any = Non
 def rand_get_state(dst: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Store each lane's PRNG state into row ``p`` of a uint32 ``dst`` (the inverse of ``rand_set_state``)."""
     api = "nisa.rand_get_state"
-    m = machine_at_least(api, 3)
+    m = _machine_at_least(api, 3)
     loc = user_location()
     d = _dst(dst, api)
     eng = _state_engine(api, m, engine, d.free_size, "dst")

@@ -52,6 +52,7 @@ class Adapter:
     when_none: tuple[tuple[str, Any], ...] = ()  # (parameter, value the Beta-1 instruction takes for None)
     ignored: tuple[str, ...] = ()  # accepted and not passed on (documented per row)
     writes_dst: bool = False  # the Beta-1 instruction takes ``dst=`` itself (read-modify-write instructions)
+    from_dst: tuple[str, ...] = ()  # Beta-1 arguments that are attributes of dst (``memset``'s ``shape``)
     casts: bool = True  # the Beta-1 instruction takes ``dtype=`` (the result is cast to dst's dtype)
     beta1: str | Callable[..., Any] = (
         ""  # the instruction-layer function, when not the Beta-1 one of that name
@@ -84,6 +85,8 @@ def build(spec: Adapter) -> Callable[..., None]:
         for p, v in spec.when_none:
             if a[p] is None:
                 a[p] = v
+        for p in spec.from_dst:
+            a[p] = getattr(d, p)
         if spec.writes_dst:
             run(dst=d, **a)
         elif spec.casts:
@@ -123,6 +126,20 @@ def dtype_in(operand: str, names: tuple[str, ...]) -> Rule:
             )
 
     return rule
+
+
+def memset_value(api: str, dst: Tensor, a: dict[str, Any]) -> None:
+    """The fill value suits dst: an MX x4 tensor takes only 0, an integer tensor an integral value (0.3.0)."""
+    value = a["value"]
+    if _dt.is_packed(dst.dtype) and value != 0:
+        raise KernelArgumentError(
+            f"{api}: an MX x4 tensor can only be set to 0, got {value!r}", rule="bad-argument"
+        )
+    if not _dt.is_float(dst.dtype) and isinstance(value, float) and not float(value).is_integer():
+        raise KernelArgumentError(
+            f"{api}: value {value!r} does not match the integer dtype {_dt.name_of(dst.dtype)}",
+            rule="bad-argument",
+        )
 
 
 def engine_by_dst(api: str, dst: Tensor, a: dict[str, Any]) -> None:
@@ -193,6 +210,14 @@ ADAPTERS: tuple[Adapter, ...] = (
         params("dst", "src", engine=engine.unknown, name=None, dtype=None),
         enums=_ENGINE,
         ignored=("dtype",),
+    ),
+    Adapter(
+        "memset",
+        "Fill ``dst`` with ``value`` (VectorE / GpSimd).",
+        params("dst", "value", engine=engine.unknown, name=None),
+        enums=_ENGINE,
+        rules=(memset_value,),
+        from_dst=("shape",),
     ),
     Adapter(
         "tensor_tensor",
