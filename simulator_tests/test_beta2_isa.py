@@ -543,3 +543,26 @@ def test_nki_instruction_depends_on_earlier_instructions_only():
             nki.simulate(k_depends)(a, producer)
         assert e.value.rule == rule
         assert_blames(e, k_depends)
+
+
+@nki.jit
+def k_hwdge_transpose(a):
+    d = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(d, a, dge_mode=nisa.dge_mode.hwdge)  # <- blame
+    out = nl.ndarray(d.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, d)
+    return out
+
+
+def test_hardware_dge_transpose_rules():
+    from _nki_support import assert_blames
+
+    from devkit.errors import DtypeError, TileShapeError
+
+    a = RNG.standard_normal((16, 96)).astype(BF16)
+    np.testing.assert_array_equal(nki.simulate(k_hwdge_transpose)(a), a.T)
+    for bad, cls in ((a[:8], TileShapeError), (a.astype(np.float32), DtypeError)):
+        with pytest.raises(cls) as e:
+            nki.simulate(k_hwdge_transpose)(bad)
+        assert e.value.rule == "hwdge-transpose"
+        assert_blames(e, k_hwdge_transpose)

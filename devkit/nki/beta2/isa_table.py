@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from devkit import dtypes as _dt
+from devkit.dtype_names import itemsize
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError
 from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
@@ -128,6 +129,29 @@ def dtype_in(operand: str, names: tuple[str, ...]) -> Rule:
     return rule
 
 
+def hwdge_transpose(api: str, dst: Tensor, a: dict[str, Any]) -> None:
+    """``dma_transpose`` with ``dge_mode=hwdge``: a 2-byte dtype, ``src.shape[-1] <= 128``; a 2-D source has 16
+    rows, a 3-/4-D one 1, 2, 4, 8 or 16 with ``src.shape[0] * src.shape[-2]`` a multiple of 16."""
+    src = a["src"]
+    if a["dge_mode"] != dge_mode.hwdge or not isinstance(src, Tensor):
+        return
+    shape = list(src.shape)
+    if itemsize(src.dtype) != 2:
+        raise DtypeError(
+            f"{api}: a hardware-DGE transpose moves 2-byte elements, got {_dt.name_of(src.dtype)}",
+            rule="hwdge-transpose",
+        )
+    ok = shape[-1] <= 128 and (
+        shape[0] == 16 if len(shape) == 2 else shape[0] in (1, 2, 4, 8, 16) and shape[0] * shape[-2] % 16 == 0
+    )
+    if not ok:
+        raise TileShapeError(
+            f"{api}: a hardware-DGE transpose needs src.shape[-1] <= 128 and, for a 2-D source, 16 rows (3-/4-D: "
+            f"src.shape[0] in 1, 2, 4, 8, 16 and src.shape[0] * src.shape[-2] a multiple of 16), got {shape}",
+            rule="hwdge-transpose",
+        )
+
+
 def memset_value(api: str, dst: Tensor, a: dict[str, Any]) -> None:
     """The fill value suits dst: an MX x4 tensor takes only 0, an integer tensor an integral value (0.3.0)."""
     value = a["value"]
@@ -192,7 +216,7 @@ ADAPTERS: tuple[Adapter, ...] = (
         ),
         dst=("sbuf",),
         enums=(("dge_mode", dge_mode), ("oob_mode", oob_mode)),
-        rules=(same_dtype_as_dst("src"),),
+        rules=(same_dtype_as_dst("src"), hwdge_transpose),
         ignored=("priority", "dge_mode", "oob_mode"),  # queue choice and OOB policy: no effect on values
     ),
     Adapter(
