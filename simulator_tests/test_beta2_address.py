@@ -94,3 +94,18 @@ def test_address_applies_to_on_chip_tensors_and_is_a_pair():
     fails(k_hbm_address, KernelArgumentError, "bad-argument", A, (0, -4))
     fails(k_hbm_address, KernelArgumentError, "bad-argument", A, 5)
     nki.simulate(k_hbm_address)(A, None)
+
+
+@nki.jit
+def k_same_address_per_program(a):
+    """Both LNC-2 programs place a tensor at the same address of their own SBUF (nki-library's stack allocator)."""
+    pid = nl.program_id(0)
+    x = nl.ndarray((64, 64), dtype=a.dtype, buffer=nl.sbuf, address=(0, 1024))
+    nisa.dma_copy(x, a[pid * 64 : (pid + 1) * 64, :])
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out[pid * 64 : (pid + 1) * 64, :], x)
+    return out
+
+
+def test_lnc2_programs_place_tensors_in_their_own_memories():
+    np.testing.assert_array_equal(nki.simulate(k_same_address_per_program[2])(A), A)

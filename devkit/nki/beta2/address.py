@@ -8,7 +8,8 @@ against the target (partitions, the SBUF partition size -- past the usable size 
 with ``strict_capacity`` -- and the PSUM banks), its placement is recorded (:attr:`Machine.direct`, the peak
 per-partition usage) and two placed tensors that overlap in memory are an aliasing fault when one is read
 after the other overwrote the shared bytes (``direct-alloc-overlap``; AWS's simulator does not model
-aliasing, hardware would return the other tensor's bytes).
+aliasing, hardware would return the other tensor's bytes).  Under LNC 2 each program places tensors in its own
+SBUF/PSUM.
 """
 
 from __future__ import annotations
@@ -77,5 +78,8 @@ def placed_ndarray(shape: Any, dtype: Any, buffer: str, name: str, address: Any)
     else:
         _check_sbuf_range(m, name, (), f_off, fbytes, loc)
     st = m.new_storage(shp, d, buffer, par_axis=0, name=name, kind="direct", loc=loc)
-    m.register_direct(st, DirectPlacement(buffer, {(): (p_off, f_off)}, fbytes, p))
+    # under LNC 2 each program has its own SBUF/PSUM: program k's partitions are [k * P, (k + 1) * P) of the
+    # machine's physical address space, so only tensors of one program can overlap
+    first = m.liveness.program * g.partitions + p_off
+    m.register_direct(st, DirectPlacement(buffer, {(): (first, f_off)}, fbytes, p))
     return Tensor.whole(st)
