@@ -1,7 +1,6 @@
 """Issue 12: ``nl.ndarray(address=(partition_offset, free_offset))`` places an SBUF/PSUM tensor -- the address is
-checked against the target and recorded, and two placed tensors overlapping in memory are an aliasing fault
-when one is read after the other overwrote it.  Each failing kernel has a passing twin; error class, rule and
-blamed line are asserted."""
+checked against the target and recorded (aliasing between placements is not modelled, as in AWS's simulator).
+Each failing kernel has a passing twin; error class, rule and blamed line are asserted."""
 
 from __future__ import annotations
 
@@ -55,13 +54,16 @@ def k_overlap(a, second_offset):
     nisa.dma_copy(x, a)
     nisa.memset(y, 0.0)  # overwrites x's bytes when the two overlap
     out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(out, x)  # <- blame
+    nisa.dma_copy(out, x)
     return out
 
 
-def test_overlapping_placed_tensors_read_after_overwrite_is_an_aliasing_fault():
-    fails(k_overlap, CapacityError, "direct-alloc-overlap", A, 1024 + 128)
-    np.testing.assert_array_equal(nki.simulate(k_overlap)(A, 1024 + 256), A)  # adjacent, not overlapping
+def test_overlapping_placed_tensors_are_not_aliased_as_in_aws_simulator():
+    """AWS's simulator does not model aliasing between allocations (reference §6.9); nki-library's hardware-tested
+    kernels place tensors over each other's bytes (qkv_cte's PSUM banks), so the kit does not report overlaps
+    and each placed tensor keeps its own values."""
+    np.testing.assert_array_equal(nki.simulate(k_overlap)(A, 1024 + 128), A)
+    np.testing.assert_array_equal(nki.simulate(k_overlap)(A, 1024 + 256), A)
 
 
 @nki.jit

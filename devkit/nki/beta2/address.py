@@ -3,17 +3,22 @@
 NKI 0.3.0 lets a kernel place a tensor itself (``reference/nki_beta2.md`` §3.3): ``partition_offset`` is its
 first partition, ``free_offset`` its first byte within each partition -- for PSUM the byte address across the
 banks (``bank * 2048``), a tensor larger than a bank starting on a bank boundary.  The tensor becomes a direct
-allocation like a Beta-1 ``nki.compiler`` one: it is not counted by the allocator, its address range is checked
-against the target (partitions, the SBUF partition size -- past the usable size a ``SpillWarning``, an error
-with ``strict_capacity`` -- and the PSUM banks), its placement is recorded (:attr:`Machine.direct`, the peak
-per-partition usage) and two placed tensors that overlap in memory are an aliasing fault when one is read
-after the other overwrote the shared bytes (``direct-alloc-overlap``; AWS's simulator does not model
-aliasing, hardware would return the other tensor's bytes).  Under LNC 2 each program places tensors in its own
-SBUF/PSUM.
+allocation like a Beta-1 ``nki.compiler`` one: it is not counted by the kit's lifetime allocator, its address
+range is checked against the target (partitions, the SBUF partition size -- past the usable size a
+``SpillWarning``, an error with ``strict_capacity`` -- and the PSUM banks) and its placement is recorded
+(:attr:`Machine.direct`, the peak per-partition usage).
+
+Aliasing between placed tensors is not modelled, as in AWS's simulator (reference §6.9): each tensor keeps its
+own storage, and two placements that overlap are not reported.  (Checking them like ``nki.compiler``
+allocations flagged hardware-tested nki-library kernels -- ``qkv_cte``'s PSUM banks, ``conv1d``'s stack
+allocator -- whose overlapping uses the kit cannot yet tell apart from real conflicts.)  Each placed tensor
+therefore gets a region of its own in the machine's physical address space: the partitions of placement
+``k`` are numbered from ``k * P``.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -25,6 +30,7 @@ from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 
 API = "nl.ndarray"
+_REGION = itertools.count(1)  # physical regions of placed tensors (0 is the nki.compiler allocations')
 
 
 def parse_address(address: Any) -> tuple[int, int]:
@@ -78,8 +84,6 @@ def placed_ndarray(shape: Any, dtype: Any, buffer: str, name: str, address: Any)
     else:
         _check_sbuf_range(m, name, (), f_off, fbytes, loc)
     st = m.new_storage(shp, d, buffer, par_axis=0, name=name, kind="direct", loc=loc)
-    # under LNC 2 each program has its own SBUF/PSUM: program k's partitions are [k * P, (k + 1) * P) of the
-    # machine's physical address space, so only tensors of one program can overlap
-    first = m.liveness.program * g.partitions + p_off
+    first = next(_REGION) * g.partitions + p_off  # a region of its own: aliasing is not modelled
     m.register_direct(st, DirectPlacement(buffer, {(): (first, f_off)}, fbytes, p))
     return Tensor.whole(st)
