@@ -566,3 +566,33 @@ def test_hardware_dge_transpose_rules():
             nki.simulate(k_hwdge_transpose)(bad)
         assert e.value.rule == "hwdge-transpose"
         assert_blames(e, k_hwdge_transpose)
+
+
+@nki.jit
+def k_bad_binding(a, how):
+    t = _load(a)
+    d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    args, kwargs = {
+        "missing": ((d,), {}),
+        "twice": ((d, t), {"src": t}),
+        "many": ((d, t, 0, None, None, 1), {}),
+    }[how]
+    nisa.tensor_copy(*args, **kwargs)  # <- blame
+    return _store(d)
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [("missing", "missing 1 required argument(s): 'src'"), ("twice", "multiple values for argument 'src'"),
+     ("many", "takes 5 positional arguments but 6 were given")],
+)  # fmt: skip
+def test_table_instructions_bind_arguments_like_python(how, words):
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(k_bad_binding)(a, how)
+    assert e.value.rule == "bad-arguments" and words in str(e.value)
+    assert_blames(e, k_bad_binding)
