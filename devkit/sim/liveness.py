@@ -14,10 +14,6 @@ capacity when the kernel ends:
   in PSUM, it cannot be spilled.  Other PSUM tiles (plain results such as ``t[...] = nc_matmul(...)``)
   beyond the banks are spilled to SBUF by the compiler: a warning.
 
-Under LNC 2 each program runs on its own NeuronCore with its own SBUF and PSUM: a tile counts against the
-memories of the program that first touched it (:attr:`Liveness.program`, set when the programs take turns),
-and every program's memories are judged on their own.
-
 Units: bytes are bytes per partition; times are instruction ids.
 """
 
@@ -118,32 +114,13 @@ class Liveness:
 
     def __init__(self, geometry: Geometry) -> None:
         self.geometry = geometry
-        # sid -> {block index -> [first, last, bytes, buffer, site, accumulated, program]}
+        # sid -> {block index -> [first, last, bytes, buffer, site, accumulated, unused]}
         self._open: dict[int, dict[tuple[int, ...], list]] = {}
         self._sites: list[tuple[tuple[str, int], tuple]] = []  # (origin, describe_storage fields)
         self._site_of: dict[int, int] = {}
-        # per program (LNC): its SBUF, PSUM and PSUM-accumulation intervals
-        self._programs: dict[int, tuple[_Intervals, _Intervals, _Intervals]] = {}
-        self.program = 0  # the program whose instructions run now (devkit.nki.beta2.lnc)
-
-    def _of(self, program: int) -> tuple[_Intervals, _Intervals, _Intervals]:
-        ivs = self._programs.get(program)
-        if ivs is None:
-            ivs = self._programs[program] = (_Intervals(), _Intervals(), _Intervals())
-        return ivs
-
-    @property
-    def sbuf(self) -> _Intervals:
-        """SBUF intervals of program 0 (the only one outside LNC launches)."""
-        return self._of(0)[0]
-
-    @property
-    def psum(self) -> _Intervals:
-        return self._of(0)[1]
-
-    @property
-    def psum_acc(self) -> _Intervals:
-        return self._of(0)[2]
+        self.sbuf = _Intervals()
+        self.psum = _Intervals()
+        self.psum_acc = _Intervals()
 
     def touch(
         self, st: object, blocks: list[tuple[int, ...]], tile_bytes: int, iid: int, accumulate: bool
@@ -160,7 +137,7 @@ class Liveness:
         for b in blocks:
             rec = tiles.get(b)
             if rec is None:
-                rec = tiles[b] = [iid, iid, tile_bytes, st.buffer, site, -1, self.program]  # type: ignore[attr-defined]
+                rec = tiles[b] = [iid, iid, tile_bytes, st.buffer, site, -1, -1]  # type: ignore[attr-defined]
             else:
                 rec[1] = iid
             if accumulate:
@@ -179,14 +156,13 @@ class Liveness:
         site = self._site_of[sid]
         starts = range(first, first + count * period, period)
         ends = range(last, last + count * period, period)
-        sbuf, psum, psum_acc = self._of(self.program)
         if st.buffer == "sbuf":  # type: ignore[attr-defined]
-            sbuf.extend(starts, ends, nbytes, site)
+            self.sbuf.extend(starts, ends, nbytes, site)
             return
         banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
-        psum.extend(starts, ends, banks, site)
+        self.psum.extend(starts, ends, banks, site)
         if accumulated:
-            psum_acc.extend(starts, ends, banks, site)
+            self.psum_acc.extend(starts, ends, banks, site)
 
     def close(self, sid: int) -> None:
         """Tensor ``sid`` died: its tiles' intervals are final."""
@@ -196,15 +172,14 @@ class Liveness:
                 self._retire(rec)
 
     def _retire(self, rec: list) -> None:
-        first, last, nbytes, buf, site, accumulated, program = rec
-        sbuf, psum, psum_acc = self._of(program)
+        first, last, nbytes, buf, site, accumulated, _ = rec
         if buf == "sbuf":
-            sbuf.add(first, last, nbytes, site)
+            self.sbuf.add(first, last, nbytes, site)
             return
         banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
-        psum.add(first, last, banks, site)
+        self.psum.add(first, last, banks, site)
         if accumulated > 0:
-            psum_acc.add(first, last, banks, site)
+            self.psum_acc.add(first, last, banks, site)
 
     def _site(self, k: int) -> tuple[tuple[str, int], str]:
         """(allocation site, description) of the tensor behind site index ``k``."""
@@ -212,8 +187,8 @@ class Liveness:
         return origin, describe_storage(*fields)
 
     def occupancy(self, max_points: int = 4000) -> dict[str, list[tuple[int, int]]]:
-        """Bytes per partition live over instruction ids (see :attr:`devkit.trace.MemoryStats.occupancy`) in
-        program 0's memories; call after :meth:`verdict` (which closes the open tiles)."""
+        """Bytes per partition live over instruction ids (see :attr:`devkit.trace.MemoryStats.occupancy`);
+        call after :meth:`verdict` (which closes the open tiles)."""
         bank = self.geometry.psum_bank_bytes
         return {
             "sbuf": self.sbuf.steps(max_points),
@@ -221,39 +196,23 @@ class Liveness:
         }
 
     def verdict(self) -> Verdict:
-        """The capacity verdict: each program's memories judged on their own; the peaks are the largest of any
-        program, the spill traffic their sum, an overflow the first program's that overflows."""
         for sid in list(self._open):
             self.close(sid)
-        verdicts = [self._verdict(*self._of(p)) for p in sorted(self._programs) or [0]]
-        if len(verdicts) == 1:
-            return verdicts[0]
-        first = lambda xs: next((x for x in xs if x is not None), None)  # noqa: E731
-        return Verdict(
-            max(v.sbuf_peak_bytes for v in verdicts),
-            max(v.psum_peak_bytes for v in verdicts),
-            sum(v.spill_bytes for v in verdicts),
-            first(v.sbuf_over for v in verdicts),
-            first(v.psum_over for v in verdicts),
-            first(v.psum_acc_over for v in verdicts),
-        )
-
-    def _verdict(self, sbuf: _Intervals, psum: _Intervals, psum_acc: _Intervals) -> Verdict:
         g = self.geometry
-        sbuf_peak, s_k = sbuf.peak(g.sbuf_usable_bytes_per_partition)
-        psum_banks, p_k = psum.peak(g.psum_banks)
-        acc_banks, a_k = psum_acc.peak(g.psum_banks)
+        sbuf_peak, s_k = self.sbuf.peak(g.sbuf_usable_bytes_per_partition)
+        psum_banks, p_k = self.psum.peak(g.psum_banks)
+        acc_banks, a_k = self.psum_acc.peak(g.psum_banks)
         sbuf_over = psum_over = acc_over = None
         spill = 0
         if sbuf_peak > g.sbuf_usable_bytes_per_partition:
-            site, desc = self._site(sbuf.site[s_k])
+            site, desc = self._site(self.sbuf.site[s_k])
             sbuf_over = (sbuf_peak, site, desc)
             spill += 2 * (sbuf_peak - g.sbuf_usable_bytes_per_partition) * g.partitions
         if psum_banks > g.psum_banks:
-            site, desc = self._site(psum.site[p_k])
+            site, desc = self._site(self.psum.site[p_k])
             psum_over = (psum_banks, site, desc)
             spill += 2 * (psum_banks - g.psum_banks) * g.psum_bank_bytes * g.partitions
         if acc_banks > g.psum_banks:
-            site, desc = self._site(psum_acc.site[a_k])
+            site, desc = self._site(self.psum_acc.site[a_k])
             acc_over = (acc_banks, site, desc)
         return Verdict(sbuf_peak, psum_banks * g.psum_bank_bytes, spill, sbuf_over, psum_over, acc_over)

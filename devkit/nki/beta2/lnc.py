@@ -11,7 +11,7 @@ on.  The result is deterministic, and a program waiting for one that already fin
 deadlock.  Cost-only runs keep whole turns (values do not depend on the order there).
 
 Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators, the program
-whose SBUF/PSUM a new tile counts against -- each program has its own, :mod:`devkit.sim.liveness`) is
+whose SBUF/PSUM a new tile counts against -- each program has its own, :class:`_ProgramLiveness`) is
 swapped when the turn changes; everything else (HBM, trace) is shared.
 """
 
@@ -33,9 +33,48 @@ from devkit.errors import (
 )
 from devkit.nki.beta2 import _convention
 from devkit.sim import machine as _machine
+from devkit.sim.liveness import Liveness, Verdict
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA
+
+
+class _ProgramLiveness:
+    """The liveness recorder of an LNC launch: each program's tiles count against its own SBUF and PSUM (one
+    :class:`~devkit.sim.liveness.Liveness` per program; a tile belongs to the program that first touched it).
+    The verdict takes the largest peaks of any program, the sum of their spill traffic and the first overflow."""
+
+    def __init__(self, base: Liveness, n: int) -> None:
+        self.parts = [base] + [Liveness(base.geometry) for _ in range(n - 1)]
+        self.program = 0
+        self.owner: dict[int, int] = {}  # storage id -> program
+
+    def touch(self, st: Any, blocks: Any, tile_bytes: int, iid: int, accumulate: bool) -> None:
+        self.parts[self.owner.setdefault(st.id, self.program)].touch(st, blocks, tile_bytes, iid, accumulate)
+
+    def intervals(self, st: Any, *args: Any) -> None:
+        self.parts[self.owner.get(st.id, self.program)].intervals(st, *args)
+
+    def close(self, sid: int) -> None:
+        p = self.owner.get(sid)
+        if p is not None:
+            self.parts[p].close(sid)
+
+    def verdict(self) -> Verdict:
+        vs = [part.verdict() for part in self.parts]
+        first = lambda xs: next((x for x in xs if x is not None), None)  # noqa: E731
+        return Verdict(
+            max(v.sbuf_peak_bytes for v in vs),
+            max(v.psum_peak_bytes for v in vs),
+            sum(v.spill_bytes for v in vs),
+            first(v.sbuf_over for v in vs),
+            first(v.psum_over for v in vs),
+            first(v.psum_acc_over for v in vs),
+        )
+
+    def occupancy(self, max_points: int = 4000) -> dict[str, list[tuple[int, int]]]:
+        """Program 0's occupancy (see :meth:`Liveness.occupancy`)."""
+        return self.parts[0].occupancy(max_points)
 
 
 class _Aborted(BaseException):
@@ -154,6 +193,8 @@ class Programs:
 
     def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
         results: list[Any] = [None] * self.n
+        if self.n > 1 and not isinstance(self.m.liveness, _ProgramLiveness):
+            self.m.liveness = _ProgramLiveness(self.m.liveness, self.n)  # type: ignore[assignment]
         threads = [
             threading.Thread(target=self._body, args=(pid, func, args, kwargs, results), daemon=True)
             for pid in range(self.n)
