@@ -266,17 +266,33 @@ def test_tensor_scalar_reduce():
 
 
 @nki.jit
-def k_tsr_negate(a):
-    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+def k_tsr_chain(a, b, init):
+    """Three tensor_scalar_reduce calls folding into the VectorE accumulator: reset_reduce, then reduce, then
+    idle (the accumulator is kept and read out negated), then load_reduce from ``init``."""
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.add, reduce_res=red, reduce_res_negate=True)
-    return red
+    neg = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    loaded = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    rc = nisa.reduce_cmd
+    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.maximum, reduce_cmd=rc.reset_reduce)
+    nisa.tensor_scalar_reduce(d, _load(b), nl.add, 1.0, nl.maximum, reduce_res=red, reduce_cmd=rc.reduce)
+    nisa.tensor_scalar_reduce(
+        d, _load(b), nl.add, 0.0, nl.maximum, reduce_res=neg, reduce_cmd=rc.idle, reduce_res_negate=True
+    )
+    nisa.tensor_scalar_reduce(
+        d, _load(a), nl.multiply, 1.0, nl.add, reduce_res=loaded, reduce_cmd=rc.load_reduce, reduce_init=init
+    )
+    return red, neg, loaded
 
 
-def test_tensor_scalar_reduce_forms_not_simulated_raise():
-    with pytest.raises(UnsupportedError) as e:
-        nki.simulate(k_tsr_negate)(np.ones((4, 4), np.float32))
-    assert e.value.rule == "not-simulated"
+def test_tensor_scalar_reduce_accumulator_forms():
+    a = RNG.standard_normal((8, 20)).astype(np.float32)
+    b = RNG.standard_normal((8, 20)).astype(np.float32)
+    red, neg, loaded = nki.simulate(k_tsr_chain)(a, b, 0.5)
+    want = np.maximum((2 * a).max(axis=1), (b + 1).max(axis=1))[:, None]
+    np.testing.assert_array_equal(red, want)  # reset_reduce, then reduce folds the second row maxima in
+    np.testing.assert_array_equal(neg, -want)  # idle keeps the accumulator; the readout is negated
+    np.testing.assert_allclose(loaded, 0.5 + a.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
 @nki.jit
@@ -302,13 +318,6 @@ def test_memset_integer():
     np.testing.assert_array_equal(
         nki.simulate(k_memset_int)(np.zeros(1, np.float32)), np.full((4, 4), 4, np.int32)
     )
-
-
-@pytest.mark.parametrize("name", ["topk", "rng", "activate2", "dropout"])
-def test_instructions_without_an_adapter_raise_not_simulated(name):
-    with pytest.raises(UnsupportedError) as e:
-        getattr(nisa, name)(None)
-    assert e.value.rule == "not-simulated"
 
 
 @nki.jit
@@ -473,3 +482,117 @@ def test_sequence_bounds():
     got = nki.simulate(k_bounds)(ids)
     np.testing.assert_array_equal(got[0, 0], [0, 0, 2, 2, 2, 7, 6])
     np.testing.assert_array_equal(got[0, 1], [2, 2, 5, 5, 5, -1, 7])
+
+
+@nki.jit
+def k_tsr_load(a, init=None):
+    d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar_reduce(  # <- blame
+        d,
+        _load(a),
+        nl.multiply,
+        1.0,
+        nl.add,
+        reduce_res=red,
+        reduce_cmd=nisa.reduce_cmd.load_reduce,
+        reduce_init=init,
+    )
+    return red
+
+
+def test_tensor_scalar_reduce_load_reduce_needs_an_initial_value():
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(k_tsr_load)(a)
+    assert e.value.rule == "bad-argument"
+    assert_blames(e, k_tsr_load)
+    np.testing.assert_array_equal(nki.simulate(k_tsr_load)(a, 2.0), np.full((4, 1), 6.0, np.float32))
+
+
+@nki.jit
+def k_depends(a, producer="earlier"):
+    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    load = nisa.dma_copy(t, a)
+    u = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    copy = nisa.tensor_copy(u, t)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    store = nisa.dma_copy(out, u)
+    which = {"earlier": load, "later": store, "value": 3}[producer]
+    assert copy.depends_on(which) is copy  # <- blame
+    return out
+
+
+def test_nki_instruction_depends_on_earlier_instructions_only():
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = RNG.standard_normal((8, 8)).astype(np.float32)
+    np.testing.assert_array_equal(nki.simulate(k_depends)(a), a)
+    assert isinstance(nisa.NkiInstruction, type)
+    for producer, cls, rule in (
+        ("later", UnsupportedError, "not-simulated"),
+        ("value", KernelArgumentError, "bad-argument"),
+    ):
+        with pytest.raises(cls) as e:
+            nki.simulate(k_depends)(a, producer)
+        assert e.value.rule == rule
+        assert_blames(e, k_depends)
+
+
+@nki.jit
+def k_hwdge_transpose(a):
+    d = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_transpose(d, a, dge_mode=nisa.dge_mode.hwdge)  # <- blame
+    out = nl.ndarray(d.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(out, d)
+    return out
+
+
+def test_hardware_dge_transpose_rules():
+    from _nki_support import assert_blames
+
+    from devkit.errors import DtypeError, TileShapeError
+
+    a = RNG.standard_normal((16, 96)).astype(BF16)
+    np.testing.assert_array_equal(nki.simulate(k_hwdge_transpose)(a), a.T)
+    for bad, cls in ((a[:8], TileShapeError), (a.astype(np.float32), DtypeError)):
+        with pytest.raises(cls) as e:
+            nki.simulate(k_hwdge_transpose)(bad)
+        assert e.value.rule == "hwdge-transpose"
+        assert_blames(e, k_hwdge_transpose)
+
+
+@nki.jit
+def k_bad_binding(a, how):
+    t = _load(a)
+    d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    args, kwargs = {
+        "missing": ((d,), {}),
+        "twice": ((d, t), {"src": t}),
+        "many": ((d, t, 0, None, None, 1), {}),
+    }[how]
+    nisa.tensor_copy(*args, **kwargs)  # <- blame
+    return _store(d)
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [("missing", "missing 1 required argument(s): 'src'"), ("twice", "multiple values for argument 'src'"),
+     ("many", "takes 5 positional arguments but 6 were given")],
+)  # fmt: skip
+def test_table_instructions_bind_arguments_like_python(how, words):
+    from _nki_support import assert_blames
+
+    from devkit.errors import KernelArgumentError
+
+    a = np.ones((4, 4), np.float32)
+    with pytest.raises(KernelArgumentError) as e:
+        nki.simulate(k_bad_binding)(a, how)
+    assert e.value.rule == "bad-arguments" and words in str(e.value)
+    assert_blames(e, k_bad_binding)

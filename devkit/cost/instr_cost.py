@@ -13,7 +13,7 @@ VectorE   one streamed input ``max(MIN_II, N)``; two inputs ``max(MIN_II, 2N)`` 
           matmul accumulator into the first matmul); ``tensor_scalar_reduce`` ``+ MIN_II``; dynamic
           copies ``max(600, N)``; trn2 performance mode divides by ``vector.perf_mode_factor_*``
 ScalarE   ``max(MIN_II, N)``, ``+ MIN_II`` when the activation also writes its reduction out
-GpSimd    ``150 + N`` (``150 + 2N`` for two inputs)
+GpSimd    ``150 + N`` (``150 + 2N`` for two inputs); ``topk`` ``4n + K``
 DMA       per-engine busy time from :mod:`devkit.cost.dma_cost`
 ========  ============================================================================================
 
@@ -203,6 +203,8 @@ def _v_copy_like(instr: Instr, k: _Consts) -> float:
     "select_reduce",
     "select",
     "tensor_scalar_cumulative",
+    "rand",  # nisa.rng / rand2 on the VectorE: one element per partition per cycle (no published figure)
+    "rand_state",
     "quantize_mx",  # NC-v4 streams 4 elements/partition/cycle [ARCH4]; not modelled yet (1 per cycle)
 )
 def _v_one_input(instr: Instr, k: _Consts) -> float:
@@ -312,6 +314,7 @@ def _s_activation_reduce(instr: Instr, k: _Consts) -> float:
     "tensor_copy_dynamic_dst",
     "gather_flattened",
     "rand",
+    "rand_state",
     "sequence_bounds",
 )
 def _g_one_input(instr: Instr, k: _Consts) -> float:
@@ -319,6 +322,12 @@ def _g_one_input(instr: Instr, k: _Consts) -> float:
     reference/nki_api.md s4.5 for the ops without a documented figure (partition reduce,
     gather_flattened, rand, sequence_bounds)."""
     return k.g_start + _streamed(instr)
+
+
+@_rule(GPSIMD, "topk")
+def _g_topk(instr: Instr, k: _Consts) -> float:
+    """``4 n + K`` cycles per partition [N2-ISA topk: n active elements of the snake, K results]."""
+    return 4 * float(_attr(instr, "n", _streamed(instr))) + float(_attr(instr, "k", 0))
 
 
 @_rule(GPSIMD, "tensor_tensor")

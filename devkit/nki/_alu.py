@@ -78,6 +78,23 @@ REDUCE_OK = {
     "logical_and",
     "logical_or",
 }
+
+
+def _abs_extreme(pick: Any) -> Any:
+    """Reduction to the signed element of largest (``np.argmax``) / smallest (``np.argmin``) magnitude."""
+
+    def reduce(v: np.ndarray, axis: Any, keepdims: bool = False) -> np.ndarray:
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        moved = np.moveaxis(v, axes, tuple(range(-len(axes), 0)))
+        flat = moved.reshape(*moved.shape[: moved.ndim - len(axes)], -1)
+        out = np.take_along_axis(flat, pick(np.abs(flat), axis=-1)[..., None], axis=-1)[..., 0]
+        if keepdims:
+            out = np.expand_dims(out, tuple(sorted(a % v.ndim for a in axes)))
+        return out
+
+    return reduce
+
+
 _REDUCE_FN = {
     "add": np.sum,
     "multiply": np.prod,
@@ -89,8 +106,18 @@ _REDUCE_FN = {
     "bitwise_xor": np.bitwise_xor.reduce,
     "logical_and": lambda v, axis, keepdims=False: np.all(v != 0, axis=axis, keepdims=keepdims),
     "logical_or": lambda v, axis, keepdims=False: np.any(v != 0, axis=axis, keepdims=keepdims),
+    "abs_max": _abs_extreme(np.argmax),
+    "abs_min": _abs_extreme(np.argmin),
 }
-_IDENT = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "max": -np.inf, "min": np.inf}
+_IDENT = {
+    "add": 0.0,
+    "subtract": 0.0,
+    "multiply": 1.0,
+    "max": -np.inf,
+    "min": np.inf,
+    "abs_max": 0.0,
+    "abs_min": np.inf,
+}
 
 
 #: Arithmetic operators that GpSimd computes in native 32-bit integer arithmetic.  "When all input/output

@@ -32,11 +32,16 @@ from devkit.sim.tensor import Tensor
 from devkit.trace import SCALAR
 
 
-def _activation_fn(op: Any, api: str) -> tuple[str, Any]:
+def _activation_fn(op: Any, api: str, relu_param: Any = None) -> tuple[str, Any]:
+    """``(name, fp32 function)`` of an activation token; ``prelu`` exists where the instruction takes a
+    ``relu_param`` (its slope for negative inputs: ``activate2``)."""
     name = getattr(op, "_nki_activation", None)
     if name is None:
         name = getattr(op, "__name__", None) if not isinstance(op, str) else op
         name = {"expit": "sigmoid", "absolute": "abs", "copy": "copy", "identity": "copy"}.get(name, name)
+    if name == "prelu" and relu_param is not None:
+        alpha = np.float32(relu_param)
+        return name, lambda x: np.where(x >= 0, x, alpha * x)
     if name not in ACTIVATIONS:
         raise KernelArgumentError(
             f"{api}: {op!r} is not a ScalarE activation function "
@@ -105,13 +110,19 @@ def _activation(
     rcmd: Any,
     mask: Any,
     dtype: Any,
+    *,
+    pre: tuple[tuple[str, Any, bool], ...] = (),
+    relu_param: Any = None,
 ) -> Tensor:
+    """The ScalarE instruction: ``op(z)`` with ``z = data * scale + bias``, or, given ``pre`` (``activate2``),
+    ``z`` = ``data`` through the ``(alu op, scalar or (P, 1) operand, reverse)`` steps in order."""
     m = _x.machine(api)
     loc = user_location()
-    name, fn = _activation_fn(op, api)
+    name, fn = _activation_fn(op, api, relu_param)
     t = _x.tile(data, api, "data")
     shape = _x.aligned_shape(t)
     p = shape[0]
+    pre = tuple((o, _vector_operand(v, p, api, f"imm{i}"), r) for i, (o, v, r) in enumerate(pre))
     if bias is not None:
         bias = _vector_operand(bias, p, api, "bias")
         if isinstance(bias, Tensor) and _dt.name_of(bias.dtype) not in ("float32", "float16", "bfloat16"):
@@ -149,7 +160,7 @@ def _activation(
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    ins = _read_tiles(m, loc, t, bias, scale)
+    ins = _read_tiles(m, loc, t, bias, scale, *(v for _, v, _ in pre))
     if reduce_res is not None:
         m.check_write(reduce_res, loc)
     size = t.size
@@ -169,6 +180,9 @@ def _activation(
             z = x * _val(scale, shape)
             if bias is not None:
                 z = z + _val(bias, shape)
+            for o, v, rev in pre:
+                if o != "bypass":
+                    z = ALU[o](_val(v, shape), z) if rev else ALU[o](z, _val(v, shape))
             vals = np.asarray(fn(z.astype(np.float32)), dtype=np.float32)
         acc = m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
         if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):

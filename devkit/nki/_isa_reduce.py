@@ -31,6 +31,9 @@ from devkit.nki._isa_common import (
     _val,
     _vector_operand,
 )
+from devkit.nki._isa_common import (
+    reduce_cmd as _reduce_cmd,
+)
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, VECTOR
@@ -187,6 +190,27 @@ def tensor_scalar_reduce(
     **kwargs: Any,
 ) -> Tensor:
     """``out = data op0 operand0`` and ``reduce_res = reduce_op(out)`` over the free axes (VectorE)."""
+    return _tensor_scalar_reduce(data, op0, operand0, reduce_op, reduce_res, reverse0, dtype, mask)
+
+
+def _tensor_scalar_reduce(
+    data: Any,
+    op0: Any,
+    operand0: Any,
+    reduce_op: Any,
+    reduce_res: Any,
+    reverse0: bool = False,
+    dtype: Any = None,
+    mask: Any = None,
+    *,
+    reduce_cmd: Any = _reduce_cmd.reset_reduce,
+    reduce_init: Any = None,
+    reduce_res_negate: bool = False,
+) -> Tensor:
+    """The instruction, with the VectorE accumulator (shared with ``select_reduce``, ``range_select``...):
+    ``reset`` sets it to the reduction's identity, ``reduce`` folds the row reductions in, ``reset_reduce``
+    sets it to them, ``load_reduce`` to ``reduce_init`` (scalar or ``(P, 1)``) folded with them, ``idle`` leaves
+    it; ``reduce_res`` (optional) receives it, negated with ``reduce_res_negate``."""
     api = "nisa.tensor_scalar_reduce"
     m = _x.machine(api)
     loc = user_location()
@@ -200,15 +224,19 @@ def tensor_scalar_reduce(
         raise KernelArgumentError(
             f"{api}: reduce_op must be add, subtract, multiply, max or min, got {rname}"
         )
-    rr = _x.tile(reduce_res, api, "reduce_res")
+    rc = _reduce_cmd(int(reduce_cmd))
+    init = _vector_operand(reduce_init, p, api, "reduce_init") if reduce_init is not None else None
+    if rc == _reduce_cmd.load_reduce and init is None:
+        raise KernelArgumentError(f"{api}: reduce_cmd=load_reduce needs a reduce_init", rule="bad-argument")
+    rr = _x.tile(reduce_res, api, "reduce_res") if reduce_res is not None else None
     odt = _x.out_dtype(dtype, t.dtype, api)
     marr = _x.mask_array(mask, shape, api)
     out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    ins = _read_tiles(m, loc, t, o0)
-    m.check_write(rr, loc)
-    pend = m.emit(
-        VECTOR, "tensor_scalar_reduce", ins, [out, rr], 2 * t.size, {"op0": n0, "reduce": rname}, loc
-    )
+    ins = _read_tiles(m, loc, t, o0, init)
+    if rr is not None:
+        m.check_write(rr, loc)
+    outs = [out] + ([rr] if rr is not None else [])
+    pend = m.emit(VECTOR, "tensor_scalar_reduce", ins, outs, 2 * t.size, {"op0": n0, "reduce": rname}, loc)
     vals = None
     if m.numerics:
         x = _x.value_of(t, shape, marr)
@@ -216,10 +244,21 @@ def tensor_scalar_reduce(
             vals = np.asarray(
                 ALU[n0](_val(o0, shape), x) if reverse0 else ALU[n0](x, _val(o0, shape)), dtype=np.float32
             )
-        v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
-        red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
-        rr.write(_dt.round_to(red.reshape(_x.aligned_shape(rr)).reshape(rr.shape), rr.dtype))
-    else:
+            v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
+            red = np.asarray(_reduce_values(rname, v.reshape(p, -1), (1,), False), dtype=np.float32)
+            acc = m.accumulators.setdefault("vector", np.full(128, -np.inf, np.float32))
+            if rc == _reduce_cmd.reset:
+                acc[:p] = _IDENT.get(rname, 0.0)
+            elif rc == _reduce_cmd.reduce:
+                acc[:p] = ALU[rname](acc[:p], red)
+            elif rc == _reduce_cmd.reset_reduce:
+                acc[:p] = red
+            elif rc == _reduce_cmd.load_reduce:
+                acc[:p] = ALU[rname](np.broadcast_to(_val(init, (p, 1)), (p, 1)).reshape(p), red)
+        if rr is not None:
+            got = -acc[:p] if reduce_res_negate else acc[:p]
+            rr.write(_dt.round_to(got.reshape(_x.aligned_shape(rr)).reshape(rr.shape), rr.dtype))
+    elif rr is not None:
         rr.mark_written()
     return _x.commit(m, pend, out, vals, marr)
 

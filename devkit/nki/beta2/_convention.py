@@ -17,6 +17,7 @@ from devkit.errors import (
     MemoryPlacementError,
     PartitionMismatchError,
     TileShapeError,
+    UnsupportedError,
     user_location,
 )
 from devkit.nki.beta2 import views as _views
@@ -42,8 +43,7 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     TypeErrors from inside the instruction are devkit bugs and propagate unchanged."""
     api = f"nisa.{fn.__name__}"
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+    def bound(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except TypeError as e:
@@ -51,6 +51,71 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
             if tb is not None and tb.tb_next is None:
                 raise KernelArgumentError(f"{api}: {e}", rule="bad-arguments") from None
             raise
+
+    return instruction(functools.wraps(fn)(bound))
+
+
+#: nesting depth of ``nisa.*`` calls (an instruction may call another); hooks run after the outermost one
+_depth = [0]
+#: called after every outermost ``nisa.*`` instruction (:mod:`devkit.nki.beta2.lnc`: LNC-2 programs alternate)
+after_instruction: list[Callable[[], None]] = []
+
+
+class NkiInstruction:
+    """``nki.isa.NkiInstruction``: the handle an instruction returns (NKI 0.6.0).
+
+    ``c.depends_on(*producers)`` asks that ``c`` run after each producer.  The simulator executes a kernel in
+    program order, so a producer issued before ``c`` is already complete when ``c`` runs and the edge is
+    accepted (it adds nothing to the cost model's schedule, which orders instructions by their data).  A
+    producer issued after ``c`` would reorder the kernel, which eager execution cannot do: that is refused."""
+
+    def __init__(self, name: str, seq: int) -> None:
+        self.name = name
+        self.seq = seq  # position in program order
+        self.producers: list[NkiInstruction] = []
+
+    def depends_on(self, *producers: NkiInstruction) -> NkiInstruction:
+        api = f"{self.name}.depends_on"
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                raise KernelArgumentError(
+                    f"{api}: producers must be instructions returned by nki.isa, got {type(p).__name__}",
+                    rule="bad-argument",
+                )
+            if p.seq > self.seq:
+                raise UnsupportedError(
+                    f"{api}: the producer {p.name} was issued after this instruction; the simulator executes "
+                    "instructions in program order and cannot move one before an earlier one",
+                    rule="not-simulated",
+                )
+        self.producers.extend(producers)
+        return self
+
+    def __repr__(self) -> str:
+        return f"<NkiInstruction {self.name} #{self.seq}>"
+
+
+_issued = [0]  # instructions issued so far (program order of NkiInstruction handles)
+
+
+def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as one ``nki.isa`` instruction: it returns an :class:`NkiInstruction` (unless it returns a value of
+    its own), and when the outermost instruction returns, the :data:`after_instruction` hooks run."""
+    api = f"nisa.{fn.__name__}"
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _depth[0] += 1
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            _depth[0] -= 1
+        if out is None:
+            _issued[0] += 1
+            out = NkiInstruction(api, _issued[0])
+        if after_instruction and not _depth[0]:
+            after_instruction[0]()
+        return out
 
     return wrapper
 
@@ -73,6 +138,22 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
         f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
         rule="enum-by-member",
     )
+
+
+_CHIP = {3: "trn2", 4: "trn3"}
+
+
+def _machine_at_least(api: str, version: int) -> Any:
+    """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
+    naming the target and how to select a newer one otherwise)."""
+    m = _x.machine(api)
+    if m.geometry.nc_version < version:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v{version} ({_CHIP[version]}) or newer; the simulated target is "
+            f"{m.geometry.name} (select one with NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION)",
+            rule="arch",
+        )
+    return m
 
 
 def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:

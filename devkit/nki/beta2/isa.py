@@ -1,10 +1,11 @@
 """``nki.isa`` (NKI 0.x / Beta 2): every instruction writes its destination ``dst``.
 
-Each function here is a thin adapter over the simulator's instruction layer as the Beta-1 front end
-exposes it (:mod:`devkit.nki.isa`, :mod:`devkit.sim.instr`): it checks the NKI 0.x calling convention
-(``dst`` first, enums by member, no unknown keyword arguments), runs the Beta-1 instruction with
-``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as on hardware.
-Semantics: ``reference/nki_beta2.md`` §5.
+The instructions that only change the calling convention are rows of :mod:`devkit.nki.beta2.isa_table`, built
+into adapters over the simulator's instruction layer (:mod:`devkit.nki.isa`, :mod:`devkit.sim.instr`): each
+checks the NKI 0.x convention (``dst`` first, enums by member, no unknown keyword arguments), runs the
+instruction with ``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as
+on hardware.  The rest are written out here and in ``isa_more``, ``isa_mx`` and ``isa_rng``.  Every instruction
+returns an :class:`NkiInstruction`.  Semantics: ``reference/nki_beta2.md`` §5.
 
 ``nc_matmul`` accumulates implicitly: with ``accumulate=None`` the first matmul write to a PSUM element
 overwrites it and later ones add (tracked per element), ``accumulate=True``/``False`` force add/overwrite.
@@ -12,7 +13,6 @@ overwrites it and later ones add (tracked per element), ``accumulate=True``/``Fa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,6 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     TileShapeError,
-    UnsupportedError,
     user_location,
 )
 from devkit.nki import isa as _b1
@@ -43,7 +42,8 @@ from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
 
 from . import constants  # noqa: F401  (nki.isa.constants)
-from ._convention import (  # noqa: F401  (NkiValidationError is part of nki.isa)
+from ._convention import (  # noqa: F401  (NkiInstruction, NkiValidationError are part of nki.isa)
+    NkiInstruction,
     NkiValidationError,
     _accumulate_into,
     _check_fit,
@@ -53,7 +53,13 @@ from ._convention import (  # noqa: F401  (NkiValidationError is part of nki.isa
     _strict,
 )
 from .isa_more import *  # noqa: F403
+from .isa_more import _affine_values
 from .isa_mx import nc_matmul_mx, quantize_mx
+from .isa_rng import rand2, rand_get_state, rand_set_state, rng, set_rng_seed  # noqa: F401  (public nki.isa names)
+from .isa_table import INSTRUCTIONS as _INSTRUCTIONS
+
+# the instructions that are pure adapters, generated from their rows in isa_table
+globals().update(_INSTRUCTIONS)
 
 # deprecated aliases kept by NKI 0.x
 tensor_engine = engine.tensor
@@ -63,24 +69,23 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 __all__ = [
-    "activation",
+    *(
+        n
+        for n in _INSTRUCTIONS
+        if n in ("activation", "memset", "nc_transpose", "tensor_copy", "tensor_scalar", "tensor_tensor")
+    ),
     "dge_mode",
     "dma_copy",
     "dma_engine",
     "engine",
     "get_nc_version",
     "matmul_perf_mode",
-    "memset",
     "nc_matmul",
     "nc_matmul_mx",
-    "nc_transpose",
     "nc_version",
     "oob_mode",
     "quantize_mx",
     "reduce_cmd",
-    "tensor_copy",
-    "tensor_scalar",
-    "tensor_tensor",
 ]
 
 
@@ -169,25 +174,6 @@ def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
 
 
 @_strict
-def dma_transpose(
-    dst: Any,
-    src: Any,
-    axes: Any = None,
-    priority: Any = None,
-    dge_mode: Any = dge_mode.unknown,
-    oob_mode: Any = oob_mode.error,
-    name: Any = None,
-) -> None:
-    """Transpose through the DMA into an SBUF ``dst`` (same dtype)."""
-    api = "nisa.dma_transpose"
-    d = _dst(dst, api, buffers=("sbuf",))
-    if isinstance(src, Tensor) and _dt.name_of(src.dtype) != _dt.name_of(d.dtype):
-        raise DtypeError(f"{api}: src and dst must have the same dtype", rule="dtype")
-    res = _b1.dma_transpose(src, axes=axes, dtype=d.dtype)
-    _into(api, d, res)
-
-
-@_strict
 def nc_matmul(
     dst: Any,
     stationary: Any,
@@ -267,201 +253,7 @@ def _wide_moving_chunks(api: str, dst: Tensor, moving: Any) -> list[tuple[int, i
     return [(lo, min(lo + 512, n)) for lo in range(0, n, 512)]
 
 
-@_strict
-def nc_transpose(dst: Any, data: Any, engine: Any = engine.unknown, name: Any = None) -> None:
-    """2-D partition/free transpose (TensorE: SBUF -> PSUM, <= 128x128; VectorE: <= 32x32)."""
-    api = "nisa.nc_transpose"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    eng = engine
-    if eng == _b1.engine.unknown:
-        eng = _b1.engine.tensor if d.st.buffer == "psum" else _b1.engine.vector
-    res = _b1.nc_transpose(data, dtype=d.dtype, engine=eng)
-    _into(api, d, res)
-
-
 # ---- VectorE / ScalarE / GpSimd ---------------------------------------------------------------------------------
-
-
-@_strict
-def tensor_copy(
-    dst: Any, src: Any, engine: Any = engine.unknown, name: Any = None, dtype: Any = None
-) -> None:
-    """Copy ``src`` into ``dst`` (bit-exact for equal dtypes, else via fp32; the result dtype is dst's).
-
-    ``dtype=`` is not part of NKI 0.x but AWS's own tutorials pass it; it is accepted and ignored (dst's
-    dtype decides, as the reference states for every ISA op)."""
-    api = "nisa.tensor_copy"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    res = _b1.tensor_copy(src, dtype=d.dtype, engine=engine)
-    _into(api, d, res)
-
-
-@_strict
-def memset(dst: Any, value: Any, engine: Any = engine.unknown, name: Any = None) -> None:
-    """Fill ``dst`` with ``value`` (VectorE / GpSimd)."""
-    api = "nisa.memset"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    if _dt.is_packed(d.dtype) and value != 0:
-        raise KernelArgumentError(
-            f"{api}: an MX x4 tensor can only be set to 0, got {value!r}", rule="bad-argument"
-        )
-    if not _dt.is_float(d.dtype) and isinstance(value, float) and not float(value).is_integer():
-        raise KernelArgumentError(
-            f"{api}: value {value!r} does not match the integer dtype {_dt.name_of(d.dtype)}",
-            rule="bad-argument",
-        )
-    res = _b1.memset(d.shape, value, d.dtype, engine=engine)
-    _into(api, d, res)
-
-
-@_strict
-def tensor_tensor(
-    dst: Any, data1: Any, data2: Any, op: Any, engine: Any = engine.unknown, name: Any = None
-) -> None:
-    """``dst = data1 op data2`` element-wise (no broadcasting)."""
-    api = "nisa.tensor_tensor"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    if isinstance(data1, Tensor) and isinstance(data2, Tensor):
-        p1, p2 = (data1.shape[0] if data1.shape else 1), (data2.shape[0] if data2.shape else 1)
-        if p1 != p2 or data1.size // max(p1, 1) != data2.size // max(p2, 1):
-            raise TileShapeError(
-                f"{api}: data1 {list(data1.shape)} and data2 {list(data2.shape)} must have the same partitions "
-                "and elements per partition (no broadcasting in nki.isa)",
-                rule="shape-mismatch",
-            )
-        if data1.shape != data2.shape:
-            data2 = data2.reshape(data1.shape) if data2.dims is not None and _whole(data2) else data2
-    res = _b1.tensor_tensor(data1, data2, op, dtype=d.dtype, engine=engine)
-    _into(api, d, res)
-
-
-def _whole(t: Tensor) -> bool:
-    return all(
-        not isinstance(e, int) and e[0] == 0 and e[1] == 1 and e[2] == n for e, n in zip(t.dims, t.st.shape)
-    )  # type: ignore[union-attr]
-
-
-@_strict
-def tensor_scalar(
-    dst: Any,
-    data: Any,
-    op0: Any,
-    operand0: Any,
-    reverse0: bool = False,
-    op1: Any = None,
-    operand1: Any = None,
-    reverse1: bool = False,
-    engine: Any = engine.unknown,
-    name: Any = None,
-) -> None:
-    """``dst = (data op0 operand0) op1 operand1`` with scalar or ``(P, 1)`` operands."""
-    api = "nisa.tensor_scalar"
-    d = _dst(dst, api)
-    _member(engine, _b1.engine, api, "engine")
-    res = _b1.tensor_scalar(
-        data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=d.dtype, engine=engine
-    )
-    _into(api, d, res)
-
-
-@_strict
-def scalar_tensor_tensor(
-    dst: Any,
-    data: Any,
-    op0: Any,
-    operand0: Any,
-    op1: Any,
-    operand1: Any,
-    reverse0: bool = False,
-    reverse1: bool = False,
-    name: Any = None,
-) -> None:
-    """``dst = (data op0 operand0) op1 operand1`` with operand0 scalar/``(P, 1)`` and operand1 a tile."""
-    api = "nisa.scalar_tensor_tensor"
-    d = _dst(dst, api)
-    res = _b1.scalar_tensor_tensor(
-        data=data,
-        op0=op0,
-        operand0=operand0,
-        op1=op1,
-        operand1=operand1,
-        reverse0=reverse0,
-        reverse1=reverse1,
-        dtype=d.dtype,
-    )
-    _into(api, d, res)
-
-
-@_strict
-def activation(
-    dst: Any,
-    op: Any,
-    data: Any,
-    bias: Any = None,
-    scale: Any = 1.0,
-    reduce_op: Any = None,
-    reduce_res: Any = None,
-    reduce_cmd: Any = reduce_cmd.idle,
-    name: Any = None,
-) -> None:
-    """``dst = op(data * scale + bias)`` on the ScalarE (fp32), optionally reducing into its registers."""
-    api = "nisa.activation"
-    d = _dst(dst, api)
-    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
-    res = _b1.activation(
-        op,
-        data,
-        bias=bias,
-        scale=scale,
-        reduce_op=reduce_op,
-        reduce_res=reduce_res,
-        reduce_cmd=reduce_cmd,
-        dtype=d.dtype,
-    )
-    _into(api, d, res)
-
-
-@_strict
-def activation_reduce(
-    dst: Any,
-    op: Any,
-    data: Any,
-    reduce_op: Any,
-    reduce_res: Any,
-    bias: Any = None,
-    scale: Any = 1.0,
-    name: Any = None,
-) -> None:
-    """``activation`` that also writes the free-axis sum of its result into ``reduce_res``."""
-    api = "nisa.activation_reduce"
-    d = _dst(dst, api)
-    res = _b1.activation_reduce(
-        op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias, scale=scale, dtype=d.dtype
-    )
-    _into(api, d, res)
-
-
-@_strict
-def tensor_reduce(
-    dst: Any, op: Any, data: Any, axis: Any, negate: bool = False, keepdims: bool = False, name: Any = None
-) -> None:
-    """Reduce trailing free axes of ``data`` into ``dst``."""
-    api = "nisa.tensor_reduce"
-    d = _dst(dst, api)
-    res = _b1.tensor_reduce(op, data, axis, dtype=d.dtype, negate=negate, keepdims=keepdims)
-    _into(api, d, res)
-
-
-@_strict
-def reciprocal(dst: Any, data: Any, name: Any = None) -> None:
-    """``dst = 1 / data`` (fp32, VectorE)."""
-    api = "nisa.reciprocal"
-    d = _dst(dst, api)
-    _into(api, d, _b1.reciprocal(data, dtype=d.dtype))
 
 
 @_strict
@@ -472,44 +264,18 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
     m = _x.machine(api)
     loc = user_location()
     d = _dst(dst, api, buffers=("sbuf",))
-    try:
-        pairs = [(int(s), int(c)) for s, c in pattern]
-    except (TypeError, ValueError):
-        raise KernelArgumentError(
-            f"{api}: pattern must be a list of [step, count] pairs, got {pattern!r}", rule="bad-argument"
-        ) from None
-    if not 1 <= len(pairs) <= 4:
-        raise KernelArgumentError(f"{api}: pattern must have 1 to 4 [step, count] pairs", rule="bad-argument")
-    free = int(np.prod([c for _, c in pairs]))
-    p = d.partitions
-    shape = (p, *tuple(c for _, c in pairs))
+    shape, v = _affine_values(pattern, offset, channel_multiplier, d.partitions, api)
     _check_fit(api, d, shape)
     out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
     pend = m.emit(GPSIMD, "iota", [], [out], 0, None, loc)
     vals = None
     if m.numerics:
-        v = np.full(shape, int(offset), dtype=np.int64)
-        v = v + int(channel_multiplier) * np.arange(p, dtype=np.int64).reshape((p,) + (1,) * len(pairs))
-        for ax, (step, count) in enumerate(pairs):
-            sh = [1] * len(shape)
-            sh[ax + 1] = count
-            v = v + step * np.arange(count, dtype=np.int64).reshape(sh)
         v32 = v.astype(np.int32)
         vals = v32.astype(np.float32) if _dt.is_float(d.dtype) else v32
-    del free
     _into(api, d, _x.commit(m, pend, out, vals, None))
 
 
-# ---- not simulated in this version --------------------------------------------------------------------------
-
-
-def _not_simulated(op: str, why: str) -> Callable[..., Any]:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedError(f"nisa.{op} is not simulated by the devkit yet ({why})", rule="not-simulated")
-
-    f.__name__ = op
-    f.__doc__ = f"Not simulated yet: {why}."
-    return f
+# ---- LNC-2 exchange and registers ----------------------------------------------------------------------------
 
 
 sendrecv = _strict(_lnc.sendrecv)
@@ -519,17 +285,6 @@ register_move = _strict(_registers.register_move)
 register_load = _strict(_registers.register_load)
 register_store = _strict(_registers.register_store)
 VirtualRegister = _registers.VirtualRegister
-
-
-def __getattr__(name: str) -> Any:
-    known = {
-        "activate2", "dropout",
-        "rng", "set_rng_seed", "rand2", "rand_set_state", "rand_get_state",
-        "topk",
-    }  # fmt: skip
-    if name in known:
-        return _not_simulated(name, "its NKI 0.x form has no adapter in this version of the kit")
-    raise AttributeError(f"module 'nki.isa' has no attribute {name!r}")
 
 
 _ = (dma_engine,)

@@ -14,15 +14,14 @@ from devkit.errors import (
     MemoryPlacementError,
     PartitionMismatchError,
     TileShapeError,
-    UnsupportedError,
     user_location,
 )
 from devkit.nki import isa as _b1
 from devkit.nki.beta2._convention import (
-    _FP32_MIN,
     _check_fit,
     _dst,
     _into,
+    _machine_at_least,
     _member,
     _strict,
 )
@@ -38,71 +37,6 @@ from devkit.trace import DMA, GPSIMD, SCALAR, VECTOR
 
 
 @_strict
-def tensor_copy_predicated(
-    dst: Any, src: Any, predicate: Any, reverse_pred: bool = False, name: Any = None
-) -> None:
-    """``dst = src`` where ``predicate != 0`` (inverted by ``reverse_pred``), else ``dst`` is kept (VectorE)."""
-    api = "nisa.tensor_copy_predicated"
-    d = _dst(dst, api)
-    if isinstance(predicate, Tensor) and _dt.name_of(predicate.dtype) not in ("uint8", "uint16", "uint32"):
-        raise DtypeError(
-            f"{api}: predicate must be uint8, uint16 or uint32, got {_dt.name_of(predicate.dtype)}",
-            rule="dtype",
-        )
-    _b1.tensor_copy_predicated(src=src, dst=d, predicate=predicate, reverse_pred=reverse_pred)
-
-
-@_strict
-def tensor_tensor_scan(
-    dst: Any,
-    data0: Any,
-    data1: Any,
-    initial: Any,
-    op0: Any,
-    op1: Any,
-    reverse0: bool = False,
-    reverse1: bool = False,
-    name: Any = None,
-) -> None:
-    """Per partition: ``r[i] = op1(op0(data0[i], r[i-1]), data1[i])`` with ``r[-1] = initial`` (VectorE)."""
-    api = "nisa.tensor_tensor_scan"
-    d = _dst(dst, api)
-    _into(api, d, _b1.tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0, reverse1, dtype=d.dtype))
-
-
-@_strict
-def bn_stats(dst: Any, data: Any, name: Any = None) -> None:
-    """Batch-norm statistics of up to 512 elements per partition: 6 values (VectorE)."""
-    api = "nisa.bn_stats"
-    d = _dst(dst, api)
-    _into(api, d, _b1.bn_stats(data, dtype=d.dtype))
-
-
-@_strict
-def bn_aggr(dst: Any, data: Any, name: Any = None) -> None:
-    """Aggregate ``bn_stats`` results into (mean, population variance) per partition (VectorE)."""
-    api = "nisa.bn_aggr"
-    d = _dst(dst, api)
-    _into(api, d, _b1.bn_aggr(data, dtype=d.dtype))
-
-
-@_strict
-def max8(dst: Any, src: Any, name: Any = None) -> None:
-    """The 8 largest values per partition, in descending order (VectorE)."""
-    api = "nisa.max8"
-    d = _dst(dst, api)
-    _into(api, d, _b1.max8(src=src, dtype=d.dtype))
-
-
-@_strict
-def nc_stream_shuffle(dst: Any, src: Any, shuffle_mask: Any, name: Any = None) -> None:
-    """Within each 32-partition quadrant ``dst[i] = src[mask[i]]``; 255 keeps ``dst[i]`` (VectorE)."""
-    api = "nisa.nc_stream_shuffle"
-    d = _dst(dst, api)
-    _b1.nc_stream_shuffle(src, d, shuffle_mask)
-
-
-@_strict
 def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> None:
     """Reduce across partitions (add, average, max, bitwise_or, bitwise_and) into ``dst[1, F]`` (GpSimd)."""
     api = "nisa.tensor_partition_reduce"
@@ -114,72 +48,6 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
         v = data.read().astype(np.float32).reshape(data.partitions, -1)
         mean = v.sum(axis=0, dtype=np.float32) / np.float32(data.partitions)
         d.write(_dt.round_to(mean.reshape(d.shape), d.dtype))
-
-
-@_strict
-def select_reduce(
-    dst: Any,
-    predicate: Any,
-    on_true: Any,
-    on_false: Any,
-    reduce_res: Any = None,
-    reduce_cmd: Any = reduce_cmd.idle,
-    reduce_op: Any = None,
-    reverse_pred: bool = False,
-    name: Any = None,
-) -> None:
-    """``dst = predicate ? on_true : on_false`` with an optional max-reduce into ``reduce_res`` (VectorE)."""
-    api = "nisa.select_reduce"
-    d = _dst(dst, api)
-    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
-    _b1.select_reduce(
-        dst=d,
-        predicate=predicate,
-        on_true=on_true,
-        on_false=on_false,
-        reduce_res=reduce_res,
-        reduce_cmd=reduce_cmd,
-        reduce_op=reduce_op if reduce_op is not None else np.maximum,
-        reverse_pred=reverse_pred,
-    )
-
-
-@_strict
-def tensor_scalar_reduce(
-    dst: Any,
-    data: Any,
-    op0: Any,
-    operand0: Any,
-    reduce_op: Any,
-    reduce_res: Any = None,
-    reverse0: bool = False,
-    reduce_cmd: Any = reduce_cmd.reset_reduce,
-    reduce_init: Any = None,
-    reduce_res_negate: bool = False,
-    name: Any = None,
-) -> None:
-    """``dst = data op0 operand0`` and ``reduce_res = reduce(dst)`` over the free dims (VectorE).
-
-    Only the default accumulator handling (``reduce_cmd=reset_reduce``, no ``reduce_init``, no negation) is
-    simulated so far; the other forms raise ``not-simulated``."""
-    api = "nisa.tensor_scalar_reduce"
-    d = _dst(dst, api)
-    if (
-        reduce_cmd != _b1.reduce_cmd.reset_reduce
-        or reduce_init is not None
-        or reduce_res_negate
-        or reduce_res is None
-    ):
-        raise UnsupportedError(
-            f"{api}: only reduce_cmd=reset_reduce with a reduce_res, no reduce_init and no reduce_res_negate is "
-            "simulated yet",
-            rule="not-simulated",
-        )
-    res = _b1.tensor_scalar_reduce(
-        data=data, op0=op0, operand0=operand0, reduce_op=reduce_op, reduce_res=reduce_res, reverse0=reverse0,
-        dtype=d.dtype,
-    )  # fmt: skip
-    _into(api, d, res)
 
 
 @_strict
@@ -235,58 +103,6 @@ def dma_compute(
     for t in items[1:]:
         acc = acc + t.read().reshape(d.shape).astype(np.float32)
     d.write(_dt.round_to(acc, d.dtype))
-
-
-@_strict
-def range_select(
-    dst: Any,
-    on_true_tile: Any,
-    comp_op0: Any,
-    comp_op1: Any,
-    bound0: Any,
-    bound1: Any,
-    reduce_cmd: Any = reduce_cmd.reset_reduce,
-    reduce_res: Any = None,
-    reduce_op: Any = None,
-    range_start: Any = 0,
-    on_false_value: Any = _FP32_MIN,
-    name: Any = None,
-) -> None:
-    """Keep element ``j`` where both comparisons of ``range_start + j`` with the ``(P, 1)`` bounds hold, else
-    ``on_false_value``; optional max-reduce into ``reduce_res`` (VectorE, NeuronCore-v3+)."""
-    api = "nisa.range_select"
-    d = _dst(dst, api)
-    _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
-    res = _b1.range_select(
-        on_true_tile=on_true_tile,
-        comp_op0=comp_op0,
-        comp_op1=comp_op1,
-        bound0=bound0,
-        bound1=bound1,
-        reduce_cmd=reduce_cmd,
-        reduce_res=reduce_res,
-        reduce_op=reduce_op if reduce_op is not None else np.maximum,
-        range_start=range_start,
-        on_false_value=on_false_value,
-        dtype=d.dtype,
-    )
-    _into(api, d, res)
-
-
-@_strict
-def local_gather(
-    dst: Any,
-    src_buffer: Any,
-    index: Any,
-    num_elem_per_idx: int = 1,
-    num_valid_indices: Any = None,
-    name: Any = None,
-) -> None:
-    """Per 16-partition GpSimd core, gather runs of ``num_elem_per_idx`` elements at the core's uint16 indices."""
-    api = "nisa.local_gather"
-    d = _dst(dst, api, buffers=("sbuf",))
-    res = _b1.local_gather(src_buffer, index, num_elem_per_idx, num_valid_indices)
-    _into(api, d, res)
 
 
 def _affine_values(
@@ -480,26 +296,6 @@ def nc_match_replace8(
 
 
 @_strict
-def tensor_scalar_cumulative(
-    dst: Any, src: Any, op0: Any, op1: Any, imm0: Any, imm1: Any = None, reduce_cmd: Any = reduce_cmd.reset_reduce,
-    name: Any = None,
-) -> None:  # fmt: skip
-    """Per-partition running scan ``reg = op1(op0(src[i], imm0), reg); dst[i] = reg`` (VectorE)."""
-    api = "nisa.tensor_scalar_cumulative"
-    d = _dst(dst, api)
-    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
-    _b1.tensor_scalar_cumulative(src=src, dst=d, op0=op0, op1=op1, imm0=imm0, imm1=imm1, reduce_cmd=rc)
-
-
-@_strict
-def sequence_bounds(dst: Any, segment_ids: Any, name: Any = None) -> None:
-    """``[start, end)`` of every element's segment, ``(1, 2, n)``; segment id 0 gives ``(n, -1)`` (GpSimd)."""
-    api = "nisa.sequence_bounds"
-    d = _dst(dst, api, buffers=("sbuf",))
-    _into(api, d, _b1.sequence_bounds(segment_ids=segment_ids, dtype=d.dtype))
-
-
-@_strict
 def exponential(
     dst: Any,
     src: Any,
@@ -514,11 +310,7 @@ def exponential(
     Accumulator: ``reset`` clears it, ``reduce`` adds the row sums, ``reset_reduce`` sets them, ``load_reduce``
     sets ``reduce_init`` plus them, ``idle`` leaves it; ``reduce_res`` reads it."""
     api = "nisa.exponential"
-    m = _x.machine(api)
-    if m.geometry.nc_version < 4:
-        raise UnsupportedError(
-            f"{api} needs NeuronCore-v4 (trn3), the target is {m.geometry.name}", rule="arch"
-        )
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api)
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
@@ -572,9 +364,7 @@ def nonzero_with_count(
     """On partitions 0, 16, ..., 112: the indices (plus ``index_offset``) of the non-zero elements of ``src``,
     then ``padding_val``, and the count in the last element of ``dst`` (GpSimd, NeuronCore-v3+)."""
     api = "nisa.nonzero_with_count"
-    m = _x.machine(api)
-    if m.geometry.nc_version < 3:
-        raise UnsupportedError(f"{api} needs NeuronCore-v3 (trn2) or newer", rule="arch")
+    m = _machine_at_least(api, 3)
     loc = user_location()
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(src, api, "src", psum=False)
@@ -600,3 +390,115 @@ def nonzero_with_count(
         row[f] = nz.size
         cur[p] = row
     d.write(_dt.round_to(cur.reshape(d.shape), d.dtype))
+
+
+_ACTIVATE2_PAIRS = {
+    ("multiply", "add"),
+    ("multiply", "subtract"),
+    ("multiply", "bypass"),
+    ("add", "bypass"),
+    ("subtract", "bypass"),
+    ("bypass", "bypass"),
+}
+_ACTIVATE2_REDUCE = ("add", "max", "min", "abs_max", "abs_min")
+
+
+@_strict
+def activate2(
+    dst: Any,
+    op: Any,
+    data: Any,
+    imm0: Any,
+    imm1: Any,
+    op0: Any,
+    op1: Any,
+    relu_param: Any = 0.0,
+    reverse0: bool = False,
+    reverse1: bool = False,
+    reduce_op: Any = None,
+    reduce_res: Any = None,
+    reduce_cmd: Any = reduce_cmd.idle,
+    name: Any = None,
+) -> None:
+    """``dst = op((data op0 imm0) op1 imm1)`` on the ScalarE (fp32; ``prelu`` takes ``relu_param`` as its
+    negative slope), with the ``activation`` register reduction (add/max/min/abs_max/abs_min); NeuronCore-v4."""
+    api = "nisa.activate2"
+    _machine_at_least(api, 4)
+    d = _dst(dst, api)
+    rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
+    o0, o1 = _b1._alu(op0, api), _b1._alu(op1, api)
+    if (o0, o1) not in _ACTIVATE2_PAIRS:
+        raise KernelArgumentError(
+            f"{api}: (op0, op1) must be one of {sorted(_ACTIVATE2_PAIRS)}, got ({o0}, {o1})",
+            rule="bad-alu-op",
+        )
+    if reduce_op is not None and _b1._alu(reduce_op, api) not in _ACTIVATE2_REDUCE:
+        raise KernelArgumentError(
+            f"{api}: reduce_op must be one of {', '.join(_ACTIVATE2_REDUCE)}, got {reduce_op!r}",
+            rule="bad-alu-op",
+        )
+    res = _b1._activation(
+        api, op, data, None, 1.0, reduce_op, reduce_res, rc, None, d.dtype,
+        pre=((o0, imm0, reverse0), (o1, imm1, reverse1)), relu_param=relu_param,
+    )  # fmt: skip
+    _into(api, d, res)
+
+
+@_strict
+def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None:
+    """Top ``K`` of each 16-partition group's snake (``K`` = val_dst's free size; GpSimd, NeuronCore-v3+).
+
+    ``src`` (bf16, SBUF) holds one problem per group of 16 partitions in snake order: element ``i`` of the
+    group's ``n`` active values is ``src[g*16 + i % 16, i // 16]``.  Every partition of the group receives the
+    group's ``K`` largest values in ascending order (``val_dst``, bf16) and their snake indices (``idx_dst``,
+    uint32); equal values are taken lowest index first."""
+    api = "nisa.topk"
+    m = _machine_at_least(api, 3)
+    loc = user_location()
+    vd = _dst(val_dst, api, buffers=("sbuf",))
+    ix = _dst(idx_dst, api, buffers=("sbuf",))
+    t = _x.tile(src, api, "src", psum=False)
+    for what, x, want in (("src", t, "bfloat16"), ("val_dst", vd, "bfloat16"), ("idx_dst", ix, "uint32")):
+        if _dt.name_of(x.dtype) != want:
+            raise DtypeError(f"{api}: {what} must be {want}, got {_dt.name_of(x.dtype)}", rule="dtype")
+    p, k = t.partitions, vd.free_size
+    if p % 16:
+        raise TileShapeError(
+            f"{api}: the partition count must be a multiple of 16, got {p}", rule="topk-shape"
+        )
+    if not isinstance(n, (int, np.integer)) or not 8 <= int(n) < 65536:
+        raise KernelArgumentError(
+            f"{api}: n must be an integer in [8, 65536), got {n!r}", rule="bad-argument"
+        )
+    n = int(n)
+    if t.free_size * 16 < n:
+        raise TileShapeError(
+            f"{api}: src holds {t.free_size} elements per partition, fewer than ceil(n / 16) = {-(-n // 16)}",
+            rule="topk-shape",
+        )
+    if not 1 <= k <= n or k >= 32768:
+        raise TileShapeError(
+            f"{api}: K (val_dst's free size) must be in [1, min(n, 32767)], got {k}", rule="topk-shape"
+        )
+    for what, x in (("val_dst", vd), ("idx_dst", ix)):
+        if x.partitions != p or x.free_size != k:
+            raise TileShapeError(
+                f"{api}: {what} {list(x.shape)} must be [{p}, {k}] (src's partitions, K elements)",
+                rule="dst-shape",
+            )
+    m.check_read(t, loc)
+    m.check_write(vd, loc)
+    m.check_write(ix, loc)
+    m.emit(GPSIMD, "topk", [t], [vd, ix], 0, {"n": n, "k": k}, loc)
+    if not m.numerics:
+        vd.mark_written()
+        ix.mark_written()
+        return
+    cols = -(-n // 16)
+    x = t.read().astype(np.float32).reshape(p, -1)[:, :cols]
+    snakes = x.reshape(p // 16, 16, cols).transpose(0, 2, 1).reshape(p // 16, cols * 16)[:, :n]
+    order = np.argsort(-snakes, axis=1, kind="stable")[:, :k]  # largest first, lowest index among equals
+    order = order[:, ::-1]  # ascending values
+    vals = np.take_along_axis(snakes, order, axis=1)
+    vd.write(_dt.round_to(np.repeat(vals, 16, axis=0).reshape(vd.shape), vd.dtype))
+    ix.write(np.repeat(order, 16, axis=0).astype(np.uint32).reshape(ix.shape))

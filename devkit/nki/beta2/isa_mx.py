@@ -11,13 +11,13 @@ from devkit import dtypes as _dt
 from devkit.errors import (
     DtypeError,
     TileShapeError,
-    UnsupportedError,
     user_location,
 )
 from devkit.nki.beta2._convention import (
     _accumulate_into,
     _check_fit,
     _dst,
+    _machine_at_least,
     _strict,
 )
 from devkit.sim import instr as _x
@@ -26,17 +26,6 @@ from devkit.sim.tensor import Tensor
 from devkit.trace import TENSOR, VECTOR
 
 # ---- MX (NeuronCore-v4) --------------------------------------------------------------------------------------
-
-
-def _require_v4(api: str) -> Any:
-    m = _x.machine(api)
-    if m.geometry.nc_version < 4:
-        raise UnsupportedError(
-            f"{api} needs NeuronCore-v4 (trn3); the simulated target is {m.geometry.name} "
-            "(select trn3 with NEURON_PLATFORM_TARGET_OVERRIDE=trn3 or nki.jit(platform_target='trn3'))",
-            rule="arch",
-        )
-    return m
 
 
 def _packed_tile(x: Any, api: str, name: str) -> Tensor:
@@ -88,7 +77,7 @@ def nc_matmul_mx(
     """MX matmul: dequantise each 8x4 group by ``2**(scale-127)``, contract over partitions and the 4 packed
     values: ``dst[M, N] (+)= sum_k sum_q st[k, M, q] * mv[k, N, q]`` (v4)."""
     api = "nisa.nc_matmul_mx"
-    m = _require_v4(api)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api, buffers=("psum",))
     st = _packed_tile(stationary, api, "stationary")
@@ -143,7 +132,7 @@ def nc_matmul_mx(
 def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
     """bf16/fp16 ``src[P, 4F]`` -> MX x4 ``dst[P, F]`` and 8-bit scales (one per 8x4 group) (v4, VectorE)."""
     api = "nisa.quantize_mx"
-    m = _require_v4(api)
+    m = _machine_at_least(api, 4)
     loc = user_location()
     d = _dst(dst, api, buffers=("sbuf",))
     if not _dt.is_packed(d.dtype) or _dt.name_of(d.dtype) == "float4_e2m1fn_x4":

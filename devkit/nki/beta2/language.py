@@ -25,6 +25,7 @@ from devkit.nki import _alu, _buffers
 from devkit.nki import language as _b1
 from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
+from devkit.nki.beta2 import address as _address
 from devkit.nki.beta2 import dtypes
 from devkit.nki.beta2.dtypes import *  # noqa: F403
 from devkit.nki.beta2.registers import VirtualRegister
@@ -122,33 +123,21 @@ class NKIObject:
 # ---- creation ---------------------------------------------------------------------------------------------------
 
 
-def _check_address(address: Any, buffer: Any) -> None:
-    if address is None:
-        return
-    try:
-        p, f = (int(a) for a in address)
-    except (TypeError, ValueError):
-        raise KernelArgumentError(
-            f"nl.ndarray: address must be (partition_offset, free_offset), got {address!r}",
-            rule="bad-argument",
-        ) from None
-    if p < 0 or f < 0:
-        raise KernelArgumentError(
-            f"nl.ndarray: address {address!r} must be non-negative", rule="bad-argument"
-        )
-    if _buffers.resolve(buffer).kind in HBM_BUFFERS:
-        raise KernelArgumentError(
-            "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-argument"
-        )
-
-
 def ndarray(shape: Any, dtype: Any, buffer: Any = sbuf, name: str = "", address: Any = None) -> Tensor:
     """An uninitialised tensor (reading an element before writing it is an UninitializedReadError).
 
-    ``address=`` is validated but the simulator's allocator places the tensor (capacity is still judged)."""
-    _check_address(address, buffer)
+    ``address=(partition_offset, free_offset)`` places an SBUF/PSUM tensor there
+    (:mod:`devkit.nki.beta2.address`)."""
     _allow_multibank_psum()
-    return _b1.ndarray(shape, dtype, buffer=buffer, name=name)
+    if address is None:
+        return _b1.ndarray(shape, dtype, buffer=buffer, name=name)
+    _address.parse_address(address)
+    kind = _buffers.resolve(buffer).kind
+    if kind in HBM_BUFFERS:
+        raise KernelArgumentError(
+            "nl.ndarray: address= applies to SBUF/PSUM tensors only", rule="bad-argument"
+        )
+    return _address.placed_ndarray(shape, dtype, kind, name, address)
 
 
 def _allow_multibank_psum() -> None:

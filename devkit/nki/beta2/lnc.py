@@ -3,12 +3,16 @@
 Under LNC 2 the two programs of a launch run on two physical NeuronCores sharing HBM; ``nisa.sendrecv`` swaps
 SBUF data between them and ``nisa.core_barrier`` makes each wait for the other (``reference/nki_beta2.md``
 §2, §5.4; AWS's simulator runs them as two threads).  Here the programs run as two threads that take turns on
-the one simulated machine: a program runs until it has to wait for the other (a ``sendrecv`` whose message
-has not arrived, a barrier the other has not reached), then hands over.  The result is deterministic, and a
-program waiting for one that already finished is reported as a deadlock.
+the one simulated machine, one ``nki.isa`` instruction at a time in numerics runs (the two cores start together
+and run side by side, so e.g. both programs' initialisation of a shared output lands before either stores its
+half, as nki-library's ``cascaded_max`` tests rely on); a program that has to wait for the other (a
+``sendrecv`` whose message has not arrived, a barrier the other has not reached) hands over until it can go
+on.  The result is deterministic, and a program waiting for one that already finished is reported as a
+deadlock.  Cost-only runs keep whole turns (values do not depend on the order there).
 
-Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators) is swapped
-when the turn changes; everything else (memories, trace) is shared.
+Per-program machine state (program id, ``shared_hbm`` allocation cursor, engine accumulators, the program
+whose SBUF/PSUM a new tile counts against -- each program has its own, :class:`_ProgramLiveness`) is
+swapped when the turn changes; everything else (HBM, trace) is shared.
 """
 
 from __future__ import annotations
@@ -27,10 +31,50 @@ from devkit.errors import (
     TileShapeError,
     user_location,
 )
+from devkit.nki.beta2 import _convention
 from devkit.sim import machine as _machine
+from devkit.sim.liveness import Liveness, Verdict
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA
+
+
+class _ProgramLiveness:
+    """The liveness recorder of an LNC launch: each program's tiles count against its own SBUF and PSUM (one
+    :class:`~devkit.sim.liveness.Liveness` per program; a tile belongs to the program that first touched it).
+    The verdict takes the largest peaks of any program, the sum of their spill traffic and the first overflow."""
+
+    def __init__(self, base: Liveness, n: int) -> None:
+        self.parts = [base] + [Liveness(base.geometry) for _ in range(n - 1)]
+        self.program = 0
+        self.owner: dict[int, int] = {}  # storage id -> program
+
+    def touch(self, st: Any, blocks: Any, tile_bytes: int, iid: int, accumulate: bool) -> None:
+        self.parts[self.owner.setdefault(st.id, self.program)].touch(st, blocks, tile_bytes, iid, accumulate)
+
+    def intervals(self, st: Any, *args: Any) -> None:
+        self.parts[self.owner.get(st.id, self.program)].intervals(st, *args)
+
+    def close(self, sid: int) -> None:
+        p = self.owner.get(sid)
+        if p is not None:
+            self.parts[p].close(sid)
+
+    def verdict(self) -> Verdict:
+        vs = [part.verdict() for part in self.parts]
+        first = lambda xs: next((x for x in xs if x is not None), None)  # noqa: E731
+        return Verdict(
+            max(v.sbuf_peak_bytes for v in vs),
+            max(v.psum_peak_bytes for v in vs),
+            sum(v.spill_bytes for v in vs),
+            first(v.sbuf_over for v in vs),
+            first(v.psum_over for v in vs),
+            first(v.psum_acc_over for v in vs),
+        )
+
+    def occupancy(self, max_points: int = 4000) -> dict[str, list[tuple[int, int]]]:
+        """Program 0's occupancy (see :meth:`Liveness.occupancy`)."""
+        return self.parts[0].occupancy(max_points)
 
 
 class _Aborted(BaseException):
@@ -64,6 +108,24 @@ class Programs:
     def _restore(self, pid: int) -> None:
         m = self.m
         m.program_ids, m._shared_cursor, m.accumulators = self.state[pid]
+        m.liveness.program = pid
+
+    def step(self) -> None:
+        """After an instruction: hand the turn to the next unfinished program (cores run side by side)."""
+        if not self.m.numerics:
+            return
+        pid = self.current()
+        nxt = next((q for q in ((pid + i) % self.n for i in range(1, self.n)) if not self.done[q]), None)
+        if nxt is None:
+            return
+        self._save(pid)
+        with self.cv:
+            self.active = nxt
+            self.cv.notify_all()
+            self.cv.wait_for(lambda: self.active == pid or self.aborted)
+        if self.aborted:
+            raise _Aborted
+        self._restore(pid)
 
     def current(self) -> int:
         return int(self.m.program_ids[0]) if self.m.program_ids else 0
@@ -131,6 +193,8 @@ class Programs:
 
     def run(self, func: Any, args: tuple, kwargs: dict) -> Any:
         results: list[Any] = [None] * self.n
+        if self.n > 1 and not isinstance(self.m.liveness, _ProgramLiveness):
+            self.m.liveness = _ProgramLiveness(self.m.liveness, self.n)  # type: ignore[assignment]
         threads = [
             threading.Thread(target=self._body, args=(pid, func, args, kwargs, results), daemon=True)
             for pid in range(self.n)
@@ -147,6 +211,7 @@ class Programs:
         finally:
             _machine._current.machine = self.m
             self.m.program_ids, self.m._shared_cursor, self.m.accumulators = outer
+            self.m.liveness.program = 0
         if self.error is not None:
             raise self.error
         return results[-1]
@@ -163,6 +228,19 @@ def run_programs(m: Machine, func: Any, args: tuple, kwargs: dict, points: list[
         return progs.run(func, args, kwargs)
     finally:
         _RUNNING.pop(id(m), None)
+
+
+def _step() -> None:
+    """:data:`_convention.after_instruction` hook: LNC programs alternate one instruction at a time."""
+    if not _RUNNING:
+        return
+    m = _machine.current()
+    progs = _RUNNING.get(id(m)) if m is not None else None
+    if progs is not None:
+        progs.step()
+
+
+_convention.after_instruction.append(_step)
 
 
 def _programs(api: str) -> Programs | None:

@@ -12,6 +12,7 @@ becomes an explicitly indexed view (exact, slower).
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from typing import Any
 
@@ -513,6 +514,118 @@ def reinterpret_cast(t: Tensor, dtype: Any) -> Tensor:
     return access_pattern(t, scaled, offset=off * old // new, dtype=d)
 
 
+def vector_select_view(t: Tensor, dim: Any, offsets: Any) -> Tensor:
+    """``t.vector_select(0, offsets)``: rows of an HBM tensor picked at run time -- row ``w`` of the result is
+    row ``offsets[w]`` of ``t`` (``offsets`` an integer SBUF ``(P, 1)`` tile); the result has ``P`` rows.
+    Rows outside ``t`` are caught when the instruction reading the view runs (``oob_mode``)."""
+    api = "tensor.vector_select"
+    if _dim(t, dim, api) != 0:
+        raise KernelArgumentError(
+            f"{api}: only dim 0 can be selected by a vector, got {dim!r}", rule="bad-argument"
+        )
+    if t.st.on_chip:
+        raise KernelArgumentError(
+            f"{api}: applies to HBM tensors only, got {t.st.describe()}", rule="bad-argument"
+        )
+    if not isinstance(offsets, Tensor) or offsets.free_size != 1:
+        got = list(offsets.shape) if isinstance(offsets, Tensor) else type(offsets).__name__
+        raise KernelArgumentError(
+            f"{api}: offsets must be a (P, 1) SBUF tile, got {got}", rule="bad-argument"
+        )
+    pairs, off = _layout(t, api)
+    if pairs[0][0] != storage_strides(t.st.shape)[0]:
+        raise UnsupportedError(
+            f"{api}: a view whose rows are not the storage's rows is not simulated", rule="unsupported"
+        )
+    return access_pattern(
+        t, [[pairs[0][0], offsets.partitions], *pairs[1:]], offset=off, vector_offset=offsets
+    )
+
+
+def _groups(pattern: Any, api: str, what: str) -> list[list[str]]:
+    """An einops-style pattern as dims of axis names: ``"p (a b) c"`` or ``["p", ("a", "b"), "c"]``."""
+    if isinstance(pattern, str):
+        out: list[list[str]] = []
+        group: list[str] | None = None
+        for tok in pattern.replace("(", " ( ").replace(")", " ) ").split():
+            if tok == "(":
+                if group is not None:
+                    raise KernelArgumentError(
+                        f"{api}: nested parentheses in {what} {pattern!r}", rule="bad-argument"
+                    )
+                group = []
+            elif tok == ")":
+                if not group:
+                    raise KernelArgumentError(
+                        f"{api}: unbalanced or empty group in {what} {pattern!r}", rule="bad-argument"
+                    )
+                out.append(group)
+                group = None
+            elif group is not None:
+                group.append(tok)
+            else:
+                out.append([tok])
+        if group is not None:
+            raise KernelArgumentError(
+                f"{api}: unbalanced parentheses in {what} {pattern!r}", rule="bad-argument"
+            )
+        return out
+    try:
+        return [[x] if isinstance(x, str) else [str(n) for n in x] for x in pattern]
+    except TypeError:
+        raise KernelArgumentError(
+            f"{api}: {what} must be a pattern string or a list of names, got {pattern!r}", rule="bad-argument"
+        ) from None
+
+
+def rearrange_view(t: Tensor, src_pattern: Any, dst_pattern: Any, fixed_sizes: Any = None) -> Tensor:
+    """``t.rearrange(src_pattern, dst_pattern, fixed_sizes=None)``: einops-style split, reorder and merge of
+    dims as a view.  ``src_pattern`` names every dim (a group ``(a b)`` splits one, row-major; ``fixed_sizes``
+    gives all but one size of a group), ``dst_pattern`` orders the names (a group merges dims that must be
+    contiguous).  On-chip tensors keep their partition dim first and whole."""
+    api = "tensor.rearrange"
+    src, dst = _groups(src_pattern, api, "src_pattern"), _groups(dst_pattern, api, "dst_pattern")
+    sizes = {str(k): int(v) for k, v in dict(fixed_sizes or {}).items()}
+    if len(src) != t.ndim:
+        raise KernelArgumentError(
+            f"{api}: src_pattern names {len(src)} dims but the tensor has {t.ndim}", rule="bad-argument"
+        )
+    names = [n for g in src for n in g]
+    if len(set(names)) != len(names) or sorted(names) != sorted(n for g in dst for n in g):
+        raise KernelArgumentError(
+            f"{api}: dst_pattern must use each name of src_pattern exactly once ({src_pattern!r} -> {dst_pattern!r})",
+            rule="bad-argument",
+        )
+    if t.st.on_chip and (len(src[0]) != 1 or dst[0] != src[0]):
+        raise KernelArgumentError(
+            f"{api}: an on-chip tensor keeps its partition dim ({src[0]}) first and unsplit",
+            rule="bad-argument",
+        )
+    pairs, off = _layout(t, api)
+    atoms: dict[str, list[int]] = {}
+    for (stride, count), group in zip(pairs, src):
+        unknown = [n for n in group if n not in sizes]
+        known = int(np.prod([sizes[n] for n in group if n in sizes]))
+        if len(unknown) > 1 or (not unknown and known != count) or (unknown and count % known):
+            raise TileShapeError(
+                f"{api}: group {group} cannot split a dim of size {count} with fixed_sizes {sizes}",
+                rule="reshape",
+            )
+        dims = [sizes.get(n, count // known) for n in group]
+        for i, n in enumerate(group):
+            atoms[n] = [stride * int(np.prod(dims[i + 1 :])), dims[i]]
+    out = []
+    for group in dst:
+        run = [atoms[n] for n in group]
+        for a, b in itertools.pairwise(run):
+            if a[1] != 1 and b[1] != 1 and a[0] != b[0] * b[1]:
+                raise KernelArgumentError(
+                    f"{api}: {group} are not contiguous in memory and cannot be merged", rule="reshape"
+                )
+        out.append([run[-1][0], int(np.prod([c for _, c in run]))])
+    return _from_layout(t, out, off)
+
+
 VIEW_METHODS = {
     "slice": slice_view,
     "select": select_view,
@@ -525,4 +638,6 @@ VIEW_METHODS = {
     "get_pattern": get_pattern,
     "is_contiguous": is_contiguous,
     "reinterpret_cast": reinterpret_cast,
+    "vector_select": vector_select_view,
+    "rearrange": rearrange_view,
 }
