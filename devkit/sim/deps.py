@@ -332,6 +332,18 @@ class DependencyTracker:
     def drop(self, key: object) -> None:
         self._spaces.pop(key, None)
 
+    def ids_of(self, key: object) -> set[int]:
+        """Ids of the access records held under ``key`` (what :meth:`retire` would leave behind)."""
+        sp = self._spaces.get(key)
+        return {rec[1] for rec in sp.records()} if sp is not None else set()
+
+    def take_space(self, key: object) -> _Space | None:
+        """Remove and return the records under ``key`` (loop replay moves them to another key)."""
+        return self._spaces.pop(key, None)
+
+    def put_space(self, key: object, sp: _Space) -> None:
+        self._spaces[key] = sp
+
     def retire(self, key: object, buffer: str, lo: int, hi: int) -> None:
         """A tensor tracked under ``key`` freed the bytes ``[lo, hi)`` of ``buffer``."""
         sp = self._spaces.pop(key, None)

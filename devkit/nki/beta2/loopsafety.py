@@ -1,0 +1,189 @@
+"""Whether the body of an NKI 0.x loop may be replayed (:mod:`devkit.sim.replay2`) in a cost-only run.
+
+Replay executes iterations 0, 1, 2 and the last, and synthesises the others from the instruction trace.
+That is only exact when the skipped iterations would have done nothing but issue those instructions, so
+the body of a ``for i in nl.affine_range(n):`` loop (likewise ``sequential_range``, ``static_range``,
+``nl.range``) is checked twice:
+
+- statically, from its bytecode (once per loop site): straight-line code -- no conditional jumps, no
+  ``break``/``return``/``raise``/``try``/``with``, no nested function or comprehension; no stores but to
+  local names and subscripts (no attribute, global or closure stores, no deletes); arithmetic only
+  ``+``, ``-``, ``*`` (so operand regions are affine in the loop index, which the replay comparison then
+  checks on three iterations); and no local carried from one iteration to the next (a name read before
+  the body assigns it, and assigned in the body);
+- on the values, after iteration 2: every name the body reads, and every attribute it reads from one,
+  is a number, string, tuple or slice of such, a tensor, a module, a dtype, or a function of the devkit
+  (the ``nki`` API) -- so no list, dict or user object can be mutated and no user function can run.
+
+A body that fails either check executes every iteration (exact, only slower); the run counts it in
+``Machine.replay_fallbacks``.  Plain Python ``range`` loops are not seen by the simulator and always
+execute.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: opcodes a replayable body may contain (jumps and BINARY_OP are checked separately)
+_ALLOWED_OPS = frozenset(
+    """LOAD_FAST LOAD_FAST_CHECK STORE_FAST LOAD_CONST LOAD_GLOBAL LOAD_DEREF LOAD_ATTR LOAD_METHOD CALL PRECALL
+    KW_NAMES PUSH_NULL CALL_FUNCTION_EX BINARY_OP UNARY_NEGATIVE BINARY_SUBSCR STORE_SUBSCR BUILD_SLICE
+    BUILD_TUPLE BUILD_LIST BUILD_MAP BUILD_CONST_KEY_MAP LIST_EXTEND LIST_TO_TUPLE DICT_MERGE DICT_UPDATE
+    UNPACK_SEQUENCE POP_TOP COPY SWAP NOP CACHE EXTENDED_ARG GET_ITER FOR_ITER END_FOR JUMP_BACKWARD
+    JUMP_BACKWARD_NO_INTERRUPT COMPARE_OP IS_OP CONTAINS_OP FORMAT_VALUE BUILD_STRING""".split()
+)
+#: BINARY_OP operators that keep index arithmetic affine
+_AFFINE_BINOPS = frozenset({"+", "-", "*", "+=", "-=", "*="})
+_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_GLOBAL", "LOAD_DEREF"})
+#: builtins a body may call (pure, and affine in their integer arguments)
+_BUILTINS = frozenset({"len", "range", "int", "bool", "slice", "tuple", "isinstance", "float", "str"})
+#: devkit API functions with Python-side effects the trace does not show
+_IMPURE = frozenset({"device_print", "rand", "random_seed", "dropout", "fori_loop", "while_loop"})
+_PLAIN = (int, float, complex, str, bytes, bool, type(None), slice, range, np.generic, np.dtype, type(Ellipsis))
+
+
+@dataclass(frozen=True)
+class Body:
+    """A loop body that passed the static check: the value chains to check once it has run."""
+
+    chains: tuple[tuple[str, str, tuple[str, ...]], ...]  # (load opcode, name, attribute names)
+
+
+def loop_site(frame: types.FrameType) -> Body | None:
+    """The body of the ``for`` loop about to iterate the range that ``frame``'s current call returns, if
+    the call is a ``for`` statement's iterable and the body passes the static check; else None."""
+    return _static(frame.f_code, frame.f_lasti)
+
+
+@functools.lru_cache(maxsize=4096)
+def _static(code: types.CodeType, lasti: int) -> Body | None:
+    ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    at = next((k for k, i in enumerate(ins) if i.offset == lasti), None)
+    if at is None or at + 2 >= len(ins):
+        return None
+    if ins[at + 1].opname != "GET_ITER" or ins[at + 2].opname != "FOR_ITER":
+        return None
+    head = ins[at + 2]
+    end = head.argval  # offset the loop exits to
+    body = [i for i in ins if head.offset < i.offset < end]
+    for_heads = {head.offset} | {i.offset for i in body if i.opname == "FOR_ITER"}
+    for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
+        if head.offset <= entry.start < end:
+            return None  # a try or with block inside the body
+    stored = {n for i in body if i.opname == "STORE_FAST" for n in _names(i)}
+    seen: set[str] = set()
+    chains: list[tuple[str, str, tuple[str, ...]]] = []
+    k = 0
+    while k < len(body):
+        i = body[k]
+        op = i.opname
+        if op not in _ALLOWED_OPS:
+            return None
+        if op in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT") and i.argval not in for_heads:
+            return None
+        if op == "FOR_ITER" and not (head.offset < i.argval <= end):
+            return None
+        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS:
+            return None
+        if op == "STORE_FAST":
+            seen.update(_names(i))
+        elif op in _LOADS:
+            if op != "LOAD_GLOBAL":
+                for n in _names(i):
+                    if n in stored and n not in seen:
+                        return None  # carried from the previous iteration
+            attrs: list[str] = []
+            j = k + 1
+            while j < len(body) and body[j].opname in ("LOAD_ATTR", "LOAD_METHOD"):
+                attrs.append(body[j].argval)
+                j += 1
+            for n in _names(i):
+                chains.append((op, n, tuple(attrs)))
+        k += 1
+    return Body(tuple(dict.fromkeys(chains)))
+
+
+def _names(i: dis.Instruction) -> tuple[str, ...]:
+    v = i.argval
+    return tuple(v) if isinstance(v, tuple) else (v,)
+
+
+def values_ok(body: Body, frame: types.FrameType) -> bool:
+    """Whether every name and attribute chain the body reads holds a value replay may skip over."""
+    f_locals = frame.f_locals
+    f_globals = frame.f_globals
+    builtins_ = f_globals.get("__builtins__", {})
+    if isinstance(builtins_, types.ModuleType):
+        builtins_ = vars(builtins_)
+    for op, name, attrs in body.chains:
+        if op == "LOAD_GLOBAL":
+            if name in f_globals:
+                v = f_globals[name]
+            elif name in builtins_:
+                v = builtins_[name]
+                if name not in _BUILTINS:
+                    return False
+                if not attrs:
+                    continue
+            else:
+                return False
+        elif name in f_locals:
+            v = f_locals[name]
+        else:
+            return False
+        if not _allowed(v):
+            return False
+        for a in attrs:
+            try:
+                v = getattr(v, a)
+            except Exception:  # an attribute that raises: let execution report it
+                return False
+            if not _allowed(v):
+                return False
+    return True
+
+
+def _allowed(v: Any, depth: int = 0) -> bool:
+    if isinstance(v, _PLAIN):
+        return True
+    if isinstance(v, (tuple, frozenset)):
+        return depth < 3 and all(_allowed(x, depth + 1) for x in v)
+    if isinstance(v, types.ModuleType):
+        return True
+    if isinstance(v, type):
+        return v.__module__.split(".")[0] in ("devkit", "numpy", "ml_dtypes", "builtins")
+    if isinstance(v, types.MethodType):
+        return _devkit_function(v.__func__) and _allowed(v.__self__, depth + 1)
+    if isinstance(v, types.BuiltinMethodType):
+        owner = getattr(v, "__self__", None)
+        if isinstance(owner, types.ModuleType):
+            return False  # a builtin function of some module (numpy.random...): not known pure
+        return isinstance(owner, _PLAIN + (tuple,))
+    if isinstance(v, (types.FunctionType, functools.partial)):
+        return _devkit_function(v)
+    mod = type(v).__module__ or ""
+    if not mod.startswith("devkit."):
+        return False
+    name = type(v).__name__
+    # a jitted sub-kernel runs user code; registers hold state the trace does not show
+    return name not in ("Kernel", "VirtualRegister") and not callable(v) or name in ("_Loop", "_TileSize2")
+
+
+def _devkit_function(f: Any) -> bool:
+    f = getattr(f, "func", f)  # functools.partial
+    mod = getattr(f, "__module__", "") or ""
+    return mod.startswith("devkit.") and getattr(f, "__name__", "") not in _IMPURE
+
+
+def caller(depth: int = 2) -> types.FrameType | None:
+    try:
+        return sys._getframe(depth)
+    except ValueError:  # pragma: no cover
+        return None
