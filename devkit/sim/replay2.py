@@ -28,6 +28,7 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,12 +50,57 @@ class _Iter:
     n_instrs: int = 0
 
 
+class Snap:
+    """What replay needs to know about a storage, without keeping it alive: an NKI 0.x tile dies when the
+    kernel drops it, and a recording must not change when that happens."""
+
+    __slots__ = (
+        "buffer",
+        "bytes_pp",
+        "dtype",
+        "id",
+        "is_input",
+        "kind",
+        "name",
+        "on_chip",
+        "origin",
+        "par_axis",
+        "ref",
+        "shape",
+        "tile_bytes",
+    )
+
+    def __init__(self, st: Any) -> None:
+        self.ref = weakref.ref(st)
+        self.id = st.id
+        self.buffer = st.buffer
+        self.bytes_pp = st.bytes_pp
+        self.tile_bytes = st.tile_bytes
+        self.shape = st.shape
+        self.par_axis = st.par_axis
+        self.origin = st.origin
+        self.dtype = st.dtype
+        self.name = st.name
+        self.kind = st.kind
+        self.is_input = st.is_input
+        self.on_chip = st.on_chip
+
+
 class Recorder:
     """Records the events of the first three iterations of one NKI 0.x loop."""
 
     def __init__(self) -> None:
         self.iters: list[_Iter] = []
         self.active = False
+        self._snaps: dict[int, Snap] = {}
+
+    def _snap(self, st: Any) -> Snap:
+        if isinstance(st, Snap):
+            return st
+        sn = self._snaps.get(id(st))
+        if sn is None or sn.ref() is not st:
+            sn = self._snaps[id(st)] = Snap(st)
+        return sn
 
     def start(self, first_id: int, first_sid: int) -> None:
         self.iters.append(_Iter(first_id, first_sid))
@@ -65,14 +111,15 @@ class Recorder:
 
     def add(self, instr: Instr, operands: list, accumulate: bool, reuse: set[int]) -> None:
         it = self.iters[-1]
-        it.events.append(("I", instr, operands, accumulate, frozenset(reuse)))
+        ops = [(k, self._snap(st), box, w) for k, st, box, w in operands]
+        it.events.append(("I", instr, ops, accumulate, frozenset(reuse)))
         it.n_instrs += 1
 
     def alloc(self, key: int, st: Any) -> None:
-        self.iters[-1].events.append(("A", key, st))
+        self.iters[-1].events.append(("A", key, self._snap(st)))
 
     def free(self, key: int, st: Any, ids: set[int]) -> None:
-        self.iters[-1].events.append(("F", key, st, frozenset(ids)))
+        self.iters[-1].events.append(("F", key, self._snap(st), frozenset(ids)))
 
 
 def _proto(st: Any) -> tuple:
@@ -166,6 +213,8 @@ def plan(rec: Recorder) -> Template | None:
                 # the same tensor, created before the loop, at a region moving by a constant step
                 if k1 != k2 or k0 != k1 or k1 > it0.first_sid or s1.kind == "direct" or len(b0) != len(b1):
                     return None
+                if s2.ref() is None and not (s2.is_input or s2.kind == "constant"):
+                    return None
                 d12 = [(c - a, d - b) for (a, b), (c, d) in zip(b1, b2)]
                 d01 = [(c - a, d - b) for (a, b), (c, d) in zip(b0, b1)]
                 if any(x != y for x, y in d12) or d12 != d01:
@@ -246,6 +295,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 c = _classify(key, ords2, ords1)
                 if c[0] == "outer":
                     tracked = not (st.is_input or st.kind == "constant")
+                    if tracked:
+                        st = st.ref()
                     opk.append(("outer", st, box, is_write, tmpl.moving[(instr.id - a2, len(opk))], tracked))
                 else:
                     first = c[0] == "inner" and c[1] not in first_touch
@@ -254,6 +305,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     opk.append((c[0], st, box, is_write, c[1], first))
             steps.append(("I", instr, internal, carried, acc, opk))
     protos = tmpl.protos
+    m.replays += 1
     recording = bool(m.recorders) or any(r.active for r in m.recorders2)
     emit = m.sink.emit
     prev_base = a2
@@ -334,8 +386,11 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         m.liveness.intervals(protos[o], start + first, start + last, acc, count, length)
     # iteration 2's surviving tiles become the last synthesised iteration's
     shift = prev_base - a2
-    for o, (st, space, live) in held.items():
+    for o, (snap, space, live) in held.items():
         new = prev_key[o]
+        st = snap.ref()
+        if st is None:
+            raise AssertionError("loop replay: a tile the kernel still held died while replaying")
         m.rename_storage(st, new)
         st.addr = prev_place[o].addr
         m.placements[new] = prev_place[o]

@@ -64,16 +64,18 @@ def loop_site(frame: types.FrameType) -> Body | None:
 
 @functools.lru_cache(maxsize=4096)
 def _static(code: types.CodeType, lasti: int) -> Body | None:
-    ins = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    at = next((k for k, i in enumerate(ins) if i.offset == lasti), None)
-    if at is None or at + 2 >= len(ins):
+    ins = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+    # the frame's last instruction is the call (or one of its inline cache entries)
+    at = next((k for k, i in enumerate(ins) if i.offset > lasti), None)
+    if at is None or at == 0 or at + 1 >= len(ins) or ins[at - 1].opname not in ("CALL", "CALL_FUNCTION_EX"):
         return None
-    if ins[at + 1].opname != "GET_ITER" or ins[at + 2].opname != "FOR_ITER":
+    if ins[at].opname != "GET_ITER" or ins[at + 1].opname != "FOR_ITER":
         return None
-    head = ins[at + 2]
+    head = ins[at + 1]
     end = head.argval  # offset the loop exits to
     body = [i for i in ins if head.offset < i.offset < end]
-    for_heads = {head.offset} | {i.offset for i in body if i.opname == "FOR_ITER"}
+    # a loop's back edge jumps to its FOR_ITER, or to the EXTENDED_ARG prefixes before it
+    for_heads = {o - d for o in [head.offset] + [i.offset for i in body if i.opname == "FOR_ITER"] for d in (0, 2, 4, 6)}
     for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
         if head.offset <= entry.start < end:
             return None  # a try or with block inside the body
@@ -90,7 +92,7 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
             return None
         if op == "FOR_ITER" and not (head.offset < i.argval <= end):
             return None
-        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS:
+        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS and not _invariant_operands(body, k, stored):
             return None
         if op == "STORE_FAST":
             seen.update(_names(i))
@@ -110,6 +112,28 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
     return Body(tuple(dict.fromkeys(chains)))
 
 
+#: instructions that may compute a non-affine operator's operands (checked for loop-variant names)
+_OPERAND_OPS = frozenset(
+    {"LOAD_CONST", "LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_ATTR", "BINARY_SUBSCR", "BINARY_OP"}
+)
+
+
+def _invariant_operands(body: list[dis.Instruction], k: int, stored: set[str]) -> bool:
+    """Whether the two operands of the operator at ``body[k]`` are computed right before it, from constants,
+    globals and locals the body never assigns (``k_dim // 128``): then the result is the same every iteration."""
+    need = 2
+    j = k - 1
+    while need > 0:
+        if j < 0 or body[j].opname not in _OPERAND_OPS:
+            return False
+        i = body[j]
+        if i.opname in ("LOAD_FAST", "LOAD_DEREF") and any(n in stored for n in _names(i)):
+            return False
+        need -= dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False)
+        j -= 1
+    return need == 0
+
+
 def _names(i: dis.Instruction) -> tuple[str, ...]:
     v = i.argval
     return tuple(v) if isinstance(v, tuple) else (v,)
@@ -118,6 +142,16 @@ def _names(i: dis.Instruction) -> tuple[str, ...]:
 def values_ok(body: Body, frame: types.FrameType) -> bool:
     """Whether every name and attribute chain the body reads holds a value replay may skip over."""
     f_locals = frame.f_locals
+    try:
+        return _values_ok(body, frame, f_locals)
+    finally:
+        # ``frame.f_locals`` is a dict cached on the frame: left filled, it would keep this iteration's
+        # tiles alive after the kernel rebinds their names (and so move their frees)
+        f_locals.clear()
+        del f_locals
+
+
+def _values_ok(body: Body, frame: types.FrameType, f_locals: dict) -> bool:
     f_globals = frame.f_globals
     builtins_ = f_globals.get("__builtins__", {})
     if isinstance(builtins_, types.ModuleType):
