@@ -303,16 +303,24 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     if first:
                         first_touch.add(c[1])
                     opk.append((c[0], st, box, is_write, c[1], first))
-            steps.append(("I", instr, internal, carried, acc, opk))
+            if any(k[0] == "outer" and k[5] or k[0] != "outer" and k[5] for k in opk):
+                steps.append(("I", instr, internal, carried, acc, opk))
+            else:
+                # nothing to re-track: the dependencies are the template's, shifted (carried ones first)
+                offs = tuple(d - length for d in carried) + internal
+                steps.append(("J", instr, offs, acc, opk))
     protos = tmpl.protos
     m.replays += 1
     recording = bool(m.recorders) or any(r.active for r in m.recorders2)
     emit = m.sink.emit
+    commit = m.commit_instr
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
     for j in range(3, n_iters - 1):
         base = m.take_instr_ids(length)
+        if base != prev_base + length:
+            raise AssertionError("loop replay: instructions were issued between iterations")
         step = j - 2
         keys = [m.take_sids(1) for _ in protos]
         places = {}
@@ -320,7 +328,27 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         i = 0
         for s in steps:
             tag = s[0]
-            if tag == "A":
+            if tag == "J":
+                _, t, offs, acc, opk = s
+                instr = Instr(
+                    base + i,
+                    t.engine,
+                    t.opcode,
+                    t.ins,
+                    t.outs,
+                    t.flops,
+                    tuple([base + d for d in offs]),
+                    t.filename,
+                    t.lineno,
+                    t.attrs,
+                )
+                i += 1
+                if recording:
+                    m.reuse_now = set()
+                    commit(instr, _operands(opk, step, keys, prev_key), acc)
+                else:
+                    emit(instr)
+            elif tag == "A":
                 got: set[int] = set()
                 places[s[1]] = m.place_replayed(protos[s[1]], got)
                 inherit[s[1]] = got
@@ -406,6 +434,17 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         got = leftover.get(o)
         if got:
             m.reuse_deps[new] = got
+
+
+def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+    """The operand records of a synthesised instruction, for the loops recording around this one."""
+    out = []
+    for kind, st, box, is_write, x, _ in opk:
+        if kind == "outer":
+            out.append((st.id, st, _shifted(box, x, step), is_write))
+        else:
+            out.append((keys[x] if kind == "inner" else prev_key[x], st, box, is_write))
+    return out
 
 
 def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> Iterator[int]:
