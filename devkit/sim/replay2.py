@@ -136,7 +136,9 @@ class Template:
     carried: list[int]  # ordinals of the tiles that outlive their iteration (freed by the next one)
     #: (ordinal, block) -> [first, last, accumulated], instruction ids relative to the iteration start
     lifetimes: dict[tuple[int, tuple[int, ...]], list]
-    moving: dict[tuple[int, int], tuple]  # (instruction index, operand index) -> moving dims of an outer operand
+    moving: dict[
+        tuple[int, int], tuple
+    ]  # (instruction index, operand index) -> moving dims of an outer operand
 
 
 def _classify(key: Any, created: dict, prev: dict) -> tuple:
@@ -164,7 +166,9 @@ def plan(rec: Recorder) -> Template | None:
     instrs = [[e for e in it.events if e[0] == "I"] for it in rec.iters]
     if len(it1.events) != len(it2.events):
         return None
-    moving: dict[tuple[int, int], tuple] = {}  # (instruction index, operand index) -> moving dims of an outer operand
+    moving: dict[
+        tuple[int, int], tuple
+    ] = {}  # (instruction index, operand index) -> moving dims of an outer operand
     protos = [e[2] for e in it2.events if e[0] == "A"]
     lifetimes: dict[tuple[int, tuple[int, ...]], list] = {}
     freed_in = [set(), set()]  # ordinals of iteration-t tiles freed in t (index 0) / in t+1 (index 1)
@@ -202,7 +206,9 @@ def plan(rec: Recorder) -> Template | None:
         i0_ops = instrs[0][i1.id - it1.first_id][2]
         if len(i0_ops) != len(ops1):
             return None
-        for n_op, ((k0, _s0, b0, _w0), (k1, s1, b1, w1), (k2, s2, b2, w2)) in enumerate(zip(i0_ops, ops1, ops2)):
+        for n_op, ((k0, _s0, b0, _w0), (k1, s1, b1, w1), (k2, s2, b2, w2)) in enumerate(
+            zip(i0_ops, ops1, ops2)
+        ):
             if w1 != w2 or len(b1) != len(b2):
                 return None
             c1 = _classify(k1, ords[1], ords[0])

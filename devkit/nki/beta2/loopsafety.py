@@ -46,7 +46,20 @@ _LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_GLOBAL", "LOAD_DEREF"}
 _BUILTINS = frozenset({"len", "range", "int", "bool", "slice", "tuple", "isinstance", "float", "str"})
 #: devkit API functions with Python-side effects the trace does not show
 _IMPURE = frozenset({"device_print", "rand", "random_seed", "dropout", "fori_loop", "while_loop"})
-_PLAIN = (int, float, complex, str, bytes, bool, type(None), slice, range, np.generic, np.dtype, type(Ellipsis))
+_PLAIN = (
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bool,
+    type(None),
+    slice,
+    range,
+    np.generic,
+    np.dtype,
+    type(Ellipsis),
+)
 
 
 @dataclass(frozen=True)
@@ -75,7 +88,11 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
     end = head.argval  # offset the loop exits to
     body = [i for i in ins if head.offset < i.offset < end]
     # a loop's back edge jumps to its FOR_ITER, or to the EXTENDED_ARG prefixes before it
-    for_heads = {o - d for o in [head.offset] + [i.offset for i in body if i.opname == "FOR_ITER"] for d in (0, 2, 4, 6)}
+    for_heads = {
+        o - d
+        for o in [head.offset] + [i.offset for i in body if i.opname == "FOR_ITER"]
+        for d in (0, 2, 4, 6)
+    }
     for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
         if head.offset <= entry.start < end:
             return None  # a try or with block inside the body
