@@ -27,8 +27,8 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
 import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -172,7 +172,7 @@ def plan(rec: Recorder) -> Template | None:
     protos = [e[2] for e in it2.events if e[0] == "A"]
     lifetimes: dict[tuple[int, tuple[int, ...]], list] = {}
     freed_in = [set(), set()]  # ordinals of iteration-t tiles freed in t (index 0) / in t+1 (index 1)
-    for pos, (e1, e2) in enumerate(zip(it1.events, it2.events)):
+    for e1, e2 in zip(it1.events, it2.events):
         if e1[0] != e2[0]:
             return None
         kind = e1[0]
@@ -309,7 +309,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     if first:
                         first_touch.add(c[1])
                     opk.append((c[0], st, box, is_write, c[1], first))
-            if any(k[0] == "outer" and k[5] or k[0] != "outer" and k[5] for k in opk):
+            if any(k[5] for k in opk):  # an outer access to re-track, or a tile's first touch
                 steps.append(("I", instr, internal, carried, acc, opk))
             else:
                 # nothing to re-track: the dependencies are the template's, shifted (carried ones first)

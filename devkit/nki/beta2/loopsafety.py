@@ -216,7 +216,7 @@ def _allowed(v: Any, depth: int = 0) -> bool:
         owner = getattr(v, "__self__", None)
         if isinstance(owner, types.ModuleType):
             return False  # a builtin function of some module (numpy.random...): not known pure
-        return isinstance(owner, _PLAIN + (tuple,))
+        return isinstance(owner, (*_PLAIN, tuple))
     if isinstance(v, (types.FunctionType, functools.partial)):
         return _devkit_function(v)
     mod = type(v).__module__ or ""
@@ -224,7 +224,9 @@ def _allowed(v: Any, depth: int = 0) -> bool:
         return False
     name = type(v).__name__
     # a jitted sub-kernel runs user code; registers hold state the trace does not show
-    return name not in ("Kernel", "VirtualRegister") and not callable(v) or name in ("_Loop", "_TileSize2")
+    if name in ("Kernel", "VirtualRegister"):
+        return False
+    return not callable(v) or name in ("_Loop", "_TileSize2")
 
 
 def _devkit_function(f: Any) -> bool:
