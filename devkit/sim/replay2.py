@@ -309,11 +309,13 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     if first:
                         first_touch.add(c[1])
                     opk.append((c[0], st, box, is_write, c[1], first))
-            if any(k[5] for k in opk):  # an outer access to re-track, or a tile's first touch
-                steps.append(("I", instr, internal, carried, acc, opk))
-            else:
-                # nothing to re-track: the dependencies are the template's, shifted (carried ones first)
-                offs = tuple(d - length for d in carried) + internal
+            # the template's dependencies through tiles, relative to the iteration start (carried ones first)
+            offs = tuple(d - length for d in carried) + internal
+            tracked = [(k[1], k[2], k[3], k[4]) for k in opk if k[0] == "outer" and k[5]]
+            firsts = [k[4] for k in opk if k[0] != "outer" and k[5]]
+            if tracked or firsts:
+                steps.append(("I", instr, offs, acc, opk, tracked, firsts))
+            else:  # nothing to re-track: the dependencies are the template's, shifted
                 steps.append(("J", instr, offs, acc, opk))
     protos = tmpl.protos
     m.replays += 1
@@ -368,43 +370,35 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 if recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
-                _, tmpl_i, internal, carried, acc, opk = s
+                _, t, offs, acc, opk, tracked, firsts = s
                 iid = base + i
                 i += 1
-                deps: set[int] = {base + d for d in internal}
-                deps.update(prev_base + d for d in carried)
-                m.reuse_now = reuse = set()
-                operands: list = []
-                for kind, st, box, is_write, x, y in opk:
-                    if kind == "outer":
-                        box = _shifted(box, x, step)
-                        if y:
-                            m.replay_access(st, box, iid, tmpl_i.engine, is_write, deps, acc and is_write)
-                        if recording:
-                            operands.append((st.id, st, box, is_write))
-                    else:
-                        if y:
-                            got = inherit.pop(x, None)
-                            if got:
-                                deps |= got
-                                reuse |= got
-                        if recording:
-                            operands.append((keys[x] if kind == "inner" else prev_key[x], st, box, is_write))
-                deps.discard(iid)
+                extra: set[int] = set()
+                for o in firsts:
+                    got = inherit.pop(o, None)
+                    if got:
+                        extra |= got
+                if recording:
+                    m.reuse_now = set(extra)
+                if tracked:
+                    deps = {base + d for d in offs}
+                    deps |= extra
+                    engine = t.engine
+                    for st, box, is_write, moving in tracked:
+                        m.replay_access(
+                            st, _shifted(box, moving, step), iid, engine, is_write, deps, acc and is_write
+                        )
+                    deps.discard(iid)
+                    dep_t = tuple(sorted(deps))
+                elif extra:
+                    dep_t = tuple(sorted(extra.union([base + d for d in offs])))
+                else:
+                    dep_t = tuple([base + d for d in offs])
                 instr = Instr(
-                    iid,
-                    tmpl_i.engine,
-                    tmpl_i.opcode,
-                    tmpl_i.ins,
-                    tmpl_i.outs,
-                    tmpl_i.flops,
-                    tuple(sorted(deps)),
-                    tmpl_i.filename,
-                    tmpl_i.lineno,
-                    tmpl_i.attrs,
+                    iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 if recording:
-                    m.commit_instr(instr, operands, acc)
+                    commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
                     emit(instr)
         prev_base = base

@@ -270,7 +270,7 @@ class _Loop:
             return iter(self._range)
 
         def may_replay() -> builtins.bool:
-            return body is not None and _safety.values_ok(body, frame)
+            return body.safe and _safety.values_ok(body, frame)
 
         return _replay2.iterate(m, self._range, may_replay)
 
@@ -301,9 +301,10 @@ def _loop(api: str, args: tuple) -> Any:
     if m is None or m.numerics or not m.tracing:
         return r
     frame = _safety.caller(3)
-    if frame is None:
-        return r
-    return _Loop(r, frame, _safety.loop_site(frame))
+    body = _safety.loop_site(frame) if frame is not None else None
+    if body is None:
+        return r  # not iterated by a for statement right away
+    return _Loop(r, frame, body)
 
 
 def affine_range(*args: int) -> Any:

@@ -64,14 +64,19 @@ _PLAIN = (
 
 @dataclass(frozen=True)
 class Body:
-    """A loop body that passed the static check: the value chains to check once it has run."""
+    """The body of a ``for`` loop over an NKI range: whether it passed the static check, and the value chains
+    to check once it has run."""
 
-    chains: tuple[tuple[str, str, tuple[str, ...]], ...]  # (load opcode, name, attribute names)
+    safe: bool
+    chains: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (load opcode, name, attribute names)
+
+
+UNSAFE = Body(False)
 
 
 def loop_site(frame: types.FrameType) -> Body | None:
-    """The body of the ``for`` loop about to iterate the range that ``frame``'s current call returns, if
-    the call is a ``for`` statement's iterable and the body passes the static check; else None."""
+    """The body of the ``for`` loop about to iterate the range that ``frame``'s current call returns
+    (:data:`UNSAFE` if it fails the static check); None if the call is not a ``for`` statement's iterable."""
     return _static(frame.f_code, frame.f_lasti)
 
 
@@ -95,7 +100,7 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
     }
     for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
         if head.offset <= entry.start < end:
-            return None  # a try or with block inside the body
+            return UNSAFE  # a try or with block inside the body
     stored = {n for i in body if i.opname == "STORE_FAST" for n in _names(i)}
     seen: set[str] = set()
     chains: list[tuple[str, str, tuple[str, ...]]] = []
@@ -104,20 +109,20 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
         i = body[k]
         op = i.opname
         if op not in _ALLOWED_OPS:
-            return None
+            return UNSAFE
         if op in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT") and i.argval not in for_heads:
-            return None
+            return UNSAFE
         if op == "FOR_ITER" and not (head.offset < i.argval <= end):
-            return None
+            return UNSAFE
         if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS and not _invariant_operands(body, k, stored):
-            return None
+            return UNSAFE
         if op == "STORE_FAST":
             seen.update(_names(i))
         elif op in _LOADS:
             if op != "LOAD_GLOBAL":
                 for n in _names(i):
                     if n in stored and n not in seen:
-                        return None  # carried from the previous iteration
+                        return UNSAFE  # carried from the previous iteration
             attrs: list[str] = []
             j = k + 1
             while j < len(body) and body[j].opname in ("LOAD_ATTR", "LOAD_METHOD"):
@@ -126,7 +131,7 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
             for n in _names(i):
                 chains.append((op, n, tuple(attrs)))
         k += 1
-    return Body(tuple(dict.fromkeys(chains)))
+    return Body(True, tuple(dict.fromkeys(chains)))
 
 
 #: instructions that may compute a non-affine operator's operands (checked for loop-variant names)
