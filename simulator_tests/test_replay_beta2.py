@@ -115,6 +115,33 @@ def wrapped_index(x):
     return out
 
 
+OFFSETS = (0, 256, 128, 384, 512, 640, 896, 768)
+
+
+@nki.jit
+def lookup_index(x):
+    """Rows looked up in a tuple by the loop index: affine on iterations 0-2 only by accident of the data."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    for t in nl.affine_range(8):
+        tile = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x[OFFSETS[t] : OFFSETS[t] + 128, :])
+        nisa.dma_copy(dst=out[t * 128 : (t + 1) * 128, :], src=tile)
+    return out
+
+
+@nki.jit
+def cubic_index(x):
+    """Rows ``t * (t - 1) * (t - 2) * 2``: 0 on iterations 0, 1, 2 (a constant step of 0), 12 on iteration 3."""
+    out = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for t in nl.affine_range(6):
+        tile = nl.ndarray((128, 512), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=tile, src=x[t * (t - 1) * (t - 2) * 2 : t * (t - 1) * (t - 2) * 2 + 128, :])
+        nisa.dma_copy(dst=out, src=tile)
+    return out
+
+
 @nki.jit
 def late_fault(x, n):
     """Iterations past the rows of ``x`` read out of bounds: the first bad one is the last."""
@@ -165,9 +192,18 @@ CASES = {
     "store_to_list": (store_to_list, (nt.tensor[[1024, 512], BF16],)),
     "carried_local": (carried_local, (nt.tensor[[1024, 512], BF16],)),
     "wrapped_index": (wrapped_index, (nt.tensor[[1024, 512], BF16],)),
+    "lookup_index": (lookup_index, (nt.tensor[[1024, 512], BF16],)),
+    "cubic_index": (cubic_index, (nt.tensor[[1024, 512], BF16],)),
 }
 #: kernels whose loops must fall back to executing every iteration
-FALLBACK = ("branch_on_index", "store_to_list", "carried_local", "wrapped_index")
+FALLBACK = (
+    "branch_on_index",
+    "store_to_list",
+    "carried_local",
+    "wrapped_index",
+    "lookup_index",
+    "cubic_index",
+)
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -227,7 +263,7 @@ def test_fallbacks_are_counted():
         _run(kernel, *args)
     finally:
         machine.Machine.finish = real
-    assert counts == [1, 1, 1, 1, 0]
+    assert counts == [1] * len(FALLBACK) + [0]
 
 
 def test_numerics_runs_execute_every_iteration(replays):
@@ -267,8 +303,8 @@ def test_a_fault_in_the_last_iteration_is_reported_at_its_line():
 
 
 def test_a_fault_only_a_skipped_iteration_would_hit_is_still_found():
-    # quadratic rows: the regions of iterations 0, 1, 2 do not move by a constant step, so the loop is not
-    # replayed and the out-of-bounds read of iteration 3 is found as full execution finds it
+    # quadratic rows (a product of loop-varying values): the loop is not replayed, so the out-of-bounds read
+    # of iteration 3 is found as full execution finds it
     full = _fault(quadratic_fault, nt.tensor[[500, 512], BF16], options=NO_REPLAY)
     fast = _fault(quadratic_fault, nt.tensor[[500, 512], BF16])
     assert isinstance(fast, BoundsError) and str(fast) == str(full)
@@ -311,6 +347,14 @@ def test_static_check_accepts_straight_line_bodies_and_rejects_the_rest():
         for t in nl.affine_range(n):
             x.last = t
 
+    def product(n, x, nl):
+        for t in nl.affine_range(n):
+            x.foo(t * (t + 1))
+
+    def lookup(n, x, nl):
+        for t in nl.affine_range(n):
+            x.foo(n.bar[t])
+
     def carried(n, x, nl):
         r = 0
         for _t in nl.affine_range(n):
@@ -323,6 +367,8 @@ def test_static_check_accepts_straight_line_bodies_and_rejects_the_rest():
             x.foo(t)
 
     assert _site(straight).safe
-    for fn in (branch, breaks, modulo, attr_store, carried):
+    for fn in (branch, breaks, modulo, attr_store, carried, product):
         assert not _site(fn).safe, fn.__name__
     assert _site(stored) is None  # not a for statement's iterable: a plain range
+    # a loop-indexed subscript is allowed only into what turns out to be a tensor
+    assert _site(lookup).safe and _site(lookup).tensors == (("LOAD_FAST", "n", ("bar",)),)

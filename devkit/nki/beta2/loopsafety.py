@@ -69,6 +69,7 @@ class Body:
 
     safe: bool
     chains: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # (load opcode, name, attribute names)
+    tensors: tuple[tuple[str, str, tuple[str, ...]], ...] = ()  # chains indexed by the loop: must be tensors
 
 
 UNSAFE = Body(False)
@@ -104,6 +105,7 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
     stored = {n for i in body if i.opname == "STORE_FAST" for n in _names(i)}
     seen: set[str] = set()
     chains: list[tuple[str, str, tuple[str, ...]]] = []
+    tensors: list[tuple[str, str, tuple[str, ...]]] = []
     k = 0
     while k < len(body):
         i = body[k]
@@ -114,8 +116,25 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
             return UNSAFE
         if op == "FOR_ITER" and not (head.offset < i.argval <= end):
             return UNSAFE
-        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS and not _invariant_operands(body, k, stored):
-            return UNSAFE
+        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS:
+            w = _operand_windows(body, k)
+            if w is None or not (_invariant(w[0], stored) and _invariant(w[1], stored)):
+                return UNSAFE
+        if op == "BINARY_OP" and i.argrepr in ("*", "*="):
+            # a product of two loop-varying values is not affine (t * (t - 1) * (t - 2) is 0 on the
+            # three recorded iterations)
+            w = _operand_windows(body, k)
+            if w is None or not (_invariant(w[0], stored) or _invariant(w[1], stored)):
+                return UNSAFE
+        if op == "BINARY_SUBSCR":
+            # indexing with a loop-varying index is affine only into a tensor (a region); a tuple looked up
+            # by the loop index is arbitrary
+            w = _operand_windows(body, k)
+            if w is None or not _invariant(w[1], stored):
+                root = _root_chain(w[0]) if w is not None else None
+                if root is None:
+                    return UNSAFE
+                tensors.append(root)
         if op == "STORE_FAST":
             seen.update(_names(i))
         elif op in _LOADS:
@@ -131,7 +150,7 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
             for n in _names(i):
                 chains.append((op, n, tuple(attrs)))
         k += 1
-    return Body(True, tuple(dict.fromkeys(chains)))
+    return Body(True, tuple(dict.fromkeys(chains)), tuple(dict.fromkeys(tensors)))
 
 
 #: instructions that may compute a non-affine operator's operands (checked for loop-variant names)
@@ -140,20 +159,65 @@ _OPERAND_OPS = frozenset(
 )
 
 
-def _invariant_operands(body: list[dis.Instruction], k: int, stored: set[str]) -> bool:
-    """Whether the two operands of the operator at ``body[k]`` are computed right before it, from constants,
-    globals and locals the body never assigns (``k_dim // 128``): then the result is the same every iteration."""
-    need = 2
+#: instructions that end a statement or a loop: an operand's computation never spans them
+_BOUNDARY = frozenset(
+    {
+        "STORE_FAST",
+        "STORE_SUBSCR",
+        "POP_TOP",
+        "FOR_ITER",
+        "GET_ITER",
+        "END_FOR",
+        "JUMP_BACKWARD",
+        "UNPACK_SEQUENCE",
+    }
+)
+
+
+def _operand_windows(body: list[dis.Instruction], k: int) -> tuple[list, list] | None:
+    """The instructions computing the left and right operands of the two-operand instruction ``body[k]``
+    (walking back over the straight-line code by stack effect); None when that cannot be told."""
+    out = []
     j = k - 1
-    while need > 0:
-        if j < 0 or body[j].opname not in _OPERAND_OPS:
-            return False
-        i = body[j]
-        if i.opname in ("LOAD_FAST", "LOAD_DEREF") and any(n in stored for n in _names(i)):
-            return False
-        need -= dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False)
-        j -= 1
-    return need == 0
+    for _ in range(2):
+        need = 1
+        window = []
+        while need > 0:
+            if j < 0 or body[j].opname in _BOUNDARY:
+                return None
+            i = body[j]
+            window.append(i)
+            try:
+                need -= dis.stack_effect(
+                    i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None, jump=False
+                )
+            except ValueError:
+                return None
+            j -= 1
+        if need != 0:
+            return None
+        out.append(window[::-1])
+    return out[1], out[0]
+
+
+def _invariant(window: list[dis.Instruction], stored: set[str]) -> bool:
+    """Whether an operand window reads no local the body assigns (so it is the same every iteration)."""
+    return not any(
+        i.opname in ("LOAD_FAST", "LOAD_DEREF") and any(n in stored for n in _names(i)) for i in window
+    )
+
+
+def _root_chain(window: list[dis.Instruction]) -> tuple[str, str, tuple[str, ...]] | None:
+    """``name.attr...`` as a value chain, when the window is just that."""
+    if (
+        not window
+        or window[0].opname not in _LOADS
+        or (window[0].opname == "LOAD_GLOBAL" and window[0].arg & 1)
+    ):
+        return None
+    if any(i.opname != "LOAD_ATTR" for i in window[1:]):
+        return None
+    return (window[0].opname, window[0].argval, tuple(i.argval for i in window[1:]))
 
 
 def _names(i: dis.Instruction) -> tuple[str, ...]:
@@ -174,6 +238,17 @@ def values_ok(body: Body, frame: types.FrameType) -> bool:
 
 
 def _values_ok(body: Body, frame: types.FrameType, f_locals: dict) -> bool:
+    from devkit.sim.tensor import Tensor
+
+    for op, name, attrs in body.tensors:
+        v = f_globals_get(frame, name) if op == "LOAD_GLOBAL" else f_locals.get(name, _MISSING)
+        try:
+            for a in attrs:
+                v = getattr(v, a)
+        except Exception:
+            return False
+        if not isinstance(v, Tensor):
+            return False
     f_globals = frame.f_globals
     builtins_ = f_globals.get("__builtins__", {})
     if isinstance(builtins_, types.ModuleType):
@@ -204,6 +279,13 @@ def _values_ok(body: Body, frame: types.FrameType, f_locals: dict) -> bool:
             if not _allowed(v):
                 return False
     return True
+
+
+_MISSING = object()
+
+
+def f_globals_get(frame: types.FrameType, name: str) -> Any:
+    return frame.f_globals.get(name, _MISSING)
 
 
 def _allowed(v: Any, depth: int = 0) -> bool:
