@@ -123,7 +123,7 @@ class Recorder:
 
 
 def _proto(st: Any) -> tuple:
-    return (st.buffer, st.bytes_pp, st.tile_bytes, st.shape, st.par_axis, st.origin, st.dtype)
+    return (st.buffer, st.bytes_pp, st.tile_bytes, st.shape, st.par_axis, st.origin, st.dtype, st.name)
 
 
 @dataclass

@@ -231,9 +231,11 @@ def values_ok(body: Body, frame: types.FrameType) -> bool:
     try:
         return _values_ok(body, frame, f_locals)
     finally:
-        # ``frame.f_locals`` is a dict cached on the frame: left filled, it would keep this iteration's
-        # tiles alive after the kernel rebinds their names (and so move their frees)
-        f_locals.clear()
+        # before Python 3.13 ``frame.f_locals`` is a dict cached on the frame: left filled, it would keep this
+        # iteration's tiles alive after the kernel rebinds their names (and so move their frees); from 3.13
+        # it is a write-through proxy holding nothing, which must not be cleared
+        if type(f_locals) is dict:
+            f_locals.clear()
         del f_locals
 
 
