@@ -322,6 +322,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     recording = bool(m.recorders) or any(r.active for r in m.recorders2)
     emit = m.sink.emit
     commit = m.commit_instr
+    place = m.place_replayed
+    free = m.free_replayed
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
@@ -330,7 +332,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         if base != prev_base + length:
             raise AssertionError("loop replay: instructions were issued between iterations")
         step = j - 2
-        keys = [m.take_sids(1) for _ in protos]
+        first_sid = m.take_sids(len(protos))
+        keys = list(range(first_sid, first_sid + len(protos)))
         places = {}
         inherit: dict[int, set[int]] = {}
         i = 0
@@ -357,16 +360,17 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 else:
                     emit(instr)
             elif tag == "A":
+                o = s[1]
                 got: set[int] = set()
-                places[s[1]] = m.place_replayed(protos[s[1]], got)
-                inherit[s[1]] = got
+                places[o] = place(s[2], got)
+                inherit[o] = got
                 if recording:
-                    m.note_alloc(keys[s[1]], protos[s[1]])
+                    m.note_alloc(keys[o], s[2])
             elif tag == "F":
                 _, inner, o, st, rel = s
                 p = places.pop(o) if inner else prev_place.pop(o)
                 ids = {base + r for r in rel}
-                m.free_replayed(st, p, ids)
+                free(st, p, ids)
                 if recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
