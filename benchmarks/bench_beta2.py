@@ -64,6 +64,17 @@ def main() -> None:
         f"cost-only, Beta-2 tiled matmul K={k_dim} M={m_dim} N={n_dim}: {rep.instructions:,} instructions, "
         f"best of {args.repeat}: {dt_s:.2f} s = {rep.instructions / dt_s:,.0f} instr/s (target >= 100,000)"
     )
+    # loop replay (devkit/sim/replay2.py) against executing every iteration: same model, only slower
+    from devkit.sim.options import SimOptions
+
+    full_options = SimOptions(numerics=False, replay_loops=False)
+    dt_full, full = best_cpu(lambda: devkit.estimate(kernel, *specs, target="trn2", options=full_options), 1)
+    same = (full.instructions, full.latency_us) == (rep.instructions, rep.latency_us)
+    print(
+        f"  executing every iteration (replay_loops=False): {dt_full:.2f} s = {full.instructions / dt_full:,.0f} "
+        f"instr/s; modelled latency {rep.latency_us:.3f} us with replay, {full.latency_us:.3f} us without "
+        f"({'identical' if same else 'DIFFERENT'})"
+    )
 
     size = 512 if args.quick else 1024
     rng = np.random.default_rng(0)

@@ -70,7 +70,9 @@ class RingAllocator:
         """A start in ``[lo, hi)`` where ``nbytes`` fit between live ranges, or None."""
         starts, ends = self._starts, self._ends
         pos = self._fits(lo, nbytes)
-        i = max(bisect.bisect_right(starts, pos) - 1, 0)
+        i = bisect.bisect_right(starts, pos) - 1
+        if i < 0:
+            i = 0
         n = len(starts)
         while pos + nbytes <= hi:
             while i < n and ends[starts[i]] <= pos:
@@ -102,7 +104,8 @@ class RingAllocator:
         return {site: len(addrs) for site, addrs in self.rotation.items()}
 
     def _allocate(self, nbytes: int) -> Placement:
-        nbytes = max(nbytes, 1)
+        if nbytes < 1:
+            nbytes = 1
         if self.bank_bytes:
             nbytes = -(-nbytes // self.bank_bytes) * self.bank_bytes
         pos = self._gap_search(self._cursor, self.capacity, nbytes)
@@ -115,7 +118,8 @@ class RingAllocator:
             pos = self._virtual_cursor
             self._virtual_cursor += -(-nbytes // self.align) * self.align
             self.live_bytes += nbytes
-            self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+            if self.live_bytes > self.peak_bytes:
+                self.peak_bytes = self.live_bytes
             return Placement(pos, nbytes, virtual=self.live_bytes > self.capacity)
         bisect.insort(self._starts, pos)
         self._ends[pos] = pos + nbytes
@@ -123,7 +127,8 @@ class RingAllocator:
         if self._cursor >= self.capacity:
             self._cursor = 0
         self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
         return Placement(pos, nbytes)
 
     def free(self, p: Placement) -> None:
@@ -138,7 +143,8 @@ class RingAllocator:
     def reserve(self, addr: int, nbytes: int) -> None:
         """Mark a directly allocated range as used (for accounting; overlap checks are the caller's)."""
         self.live_bytes += nbytes
-        self.peak_bytes = max(self.peak_bytes, self.live_bytes)
+        if self.live_bytes > self.peak_bytes:
+            self.peak_bytes = self.live_bytes
 
     def unreserve(self, nbytes: int) -> None:
         self.live_bytes -= nbytes

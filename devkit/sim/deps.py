@@ -265,11 +265,19 @@ class _IntervalMap:
 
     def take(self, lo: int, hi: int) -> set[int]:
         """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
-        out: set[int] = set()
         starts, ends, ids, top = self.starts, self.ends, self.ids, self.top
         i = bisect.bisect_right(starts, lo) - 1
         if i < 0 or ends[i] <= lo:
             i += 1
+        n = len(starts)
+        if i == n or starts[i] >= hi:
+            return set()  # nothing overlaps
+        if starts[i] >= lo and ends[i] <= hi and (i + 1 == n or starts[i + 1] >= hi):
+            # the common case of reuse: one freed range inside [lo, hi), taken whole
+            out = ids[i]
+            del starts[i], ends[i], ids[i], top[i]
+            return out
+        out: set[int] = set()
         j = i
         keep_s: list[int] = []
         keep_e: list[int] = []
@@ -331,6 +339,18 @@ class DependencyTracker:
 
     def drop(self, key: object) -> None:
         self._spaces.pop(key, None)
+
+    def ids_of(self, key: object) -> set[int]:
+        """Ids of the access records held under ``key`` (what :meth:`retire` would leave behind)."""
+        sp = self._spaces.get(key)
+        return {rec[1] for rec in sp.records()} if sp is not None else set()
+
+    def take_space(self, key: object) -> _Space | None:
+        """Remove and return the records under ``key`` (loop replay moves them to another key)."""
+        return self._spaces.pop(key, None)
+
+    def put_space(self, key: object, sp: _Space) -> None:
+        self._spaces[key] = sp
 
     def retire(self, key: object, buffer: str, lo: int, hi: int) -> None:
         """A tensor tracked under ``key`` freed the bytes ``[lo, hi)`` of ``buffer``."""

@@ -164,6 +164,13 @@ class Liveness:
         if accumulated:
             self.psum_acc.extend(starts, ends, banks, site)
 
+    def take_open(self, sid: int) -> dict | None:
+        """Remove and return the open lifetimes of tensor ``sid`` (loop replay moves them to another id)."""
+        return self._open.pop(sid, None)
+
+    def put_open(self, sid: int, tiles: dict) -> None:
+        self._open[sid] = tiles
+
     def close(self, sid: int) -> None:
         """Tensor ``sid`` died: its tiles' intervals are final."""
         tiles = self._open.pop(sid, None)

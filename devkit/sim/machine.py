@@ -100,7 +100,12 @@ class Machine:
         self.chains = Chains()  # deferred matmul accumulation (numerics runs; devkit.sim.deferred)
         self.liveness = Liveness(geometry)
         self.recorders: list[LoopRecorder] = []  # loops recording iterations for replay (cost-only runs)
+        # NKI 0.x loops recording iterations for replay (devkit.sim.replay2), and the address-reuse ids the
+        # instruction being committed inherited (they are recomputed when replayed, not shifted)
+        self.recorders2: list[Any] = []
+        self.reuse_now: set[int] = set()
         self.replays = 0
+        self.replay_fallbacks = 0  # NKI 0.x loops that could have replayed but executed every iteration
         self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
         self.races = RaceChecker(self.loops) if (options.check_races and options.numerics) else None
         self._spill_warned: set[tuple[str, int]] = set()
@@ -325,10 +330,40 @@ class Machine:
             p = self.psum.allocate(st.bytes_pp, st.origin)
         st.addr = p.addr
         self.placements[st.id] = p
+        if self.recorders2:
+            self.note_alloc(st.id, st)
         if self.tracing:
             inherited = self.deps.inherit(st.buffer, p.addr, p.addr + p.nbytes)
             if inherited:
                 self.reuse_deps[st.id] = inherited
+
+    def take_sids(self, n: int) -> int:
+        """Reserve the next ``n`` storage ids (loop replay names synthesised tile instances with them);
+        returns the first."""
+        first = self._sid + 1
+        self._sid += n
+        return first
+
+    def rename_storage(self, st: Storage, new: int) -> None:
+        """Loop replay: a live tile takes the id ``new`` of a synthesised tile whose state it takes over
+        (placements, access records and lifetimes are moved by the caller)."""
+        layout = self._layouts.pop(st.id, None)
+        if layout is not None:
+            self._layouts[new] = layout
+        self.reuse_deps.pop(st.id, None)
+        st.id = new
+
+    def note_alloc(self, key: int, st: Storage) -> None:
+        """Tell recording NKI 0.x loops that tile ``key`` (shaped like ``st``) was placed."""
+        for rec in self.recorders2:
+            if rec.active:
+                rec.alloc(key, st)
+
+    def note_free(self, key: int, st: Storage, ids: set[int]) -> None:
+        """Tell recording NKI 0.x loops that tile ``key`` was freed, last used by ``ids``."""
+        for rec in self.recorders2:
+            if rec.active:
+                rec.free(key, st, ids)
 
     def take_instr_ids(self, n: int) -> int:
         """Reserve the next ``n`` instruction ids (loop replay issues a synthesised iteration's
@@ -359,6 +394,8 @@ class Machine:
             self.chains.settle(st.id)  # (an alias of the tile may still show its values)
         self.liveness.close(st.id)
         p = self.placements.pop(st.id, None)
+        if p is not None and self.recorders2:
+            self.note_free(st.id, st, self.deps.ids_of(st.id))
         if p is not None:
             (self.sbuf if st.buffer == "sbuf" else self.psum).free(p)
             self.deps.retire(st.id, st.buffer, p.addr, p.addr + p.nbytes)
@@ -604,6 +641,8 @@ class Machine:
                 self._place(st, p.loc)  # a retargeted result read under its own name
         iid = self._iid
         self._iid += 1
+        if self.recorders2:
+            self.reuse_now = set()
         if not self.tracing:
             self._touch_only(p, iid)
             return
@@ -646,6 +685,10 @@ class Machine:
             for rec in self.recorders:
                 if rec.active:
                     rec.add(instr, operands, accumulate)
+        if self.recorders2:
+            for rec in self.recorders2:
+                if rec.active:
+                    rec.add(instr, operands, accumulate, self.reuse_now)
 
     def _access(self, t: Tensor) -> Access:
         st = t.st
@@ -704,6 +747,8 @@ class Machine:
                 inherited = self.reuse_deps.pop(st.id, None)
                 if inherited:
                     deps |= inherited
+                    if self.recorders2:
+                        self.reuse_now |= inherited
         else:
             sp = self.deps.space(("hbm", st.id), ())
             if sp.keyspec == () and not sp.all:

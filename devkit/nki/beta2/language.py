@@ -27,9 +27,11 @@ from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
 from devkit.nki.beta2 import address as _address
 from devkit.nki.beta2 import dtypes
+from devkit.nki.beta2 import loopsafety as _safety
 from devkit.nki.beta2.dtypes import *  # noqa: F403
 from devkit.nki.beta2.registers import VirtualRegister
 from devkit.sim import instr as _x
+from devkit.sim import replay2 as _replay2
 from devkit.sim.index import ds
 from devkit.sim.storage import HBM_BUFFERS
 from devkit.sim.tensor import Tensor
@@ -238,24 +240,80 @@ def _range(api: str, args: tuple, registers: builtins.bool = False) -> builtins.
     return builtins.range(*[int(a) for a in args])
 
 
-def affine_range(*args: int) -> builtins.range:
+class _Loop:
+    """The range of an NKI 0.x loop in a cost-only run: iterating it goes through loop replay
+    (:mod:`devkit.sim.replay2`); otherwise it behaves as the ``range`` it holds."""
+
+    __slots__ = ("_body", "_frame", "_range")
+
+    def __init__(self, r: builtins.range, frame: Any, body: Any) -> None:
+        self._range = r
+        self._frame = frame
+        self._body = body
+
+    def __iter__(self) -> Iterator[int]:
+        m = _x.current()
+        frame, body = self._frame, self._body
+        self._frame = None  # one loop: the frame is not kept alive past it
+        if m is None or m.numerics or frame is None:
+            return iter(self._range)
+
+        def may_replay() -> builtins.bool:
+            return body.safe and _safety.values_ok(body, frame)
+
+        return _replay2.iterate(m, self._range, may_replay)
+
+    def __len__(self) -> int:
+        return len(self._range)
+
+    def __getitem__(self, k: Any) -> Any:
+        return self._range[k]
+
+    def __contains__(self, v: Any) -> builtins.bool:
+        return v in self._range
+
+    def __reversed__(self) -> Iterator[int]:
+        return reversed(self._range)
+
+    def __getattr__(self, name: str) -> Any:  # start, stop, step, index, count
+        return getattr(self._range, name)
+
+    def __repr__(self) -> str:
+        return repr(self._range)
+
+
+def _loop(api: str, args: tuple) -> Any:
+    """The range of a kernel loop: a :class:`_Loop` when a cost-only run iterates it in a ``for`` statement
+    right away (replay may apply), else Python's range."""
+    r = _range(api, args)
+    m = _x.current()
+    if m is None or m.numerics or not m.tracing:
+        return r
+    frame = _safety.caller(3)
+    body = _safety.loop_site(frame) if frame is not None else None
+    if body is None:
+        return r  # not iterated by a for statement right away
+    return _Loop(r, frame, body)
+
+
+def affine_range(*args: int) -> Any:
     """Alias of ``range`` in NKI 0.x (iterations may depend on each other)."""
-    return _range("nl.affine_range", args)
+    return _loop("nl.affine_range", args)
 
 
-def sequential_range(*args: int) -> builtins.range:
+def sequential_range(*args: int) -> Any:
     """Alias of ``range`` in NKI 0.x."""
-    return _range("nl.sequential_range", args)
+    return _loop("nl.sequential_range", args)
 
 
-def static_range(*args: int) -> builtins.range:
+def static_range(*args: int) -> Any:
     """Alias of ``range`` in NKI 0.x."""
-    return _range("nl.static_range", args)
+    return _loop("nl.static_range", args)
 
 
-def range(*args: int) -> builtins.range:
+def range(*args: int) -> Any:
     """``nl.range`` (used by nki-library): Python's range."""
-    return _range("nl.range", args)
+    return _loop("nl.range", args)
 
 
 def dynamic_range(*args: Any) -> builtins.range:
