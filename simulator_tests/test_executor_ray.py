@@ -159,7 +159,8 @@ def test_validate_and_e2e_on_ray_equal_the_local_run(cluster, tmp_path):
 
 
 def _small_hw_tests(root: Path) -> Path:
-    """hw_tests/ with the kit's conftest and one small promoted case of matmul_tiled (two tests)."""
+    """hw_tests/ with the kit's conftest and one small promoted case of matmul_tiled (two tests), written with
+    the fixtures of the current ``hw_test.py.j2`` template (``device``, ``latency_options``)."""
     tests = root / "hw_tests"
     tests.mkdir(parents=True)
     shutil.copy(REPO / "hw_tests" / "conftest.py", tests / "conftest.py")
@@ -173,15 +174,15 @@ CASES = [hw.Case(kernel="matmul_tiled", shape={"K": 256, "M": 128, "N": 256}, dt
 
 
 @pytest.mark.parametrize("case", CASES, ids=hw.Case.test_id)
-def test_numerics(case, nki, kernel_registry, hw_context, results_store):
-    check = hw.run_numerics(nki, kernel_registry, hw_context, results_store, case, seed=0)
+def test_numerics(case, device, kernel_registry, hw_context, results_store):
+    check = hw.run_numerics(device, kernel_registry, hw_context, results_store, case, seed=0)
     assert check.passed, check.message
 
 
 @pytest.mark.parametrize("case", CASES, ids=hw.Case.test_id)
-def test_latency(case, nki, kernel_registry, hw_context, results_store, latency_slack, regression_threshold):
-    verdict = hw.run_latency(nki, kernel_registry, hw_context, results_store, case, seed=0, warmup=2, iters=5,
-                             slack=latency_slack, threshold=regression_threshold)
+def test_latency(case, device, kernel_registry, hw_context, results_store, latency_options):
+    verdict = hw.run_latency(device, kernel_registry, hw_context, results_store, case, seed=0, warmup=2, iters=5,
+                             **latency_options)
     assert not verdict.regression, verdict.message
 """,
         encoding="utf-8",
