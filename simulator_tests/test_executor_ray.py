@@ -27,8 +27,6 @@ pytest.importorskip(
     "ray", reason="ray is not installed: pip install 'neuronmm-devkit[ray]' to run the cluster test"
 )
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[1]
 RAY = str(Path(sys.executable).with_name("ray"))
 #: Ray's token authentication (on by default for ``ray start`` since 2.5x) is off for this private cluster.
