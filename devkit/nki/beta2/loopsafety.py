@@ -31,16 +31,22 @@ from typing import Any
 
 import numpy as np
 
+#: stack shuffles (3.11+, and before 3.11): an operand computed across one cannot be told by walking back over
+#: stack effects, so an operand walk that meets one gives up
+_SHUFFLES = frozenset({"COPY", "SWAP", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N"})
 #: opcodes a replayable body may contain, across the supported Pythons (3.10-3.13); jumps, binary
 #: operators and intrinsics are checked separately.  Anything not named here (a new or unknown opcode
 #: included) makes the body unsafe.
-_ALLOWED_OPS = frozenset(
-    """LOAD_FAST LOAD_FAST_CHECK STORE_FAST LOAD_CONST LOAD_GLOBAL LOAD_DEREF LOAD_ATTR LOAD_METHOD
+_ALLOWED_OPS = (
+    frozenset(
+        """LOAD_FAST LOAD_FAST_CHECK STORE_FAST LOAD_CONST LOAD_GLOBAL LOAD_DEREF LOAD_ATTR LOAD_METHOD
     CALL CALL_KW PRECALL KW_NAMES PUSH_NULL CALL_FUNCTION CALL_METHOD CALL_FUNCTION_KW CALL_FUNCTION_EX
     UNARY_NEGATIVE UNARY_POSITIVE CALL_INTRINSIC_1 BINARY_SUBSCR STORE_SUBSCR BINARY_SLICE STORE_SLICE
     BUILD_SLICE BUILD_TUPLE BUILD_LIST BUILD_MAP BUILD_CONST_KEY_MAP LIST_EXTEND LIST_TO_TUPLE DICT_MERGE
-    DICT_UPDATE UNPACK_SEQUENCE POP_TOP COPY SWAP NOP GET_ITER FOR_ITER END_FOR COMPARE_OP IS_OP
-    CONTAINS_OP FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC CONVERT_VALUE BUILD_STRING""".split()
+    DICT_UPDATE UNPACK_SEQUENCE POP_TOP NOP GET_ITER FOR_ITER END_FOR COMPARE_OP IS_OP CONTAINS_OP
+    FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC CONVERT_VALUE BUILD_STRING""".split()
+    )
+    | _SHUFFLES
 )
 #: the operator of a binary-operator instruction before Python 3.11 (from 3.11 on: ``BINARY_OP``, whose
 #: ``argrepr`` is the operator)
@@ -75,8 +81,6 @@ _CALLS = frozenset(
 _JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
 #: unconditional backward jumps: a body may contain them only as the back edge of a loop
 _BACK_EDGES = frozenset({"JUMP_ABSOLUTE", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"})
-#: stack shuffles: an operand computed across one cannot be told by walking back over stack effects
-_SHUFFLES = frozenset({"COPY", "SWAP", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N"})
 #: 3.13 superinstructions, as the plain instructions each one does in turn
 _SUPER = {
     "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
