@@ -18,6 +18,11 @@ the body of a ``for i in nl.affine_range(n):`` loop (likewise ``sequential_range
 A body that fails either check executes every iteration (exact, only slower); the run counts it in
 ``Machine.replay_fallbacks``.  Plain Python ``range`` loops are not seen by the simulator and always
 execute.
+
+The bytecode read is CPython 3.10's to 3.13's: superinstructions (3.13) are split into the plain loads and
+stores they do, operators are told by ``BINARY_OP``'s ``argrepr`` (3.11+) or the ``BINARY_*`` / ``INPLACE_*``
+opcode (3.10), jumps by ``dis.hasjrel`` / ``dis.hasjabs`` / ``dis.hasjump``.  An opcode not listed here (a
+newer Python's) makes a body unsafe: it executes every iteration.
 """
 
 from __future__ import annotations
