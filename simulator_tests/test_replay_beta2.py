@@ -10,6 +10,7 @@ still identical, and counted.
 from __future__ import annotations
 
 import inspect
+import sys
 
 import nki
 import nki.isa as nisa
@@ -318,7 +319,9 @@ def _site(fn):
     """The static verdict on the first ``for`` loop over a call in ``fn``."""
     import dis
 
-    ins = list(dis.get_instructions(fn.__code__, show_caches=True))
+    # from 3.11 a running frame's last instruction may be a call's inline cache entry (shown from 3.11 on)
+    caches = {"show_caches": True} if sys.version_info >= (3, 11) else {}
+    ins = list(dis.get_instructions(fn.__code__, **caches))
     k = next(i for i, x in enumerate(ins) if x.opname == "GET_ITER")
     lasti = max(x.offset for x in ins[:k])  # the call's last cache entry, as a running frame reports it
     return loopsafety._static(fn.__code__, lasti)

@@ -18,6 +18,11 @@ the body of a ``for i in nl.affine_range(n):`` loop (likewise ``sequential_range
 A body that fails either check executes every iteration (exact, only slower); the run counts it in
 ``Machine.replay_fallbacks``.  Plain Python ``range`` loops are not seen by the simulator and always
 execute.
+
+The bytecode read is CPython 3.10's to 3.13's: superinstructions (3.13) are split into the plain loads and
+stores they do, operators are told by ``BINARY_OP``'s ``argrepr`` (3.11+) or the ``BINARY_*`` / ``INPLACE_*``
+opcode (3.10), jumps by ``dis.hasjrel`` / ``dis.hasjabs`` / ``dis.hasjump``.  An opcode not listed here (a
+newer Python's) makes a body unsafe: it executes every iteration.
 """
 
 from __future__ import annotations
@@ -31,17 +36,64 @@ from typing import Any
 
 import numpy as np
 
-#: opcodes a replayable body may contain (jumps and BINARY_OP are checked separately)
-_ALLOWED_OPS = frozenset(
-    """LOAD_FAST LOAD_FAST_CHECK STORE_FAST LOAD_CONST LOAD_GLOBAL LOAD_DEREF LOAD_ATTR LOAD_METHOD CALL PRECALL
-    KW_NAMES PUSH_NULL CALL_FUNCTION_EX BINARY_OP UNARY_NEGATIVE BINARY_SUBSCR STORE_SUBSCR BUILD_SLICE
-    BUILD_TUPLE BUILD_LIST BUILD_MAP BUILD_CONST_KEY_MAP LIST_EXTEND LIST_TO_TUPLE DICT_MERGE DICT_UPDATE
-    UNPACK_SEQUENCE POP_TOP COPY SWAP NOP CACHE EXTENDED_ARG GET_ITER FOR_ITER END_FOR JUMP_BACKWARD
-    JUMP_BACKWARD_NO_INTERRUPT COMPARE_OP IS_OP CONTAINS_OP FORMAT_VALUE BUILD_STRING""".split()
+#: stack shuffles (3.11+, and before 3.11): an operand computed across one cannot be told by walking back over
+#: stack effects, so an operand walk that meets one gives up
+_SHUFFLES = frozenset({"COPY", "SWAP", "DUP_TOP", "DUP_TOP_TWO", "ROT_TWO", "ROT_THREE", "ROT_FOUR", "ROT_N"})
+#: opcodes a replayable body may contain, across the supported Pythons (3.10-3.13); jumps, binary
+#: operators and intrinsics are checked separately.  Anything not named here (a new or unknown opcode
+#: included) makes the body unsafe.
+_ALLOWED_OPS = (
+    frozenset(
+        """LOAD_FAST LOAD_FAST_CHECK STORE_FAST LOAD_CONST LOAD_GLOBAL LOAD_DEREF LOAD_ATTR LOAD_METHOD
+    CALL CALL_KW PRECALL KW_NAMES PUSH_NULL CALL_FUNCTION CALL_METHOD CALL_FUNCTION_KW CALL_FUNCTION_EX
+    UNARY_NEGATIVE UNARY_POSITIVE CALL_INTRINSIC_1 BINARY_SUBSCR STORE_SUBSCR BINARY_SLICE STORE_SLICE
+    BUILD_SLICE BUILD_TUPLE BUILD_LIST BUILD_MAP BUILD_CONST_KEY_MAP LIST_EXTEND LIST_TO_TUPLE DICT_MERGE
+    DICT_UPDATE UNPACK_SEQUENCE POP_TOP NOP GET_ITER FOR_ITER END_FOR COMPARE_OP IS_OP CONTAINS_OP
+    FORMAT_VALUE FORMAT_SIMPLE FORMAT_WITH_SPEC CONVERT_VALUE BUILD_STRING""".split()
+    )
+    | _SHUFFLES
 )
+#: the operator of a binary-operator instruction before Python 3.11 (from 3.11 on: ``BINARY_OP``, whose
+#: ``argrepr`` is the operator)
+_LEGACY_BINOPS = {
+    f"{prefix}_{name}": symbol + suffix
+    for prefix, suffix in (("BINARY", ""), ("INPLACE", "="))
+    for name, symbol in {
+        "ADD": "+",
+        "SUBTRACT": "-",
+        "MULTIPLY": "*",
+        "FLOOR_DIVIDE": "//",
+        "TRUE_DIVIDE": "/",
+        "MODULO": "%",
+        "POWER": "**",
+        "MATRIX_MULTIPLY": "@",
+        "LSHIFT": "<<",
+        "RSHIFT": ">>",
+        "AND": "&",
+        "OR": "|",
+        "XOR": "^",
+    }.items()
+}
 #: BINARY_OP operators that keep index arithmetic affine
 _AFFINE_BINOPS = frozenset({"+", "-", "*", "+=", "-=", "*="})
-_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_GLOBAL", "LOAD_DEREF"})
+#: CALL_INTRINSIC_1 functions (3.12+) a body may use: the 3.11 opcodes they replace were allowed
+_INTRINSICS = frozenset({"INTRINSIC_UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE"})
+#: instructions that call (the loop's range is the result of one)
+_CALLS = frozenset(
+    {"CALL", "CALL_KW", "CALL_FUNCTION_EX", "CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW"}
+)
+#: every jump instruction of this Python (3.13 lists them in ``dis.hasjump``)
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs) | frozenset(getattr(dis, "hasjump", ()))
+#: unconditional backward jumps: a body may contain them only as the back edge of a loop
+_BACK_EDGES = frozenset({"JUMP_ABSOLUTE", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"})
+#: 3.13 superinstructions, as the plain instructions each one does in turn
+_SUPER = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+}
+_LOCAL_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"})
+_LOADS = _LOCAL_LOADS | {"LOAD_GLOBAL"}
 #: builtins a body may call (pure, and affine in their integer arguments)
 _BUILTINS = frozenset({"len", "range", "int", "bool", "slice", "tuple", "isinstance", "float", "str"})
 #: devkit API functions with Python-side effects the trace does not show
@@ -81,12 +133,37 @@ def loop_site(frame: types.FrameType) -> Body | None:
     return _static(frame.f_code, frame.f_lasti)
 
 
+def _instructions(code: types.CodeType) -> list[dis.Instruction]:
+    """The instructions of ``code`` without inline caches and ``EXTENDED_ARG`` prefixes, each superinstruction
+    (3.13) replaced by the plain instructions it does in turn (at its own offset)."""
+    out = []
+    for i in dis.get_instructions(code):
+        if i.opname in ("CACHE", "EXTENDED_ARG"):
+            continue
+        parts = _SUPER.get(i.opname)
+        if parts is None:
+            out.append(i)
+            continue
+        for opname, arg, name in zip(parts, (i.arg >> 4, i.arg & 15), i.argval):
+            out.append(
+                i._replace(opname=opname, opcode=dis.opmap[opname], arg=arg, argval=name, argrepr=name)
+            )
+    return out
+
+
+def _binop(i: dis.Instruction) -> str | None:
+    """The operator of a binary-operator instruction (``"+"``, ``"*="``...), None for other instructions."""
+    if i.opname == "BINARY_OP":
+        return i.argrepr
+    return _LEGACY_BINOPS.get(i.opname)
+
+
 @functools.lru_cache(maxsize=4096)
 def _static(code: types.CodeType, lasti: int) -> Body | None:
-    ins = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+    ins = _instructions(code)
     # the frame's last instruction is the call (or one of its inline cache entries)
     at = next((k for k, i in enumerate(ins) if i.offset > lasti), None)
-    if at is None or at == 0 or at + 1 >= len(ins) or ins[at - 1].opname not in ("CALL", "CALL_FUNCTION_EX"):
+    if at is None or at == 0 or at + 1 >= len(ins) or ins[at - 1].opname not in _CALLS:
         return None
     if ins[at].opname != "GET_ITER" or ins[at + 1].opname != "FOR_ITER":
         return None
@@ -102,61 +179,56 @@ def _static(code: types.CodeType, lasti: int) -> Body | None:
     for entry in getattr(dis.Bytecode(code), "exception_entries", ()):
         if head.offset <= entry.start < end:
             return UNSAFE  # a try or with block inside the body
-    stored = {n for i in body if i.opname == "STORE_FAST" for n in _names(i)}
+    stored = {i.argval for i in body if i.opname == "STORE_FAST"}
     seen: set[str] = set()
     chains: list[tuple[str, str, tuple[str, ...]]] = []
     tensors: list[tuple[str, str, tuple[str, ...]]] = []
-    k = 0
-    while k < len(body):
-        i = body[k]
+    for k, i in enumerate(body):
         op = i.opname
-        if op not in _ALLOWED_OPS:
-            return UNSAFE
-        if op in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT") and i.argval not in for_heads:
-            return UNSAFE
-        if op == "FOR_ITER" and not (head.offset < i.argval <= end):
-            return UNSAFE
-        if op == "BINARY_OP" and i.argrepr not in _AFFINE_BINOPS:
-            w = _operand_windows(body, k)
-            if w is None or not (_invariant(w[0], stored) and _invariant(w[1], stored)):
+        binop = _binop(i)
+        if op == "FOR_ITER":
+            if not (head.offset < i.argval <= end):
                 return UNSAFE
-        if op == "BINARY_OP" and i.argrepr in ("*", "*="):
-            # a product of two loop-varying values is not affine (t * (t - 1) * (t - 2) is 0 on the
-            # three recorded iterations)
-            w = _operand_windows(body, k)
-            if w is None or not (_invariant(w[0], stored) or _invariant(w[1], stored)):
+        elif i.opcode in _JUMPS or op in _BACK_EDGES:
+            # straight-line code: the only jumps are the back edges of this loop and the loops nested in it
+            if op not in _BACK_EDGES or i.argval not in for_heads or i.argval > i.offset:
                 return UNSAFE
-        if op == "BINARY_SUBSCR":
+        elif binop is not None:
+            if binop not in _AFFINE_BINOPS:
+                w = _operand_windows(body, k, 2)
+                if w is None or not all(_invariant(x, stored) for x in w):
+                    return UNSAFE
+            elif binop in ("*", "*="):
+                # a product of two loop-varying values is not affine (t * (t - 1) * (t - 2) is 0 on the
+                # three recorded iterations)
+                w = _operand_windows(body, k, 2)
+                if w is None or not any(_invariant(x, stored) for x in w):
+                    return UNSAFE
+        elif op not in _ALLOWED_OPS:
+            return UNSAFE
+        elif op == "CALL_INTRINSIC_1" and i.argrepr not in _INTRINSICS:
+            return UNSAFE
+        if op in ("BINARY_SUBSCR", "BINARY_SLICE"):
             # indexing with a loop-varying index is affine only into a tensor (a region); a tuple looked up
             # by the loop index is arbitrary
-            w = _operand_windows(body, k)
-            if w is None or not _invariant(w[1], stored):
+            w = _operand_windows(body, k, 2 if op == "BINARY_SUBSCR" else 3)
+            if w is None or not all(_invariant(x, stored) for x in w[1:]):
                 root = _root_chain(w[0]) if w is not None else None
                 if root is None:
                     return UNSAFE
                 tensors.append(root)
         if op == "STORE_FAST":
-            seen.update(_names(i))
+            seen.add(i.argval)
         elif op in _LOADS:
-            if op != "LOAD_GLOBAL":
-                for n in _names(i):
-                    if n in stored and n not in seen:
-                        return UNSAFE  # carried from the previous iteration
+            if op != "LOAD_GLOBAL" and i.argval in stored and i.argval not in seen:
+                return UNSAFE  # carried from the previous iteration
             attrs: list[str] = []
             j = k + 1
             while j < len(body) and body[j].opname in ("LOAD_ATTR", "LOAD_METHOD"):
                 attrs.append(body[j].argval)
                 j += 1
-            for n in _names(i):
-                chains.append((op, n, tuple(attrs)))
-        k += 1
+            chains.append((op, i.argval, tuple(attrs)))
     return Body(True, tuple(dict.fromkeys(chains)), tuple(dict.fromkeys(tensors)))
-
-
-#: instructions that may compute a non-affine operator's operands (checked for loop-variant names)
-_OPERAND_OPS = frozenset(
-    {"LOAD_CONST", "LOAD_FAST", "LOAD_DEREF", "LOAD_GLOBAL", "LOAD_ATTR", "BINARY_SUBSCR", "BINARY_OP"}
-)
 
 
 #: instructions that end a statement or a loop: an operand's computation never spans them
@@ -164,26 +236,28 @@ _BOUNDARY = frozenset(
     {
         "STORE_FAST",
         "STORE_SUBSCR",
+        "STORE_SLICE",
         "POP_TOP",
         "FOR_ITER",
         "GET_ITER",
         "END_FOR",
         "JUMP_BACKWARD",
+        "JUMP_ABSOLUTE",
         "UNPACK_SEQUENCE",
     }
 )
 
 
-def _operand_windows(body: list[dis.Instruction], k: int) -> tuple[list, list] | None:
-    """The instructions computing the left and right operands of the two-operand instruction ``body[k]``
-    (walking back over the straight-line code by stack effect); None when that cannot be told."""
+def _operand_windows(body: list[dis.Instruction], k: int, n: int) -> list[list[dis.Instruction]] | None:
+    """The instructions computing each of the ``n`` operands of the instruction ``body[k]``, first operand
+    first (walking back over the straight-line code by stack effect); None when that cannot be told."""
     out = []
     j = k - 1
-    for _ in range(2):
+    for _ in range(n):
         need = 1
         window = []
         while need > 0:
-            if j < 0 or body[j].opname in _BOUNDARY:
+            if j < 0 or body[j].opname in _BOUNDARY or body[j].opname in _SHUFFLES:
                 return None
             i = body[j]
             window.append(i)
@@ -197,32 +271,22 @@ def _operand_windows(body: list[dis.Instruction], k: int) -> tuple[list, list] |
         if need != 0:
             return None
         out.append(window[::-1])
-    return out[1], out[0]
+    return out[::-1]
 
 
 def _invariant(window: list[dis.Instruction], stored: set[str]) -> bool:
     """Whether an operand window reads no local the body assigns (so it is the same every iteration)."""
-    return not any(
-        i.opname in ("LOAD_FAST", "LOAD_DEREF") and any(n in stored for n in _names(i)) for i in window
-    )
+    return not any(i.opname in _LOCAL_LOADS and i.argval in stored for i in window)
 
 
 def _root_chain(window: list[dis.Instruction]) -> tuple[str, str, tuple[str, ...]] | None:
-    """``name.attr...`` as a value chain, when the window is just that."""
-    if (
-        not window
-        or window[0].opname not in _LOADS
-        or (window[0].opname == "LOAD_GLOBAL" and window[0].arg & 1)
-    ):
+    """``name.attr...`` as a value chain, when the window is just that (no method load, which also pushes
+    a NULL or ``self``)."""
+    if not window or window[0].opname not in _LOADS or "NULL" in window[0].argrepr:
         return None
-    if any(i.opname != "LOAD_ATTR" for i in window[1:]):
+    if any(i.opname != "LOAD_ATTR" or "NULL" in i.argrepr for i in window[1:]):
         return None
     return (window[0].opname, window[0].argval, tuple(i.argval for i in window[1:]))
-
-
-def _names(i: dis.Instruction) -> tuple[str, ...]:
-    v = i.argval
-    return tuple(v) if isinstance(v, tuple) else (v,)
 
 
 def values_ok(body: Body, frame: types.FrameType) -> bool:
