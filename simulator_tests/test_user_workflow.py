@@ -104,6 +104,19 @@ def test_tune_sweep_promote_run_keep_state_in_the_project(proj, capsys):
     assert REPO_TUNING.read_bytes() == repo_tuning  # the kit's defaults are read only
 
 
+def test_tune_defaults_to_a_declared_dtype(proj, capsys):
+    """A kernel declared for float32 only is tuned in float32 when --dtype is not given (not bfloat16)."""
+    src = (proj / "my_kernels.py").read_text()
+    assert src.count('dtypes=("float32", "bfloat16")') == 2
+    f32 = proj / "f32_kernels.py"
+    f32.write_text(
+        src.replace('dtypes=("float32", "bfloat16")', 'dtypes=("float32",)').replace("scaled_add", "f32_add")
+    )
+    assert cli.main(["tune", f"{f32}:f32_add", "--shape", "R=128,N=1024", "--jobs", "1", "--no-write"]) == 0
+    err = capsys.readouterr().err
+    assert "R=128,N=1024 float32 on trn1" in err and "bfloat16" not in err
+
+
 def test_sweep_without_a_declared_sweep_needs_x(proj, capsys):
     assert cli.main(["sweep", "scaled_add_narrow"]) == 2
     assert "declares no sweep: pass --x NAME (one of R, N)" in capsys.readouterr().err

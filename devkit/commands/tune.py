@@ -48,7 +48,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="shape parameters in declaration order (S,H,r,N) or NAME=VALUE,... (default: the declared "
         "default_shape)",
     )
-    p.add_argument("--dtype", default="bfloat16", help="input dtype (default bfloat16)")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="input dtype (default bfloat16, or the kernel's first declared dtype when it declares no bfloat16)",
+    )
     p.add_argument("--target", default="trn1", help="trn1, inf2 or trn2 (default trn1)")
     p.add_argument("--top", type=int, default=5, metavar="K", help="configurations to print (default 5)")
     p.add_argument(
@@ -87,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
         if args.top < 1 or args.rerank < 1:
             raise tuner.TuneError("--top and --rerank must be >= 1")
         spec = catalog.get(args.kernel)
+        if args.dtype is None:
+            args.dtype = "bfloat16" if "bfloat16" in spec.dtypes or not spec.dtypes else spec.dtypes[0]
         shape = tuner.parse_shape(args.shape, spec.shape_params) if args.shape else dict(spec.default_shape)
         when = tuner.parse_when(args.when, shape)
         if args.jobs is not None and args.jobs < 1:
