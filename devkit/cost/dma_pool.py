@@ -181,4 +181,5 @@ class DmaPool:
                 self._recompute_longest()
 
     def _recompute_longest(self) -> None:
-        self.longest_hole = max((e - h[0] for e, h in zip(self.hole_ends, self.holes)), default=0.0)
+        ends = self.hole_ends
+        self.longest_hole = max([e - h[0] for e, h in zip(ends, self.holes)]) if ends else 0.0

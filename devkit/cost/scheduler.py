@@ -101,8 +101,8 @@ _MIN_HOLE_NS = 5.0
 
 def _forget_shortest(gaps: list[list[float]]) -> None:
     """Drop the shortest remembered idle gap (the one least likely to take an instruction)."""
-    shortest = min(range(len(gaps)), key=lambda i: gaps[i][1] - gaps[i][0])
-    del gaps[shortest]
+    lengths = [g[1] - g[0] for g in gaps]
+    del gaps[lengths.index(min(lengths))]
 
 
 class Scheduler:
