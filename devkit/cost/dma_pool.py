@@ -21,8 +21,10 @@ Units: ns.
 from __future__ import annotations
 
 from bisect import bisect_left
+from operator import itemgetter, sub
 
 _INF = float("inf")
+_start_of = itemgetter(0)  # of a hole: (start, engine mask)
 
 
 def _lowest_bits(mask: int, k: int) -> int:
@@ -182,4 +184,4 @@ class DmaPool:
 
     def _recompute_longest(self) -> None:
         ends = self.hole_ends
-        self.longest_hole = max([e - h[0] for e, h in zip(ends, self.holes)]) if ends else 0.0
+        self.longest_hole = max(map(sub, ends, map(_start_of, self.holes))) if ends else 0.0

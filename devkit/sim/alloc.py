@@ -28,7 +28,7 @@ from dataclasses import dataclass
 ROTATION_CAP = 64
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
     """Where a tile was placed: ``addr`` in bytes per partition; ``virtual`` when it did not fit."""
 
@@ -69,7 +69,10 @@ class RingAllocator:
     def _gap_search(self, lo: int, hi: int, nbytes: int) -> int | None:
         """A start in ``[lo, hi)`` where ``nbytes`` fit between live ranges, or None."""
         starts, ends = self._starts, self._ends
-        pos = self._fits(lo, nbytes)
+        # without bank rules a legal start is the next aligned one (_fits, inlined: hot path)
+        a = None if self.bank_bytes else self.align
+        fits = self._fits
+        pos = -(-lo // a) * a if a else fits(lo, nbytes)
         i = bisect.bisect_right(starts, pos) - 1
         if i < 0:
             i = 0
@@ -78,7 +81,8 @@ class RingAllocator:
             while i < n and ends[starts[i]] <= pos:
                 i += 1
             if i < n and starts[i] < pos + nbytes:
-                pos = self._fits(ends[starts[i]], nbytes)
+                end = ends[starts[i]]
+                pos = -(-end // a) * a if a else fits(end, nbytes)
                 i += 1
                 continue
             return pos
