@@ -409,7 +409,7 @@ class Scheduler:
                 if (
                     engines == all_engines
                     and len(pool_times) == 1
-                    and (occ > pool.longest_hole or not hole_ends or ready + occ > hole_ends[-1])
+                    and (not hole_ends or ready + occ > hole_ends[-1] or occ > pool.longest_hole)
                 ):
                     # fast path: every engine in one group, no idle gap it could use (see DmaPool.take)
                     f = pool_times[0]
