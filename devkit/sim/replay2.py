@@ -369,7 +369,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             elif tag == "A":
                 _, o, st, alloc, buf, bytes_pp, origin = s
                 p = places[o] = alloc.allocate(bytes_pp, origin)
-                inherit[o] = set(inherit_ids(buf, p.addr, p.addr + p.nbytes))
+                # (never mutated here, nor by the machine: held as the tracker hands it over)
+                inherit[o] = inherit_ids(buf, p.addr, p.addr + p.nbytes)
                 if recording:
                     m.note_alloc(keys[o], st)
             elif tag == "F":
@@ -384,16 +385,17 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 _, t, offs, acc, opk, tracked, firsts = s
                 iid = base + i
                 i += 1
-                extra: set[int] = set()
+                extra: set[int] | None = None  # address-reuse dependencies (sets are never mutated)
                 for o in firsts:
                     got = inherit.pop(o, None)
                     if got:
-                        extra |= got
+                        extra = got if extra is None else extra | got
                 if recording:
-                    m.reuse_now = set(extra)
+                    m.reuse_now = set(extra) if extra else set()
                 if tracked:
                     deps = {base + d for d in offs}
-                    deps |= extra
+                    if extra:
+                        deps |= extra
                     engine = t.engine
                     for st, box, is_write, moving in tracked:
                         m.replay_access(
