@@ -68,3 +68,15 @@ def test_matches_reference(program: list[tuple[int, int, int]]) -> None:
     pool, ref = DmaPool(16, max_holes=10_000), ReferencePool(16)
     for n, ready, occ in program:
         assert pool.take(n, ready * 10.0, occ * 10.0) == ref.take(n, ready * 10.0, occ * 10.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(transfers, st.sampled_from([2, 4, 64]))
+def test_longest_hole_is_the_longest_kept_hole(program: list[tuple[int, int, int]], max_holes: int) -> None:
+    # kept incrementally (with a count of holes of that length) and recomputed only when the last of
+    # them is dropped: always the exact maximum, which decides whether a transfer searches the holes
+    pool = DmaPool(16, max_holes=max_holes)
+    for n, ready, occ in program:
+        pool.take(n, ready * 10.0, occ * 10.0)
+        lengths = [end - start for end, (start, _) in zip(pool.hole_ends, pool.holes)]
+        assert pool.longest_hole == max(lengths, default=0.0)

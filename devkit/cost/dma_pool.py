@@ -21,8 +21,10 @@ Units: ns.
 from __future__ import annotations
 
 from bisect import bisect_left
+from operator import itemgetter, sub
 
 _INF = float("inf")
+_start_of = itemgetter(0)  # of a hole: (start, engine mask)
 
 
 def _lowest_bits(mask: int, k: int) -> int:
@@ -38,7 +40,17 @@ def _lowest_bits(mask: int, k: int) -> int:
 class DmaPool:
     """Busy/idle state of ``engines`` identical DMA engines."""
 
-    __slots__ = ("engines", "hole_ends", "holes", "longest_hole", "masks", "max_holes", "times")
+    __slots__ = (
+        "_longest",
+        "_n_longest",
+        "_stale",
+        "engines",
+        "hole_ends",
+        "holes",
+        "masks",
+        "max_holes",
+        "times",
+    )
 
     def __init__(self, engines: int, max_holes: int = 64) -> None:
         self.engines = engines
@@ -47,8 +59,28 @@ class DmaPool:
         self.masks: list[int] = [(1 << engines) - 1]
         self.hole_ends: list[float] = []
         self.holes: list[tuple[float, int]] = []  # (start, engine mask), parallel to hole_ends
-        #: Upper bound on the length of any kept hole (exact after removals of the longest).
-        self.longest_hole = 0.0
+        # the length of the longest kept hole and how many holes have it, unless ``_stale`` (the last of
+        # them went away: recomputed on demand, see :attr:`longest_hole`)
+        self._longest = 0.0
+        self._n_longest = 0
+        self._stale = False
+
+    @property
+    def longest_hole(self) -> float:
+        """The length of the longest kept hole (0.0 without one), in ns."""
+        if self._stale:
+            lengths = list(map(sub, self.hole_ends, map(_start_of, self.holes)))
+            self._longest = max(lengths) if lengths else 0.0
+            self._n_longest = lengths.count(self._longest)
+            self._stale = False
+        return self._longest
+
+    def _forget(self, length: float) -> None:
+        """A hole of ``length`` ns is no longer kept."""
+        if not self._stale and length >= self._longest:
+            self._n_longest -= 1
+            if self._n_longest <= 0:
+                self._stale = True
 
     def take(self, n: int, ready: float, occ: float, not_before: float = 0.0) -> tuple[float, float]:
         """Occupy ``n`` engines for ``occ`` ns each, none starting before ``ready``.
@@ -58,9 +90,9 @@ class DmaPool:
         """
         times = self.times
         if len(times) != 1 or (
-            occ <= self.longest_hole
-            and bisect_left(self.hole_ends, ready + occ if ready + occ > not_before else not_before)
+            bisect_left(self.hole_ends, ready + occ if ready + occ > not_before else not_before)
             < len(self.hole_ends)
+            and occ <= self.longest_hole
         ):
             return self._take_general(n, ready, occ, not_before)
         # one group of engines, no idle gap to fill: the common case
@@ -132,16 +164,13 @@ class DmaPool:
                 tail_updates[i] = tail_updates.get(i, masks[i]) & ~picked
                 new_holes.append((times[i], s, picked))
                 new_tail.append((e, picked))
-        removed_longest = False
         for j in sorted(hole_updates, reverse=True):
             if hole_updates[j]:
                 holes[j] = (holes[j][0], hole_updates[j])
             else:
-                removed_longest |= ends[j] - holes[j][0] >= self.longest_hole
+                self._forget(ends[j] - holes[j][0])
                 del holes[j]
                 del ends[j]
-        if removed_longest:
-            self._recompute_longest()
         for i in sorted(tail_updates, reverse=True):
             if tail_updates[i]:
                 masks[i] = tail_updates[i]
@@ -171,14 +200,14 @@ class DmaPool:
         i = bisect_left(ends, end)
         ends.insert(i, end)
         self.holes.insert(i, (start, mask))
-        if end - start > self.longest_hole:
-            self.longest_hole = end - start
+        if not self._stale:
+            length = end - start
+            if length > self._longest:
+                self._longest = length
+                self._n_longest = 1
+            elif length == self._longest:
+                self._n_longest += 1
         if len(ends) > self.max_holes:
-            dropped = ends[0] - self.holes[0][0]
+            self._forget(ends[0] - self.holes[0][0])
             del ends[0]
             del self.holes[0]
-            if dropped >= self.longest_hole:
-                self._recompute_longest()
-
-    def _recompute_longest(self) -> None:
-        self.longest_hole = max((e - h[0] for e, h in zip(self.hole_ends, self.holes)), default=0.0)

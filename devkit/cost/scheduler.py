@@ -101,8 +101,8 @@ _MIN_HOLE_NS = 5.0
 
 def _forget_shortest(gaps: list[list[float]]) -> None:
     """Drop the shortest remembered idle gap (the one least likely to take an instruction)."""
-    shortest = min(range(len(gaps)), key=lambda i: gaps[i][1] - gaps[i][0])
-    del gaps[shortest]
+    lengths = [g[1] - g[0] for g in gaps]
+    del gaps[lengths.index(min(lengths))]
 
 
 class Scheduler:
@@ -409,7 +409,7 @@ class Scheduler:
                 if (
                     engines == all_engines
                     and len(pool_times) == 1
-                    and (occ > pool.longest_hole or not hole_ends or ready + occ > hole_ends[-1])
+                    and (not hole_ends or ready + occ > hole_ends[-1] or occ > pool.longest_hole)
                 ):
                     # fast path: every engine in one group, no idle gap it could use (see DmaPool.take)
                     f = pool_times[0]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 ROTATION_CAP = 64
 
 
-@dataclass
+@dataclass(slots=True)
 class Placement:
     """Where a tile was placed: ``addr`` in bytes per partition; ``virtual`` when it did not fit."""
 
@@ -69,7 +69,10 @@ class RingAllocator:
     def _gap_search(self, lo: int, hi: int, nbytes: int) -> int | None:
         """A start in ``[lo, hi)`` where ``nbytes`` fit between live ranges, or None."""
         starts, ends = self._starts, self._ends
-        pos = self._fits(lo, nbytes)
+        # without bank rules a legal start is the next aligned one (_fits, inlined: hot path)
+        a = None if self.bank_bytes else self.align
+        fits = self._fits
+        pos = -(-lo // a) * a if a else fits(lo, nbytes)
         i = bisect.bisect_right(starts, pos) - 1
         if i < 0:
             i = 0
@@ -78,7 +81,8 @@ class RingAllocator:
             while i < n and ends[starts[i]] <= pos:
                 i += 1
             if i < n and starts[i] < pos + nbytes:
-                pos = self._fits(ends[starts[i]], nbytes)
+                end = ends[starts[i]]
+                pos = -(-end // a) * a if a else fits(end, nbytes)
                 i += 1
                 continue
             return pos
@@ -90,7 +94,29 @@ class RingAllocator:
         With banks, the size is rounded up to whole banks (``Placement.nbytes`` is the rounded size).
         ``site`` (the allocating source line) records buffer rotation.
         """
-        p = self._allocate(nbytes)
+        if not self.bank_bytes and nbytes >= 1:
+            # the common case, inlined (hot in loop replay): no bank rules, the aligned cursor is free
+            a = self.align
+            pos = -(-self._cursor // a) * a
+            end = pos + nbytes
+            starts = self._starts
+            i = bisect.bisect_right(starts, pos)
+            if (
+                end <= self.capacity
+                and (i == 0 or self._ends[starts[i - 1]] <= pos)
+                and (i == len(starts) or starts[i] >= end)
+            ):
+                starts.insert(i, pos)
+                self._ends[pos] = end
+                self._cursor = end if end < self.capacity else 0
+                self.live_bytes += nbytes
+                if self.live_bytes > self.peak_bytes:
+                    self.peak_bytes = self.live_bytes
+                p = Placement(pos, nbytes)
+            else:
+                p = self._allocate(nbytes)
+        else:
+            p = self._allocate(nbytes)
         if site is not None and not p.virtual:
             seen = self.rotation.get(site)
             if seen is None:

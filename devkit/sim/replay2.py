@@ -288,11 +288,18 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     ords1 = {e[1]: i for i, e in enumerate(e for e in it1.events if e[0] == "A")}
     for e in tmpl.events:
         if e[0] == "A":
-            steps.append(("A", ordinal, e[2]))
+            st = e[2]
+            # (Machine.place_replayed / free_replayed, inlined: the allocator of the tile's buffer)
+            alloc = m.sbuf if st.buffer == "sbuf" else m.psum
+            steps.append(("A", ordinal, st, alloc, st.buffer, st.bytes_pp, st.origin))
             ordinal += 1
         elif e[0] == "F":
             c = _classify(e[1], ords2, ords1)
-            steps.append(("F", c[0] == "inner", c[1], e[2], tuple(sorted(i - a2 for i in e[3]))))
+            st = e[2]
+            alloc = m.sbuf if st.buffer == "sbuf" else m.psum
+            steps.append(
+                ("F", c[0] == "inner", c[1], st, tuple(sorted(i - a2 for i in e[3])), alloc, st.buffer)
+            )
         else:
             instr, ops, acc, reuse = e[1], e[2], e[3], e[4]
             internal, carried = _rel_deps(instr, reuse, it1.first_id, a2, length)
@@ -322,8 +329,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     recording = bool(m.recorders) or any(r.active for r in m.recorders2)
     emit = m.sink.emit
     commit = m.commit_instr
-    place = m.place_replayed
-    free = m.free_replayed
+    inherit_ids = m.deps.inherit
+    retire_ids = m.deps.retire_ids
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
@@ -360,33 +367,35 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 else:
                     emit(instr)
             elif tag == "A":
-                o = s[1]
-                got: set[int] = set()
-                places[o] = place(s[2], got)
-                inherit[o] = got
+                _, o, st, alloc, buf, bytes_pp, origin = s
+                p = places[o] = alloc.allocate(bytes_pp, origin)
+                # (never mutated here, nor by the machine: held as the tracker hands it over)
+                inherit[o] = inherit_ids(buf, p.addr, p.addr + p.nbytes)
                 if recording:
-                    m.note_alloc(keys[o], s[2])
+                    m.note_alloc(keys[o], st)
             elif tag == "F":
-                _, inner, o, st, rel = s
+                _, inner, o, st, rel, alloc, buf = s
                 p = places.pop(o) if inner else prev_place.pop(o)
                 ids = {base + r for r in rel}
-                free(st, p, ids)
+                alloc.free(p)
+                retire_ids(buf, p.addr, p.addr + p.nbytes, ids)
                 if recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
                 _, t, offs, acc, opk, tracked, firsts = s
                 iid = base + i
                 i += 1
-                extra: set[int] = set()
+                extra: set[int] | None = None  # address-reuse dependencies (sets are never mutated)
                 for o in firsts:
                     got = inherit.pop(o, None)
                     if got:
-                        extra |= got
+                        extra = got if extra is None else extra | got
                 if recording:
-                    m.reuse_now = set(extra)
+                    m.reuse_now = set(extra) if extra else set()
                 if tracked:
                     deps = {base + d for d in offs}
-                    deps |= extra
+                    if extra:
+                        deps |= extra
                     engine = t.engine
                     for st, box, is_write, moving in tracked:
                         m.replay_access(
