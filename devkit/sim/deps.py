@@ -181,19 +181,43 @@ class _Space:
 
 class _Reads(_Space):
     """The read records of a dependency-tracker space, with an exact ``(box, engine)`` lookup: a read of
-    the same region by the same engine replaces the earlier one (engines run in program order)."""
+    the same region by the same engine replaces the earlier one (engines run in program order).
 
-    __slots__ = ("exact",)
+    Read records are indexed lazily: only a write asks which reads it overlaps, so a read is appended to
+    ``pending`` and goes into the bucket indexes when the next query comes.  A tensor read many times and
+    never rewritten (the input of a sliding window) then costs an append per read, not an index update.
+    """
+
+    __slots__ = ("exact", "pending")
 
     def __init__(self, keyspec: tuple) -> None:
         self.exact: dict[tuple, list] = {}
+        self.pending: list[list] = []
         super().__init__(keyspec)
 
+    def set_keyspec(self, keyspec: tuple) -> None:
+        self.pending = []  # re-indexing every record covers the pending ones
+        super().set_keyspec(keyspec)
+
+    def _flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for rec in pending:
+            if id(rec) in self.all:
+                self._index(rec)
+
+    def overlapping(self, box: Box) -> list[list]:
+        if self.pending:
+            self._flush()
+        return super().overlapping(box)
+
     def add(self, rec: list) -> None:
-        super().add(rec)
+        self.all[id(rec)] = rec
+        self.pending.append(rec)
         self.exact[(rec[0], rec[2])] = rec
 
     def remove(self, rec: list) -> None:
+        if self.pending:
+            self._flush()
         super().remove(rec)
         key = (rec[0], rec[2])
         if self.exact.get(key) is rec:
@@ -425,7 +449,7 @@ class DependencyTracker:
             return
         if is_write:
             rename = sp.renamable
-            for part in (sp, reads):
+            for part in (sp, reads) if reads.all else (sp,):
                 for rec in part.overlapping(box):
                     covered = _covers(box, rec[0])
                     if not (rename and covered):
