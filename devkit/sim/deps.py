@@ -17,6 +17,7 @@ from typing import Any
 
 Box = tuple[tuple[int, int], ...]
 
+SMALL = 8  # a query with at most this many candidates scans them rather than consult another index
 SPREAD = 8  # a record covering up to this many buckets of an index is filed under each of them
 
 
@@ -79,8 +80,13 @@ class _Space:
         return out
 
     def overlapping(self, box: Box) -> list[list]:
+        if len(self.all) <= SMALL:
+            return records_overlapping(self.all.values(), box)  # cheaper than computing bucket keys
         best: tuple | None = None
-        for ks, (buckets, wide) in zip(self._all_keys(box), self.indexes):
+        memo = _MEMO
+        known = memo[2] if memo[0] is box and memo[1] is self.parts else None
+        for i, (buckets, wide) in enumerate(self.indexes):
+            ks = known[i] if known is not None else self._keys(box, self.parts[i])
             if ks is None:
                 continue
             if len(ks) == 1:
@@ -92,8 +98,8 @@ class _Space:
                 n = len(wide) + sum(len(lst) for lst in lists)
             if best is None or n < best[0]:
                 best = (n, wide, lists)
-                if n == 0:
-                    return []
+                if n <= SMALL:
+                    break  # few enough candidates: the other indexes' keys need not be computed
         if best is None:
             return records_overlapping(self.all.values(), box)
         _, wide, lists = best
