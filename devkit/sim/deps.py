@@ -85,8 +85,13 @@ class _Space:
         best: tuple | None = None
         memo = _MEMO
         known = memo[2] if memo[0] is box and memo[1] is self.parts else None
+        computed: list = []
         for i, (buckets, wide) in enumerate(self.indexes):
-            ks = known[i] if known is not None else self._keys(box, self.parts[i])
+            if known is not None:
+                ks = known[i]
+            else:
+                ks = self._keys(box, self.parts[i])
+                computed.append(ks)
             if ks is None:
                 continue
             if len(ks) == 1:
@@ -100,6 +105,9 @@ class _Space:
                 best = (n, wide, lists)
                 if n <= SMALL:
                     break  # few enough candidates: the other indexes' keys need not be computed
+        else:
+            if known is None:  # every index's keys: the add that follows a write's query reuses them
+                memo[0], memo[1], memo[2] = box, self.parts, computed
         if best is None:
             return records_overlapping(self.all.values(), box)
         _, wide, lists = best
