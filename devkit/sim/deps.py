@@ -80,8 +80,9 @@ class _Space:
         return out
 
     def overlapping(self, box: Box) -> list[list]:
+        scan = _SCANS.get(len(box), records_overlapping)
         if len(self.all) <= SMALL:
-            return records_overlapping(self.all.values(), box)  # cheaper than computing bucket keys
+            return scan(self.all.values(), box)  # cheaper than computing bucket keys
         best: tuple | None = None
         memo = _MEMO
         known = memo[2] if memo[0] is box and memo[1] is self.parts else None
@@ -109,17 +110,17 @@ class _Space:
             if known is None:  # every index's keys: the add that follows a write's query reuses them
                 memo[0], memo[1], memo[2] = box, self.parts, computed
         if best is None:
-            return records_overlapping(self.all.values(), box)
+            return scan(self.all.values(), box)
         _, wide, lists = best
         if len(lists) <= 1:
             if not lists:
-                return records_overlapping(wide, box)
-            return records_overlapping(wide + lists[0] if wide else lists[0], box)
+                return scan(wide, box)
+            return scan(wide + lists[0] if wide else lists[0], box)
         # a record spanning several of the buckets is filed under each: report it once
-        found = records_overlapping(wide, box) if wide else []
+        found = scan(wide, box) if wide else []
         seen: set[int] = set()
         for lst in lists:
-            for rec in records_overlapping(lst, box):
+            for rec in scan(lst, box):
                 if id(rec) not in seen:
                     seen.add(id(rec))
                     found.append(rec)
@@ -253,6 +254,44 @@ def records_overlapping(cands: Any, box: Box) -> list[list]:
         else:
             found.append(rec)
     return found
+
+
+# The same test unrolled for boxes of 2, 3 and 4 dimensions (every box of one tracker space has its
+# storage's rank), checking the last -- the free, most often distinguishing -- axis first.
+
+
+def _overlapping_2(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1) = rec[0]
+        if c1 < b1 and a1 < d1 and c0 < b0 and a0 < d0:
+            found.append(rec)
+    return found
+
+
+def _overlapping_3(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1), (a2, b2) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1), (c2, d2) = rec[0]
+        if c2 < b2 and a2 < d2 and c0 < b0 and a0 < d0 and c1 < b1 and a1 < d1:
+            found.append(rec)
+    return found
+
+
+def _overlapping_4(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1), (a2, b2), (a3, b3) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1), (c2, d2), (c3, d3) = rec[0]
+        if c3 < b3 and a3 < d3 and c0 < b0 and a0 < d0 and c1 < b1 and a1 < d1 and c2 < b2 and a2 < d2:
+            found.append(rec)
+    return found
+
+
+#: the scan for a box of each rank (records_overlapping for the others)
+_SCANS = {2: _overlapping_2, 3: _overlapping_3, 4: _overlapping_4}
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
