@@ -17,6 +17,7 @@ from typing import Any
 
 Box = tuple[tuple[int, int], ...]
 
+SMALL = 8  # a query with at most this many candidates scans them rather than consult another index
 SPREAD = 8  # a record covering up to this many buckets of an index is filed under each of them
 
 
@@ -79,8 +80,19 @@ class _Space:
         return out
 
     def overlapping(self, box: Box) -> list[list]:
+        scan = _SCANS.get(len(box), records_overlapping)
+        if len(self.all) <= SMALL:
+            return scan(self.all.values(), box)  # cheaper than computing bucket keys
         best: tuple | None = None
-        for ks, (buckets, wide) in zip(self._all_keys(box), self.indexes):
+        memo = _MEMO
+        known = memo[2] if memo[0] is box and memo[1] is self.parts else None
+        computed: list = []
+        for i, (buckets, wide) in enumerate(self.indexes):
+            if known is not None:
+                ks = known[i]
+            else:
+                ks = self._keys(box, self.parts[i])
+                computed.append(ks)
             if ks is None:
                 continue
             if len(ks) == 1:
@@ -92,20 +104,23 @@ class _Space:
                 n = len(wide) + sum(len(lst) for lst in lists)
             if best is None or n < best[0]:
                 best = (n, wide, lists)
-                if n == 0:
-                    return []
+                if n <= SMALL:
+                    break  # few enough candidates: the other indexes' keys need not be computed
+        else:
+            if known is None:  # every index's keys: the add that follows a write's query reuses them
+                memo[0], memo[1], memo[2] = box, self.parts, computed
         if best is None:
-            return records_overlapping(self.all.values(), box)
+            return scan(self.all.values(), box)
         _, wide, lists = best
         if len(lists) <= 1:
             if not lists:
-                return records_overlapping(wide, box)
-            return records_overlapping(wide + lists[0] if wide else lists[0], box)
+                return scan(wide, box)
+            return scan(wide + lists[0] if wide else lists[0], box)
         # a record spanning several of the buckets is filed under each: report it once
-        found = records_overlapping(wide, box) if wide else []
+        found = scan(wide, box) if wide else []
         seen: set[int] = set()
         for lst in lists:
-            for rec in records_overlapping(lst, box):
+            for rec in scan(lst, box):
                 if id(rec) not in seen:
                     seen.add(id(rec))
                     found.append(rec)
@@ -181,19 +196,43 @@ class _Space:
 
 class _Reads(_Space):
     """The read records of a dependency-tracker space, with an exact ``(box, engine)`` lookup: a read of
-    the same region by the same engine replaces the earlier one (engines run in program order)."""
+    the same region by the same engine replaces the earlier one (engines run in program order).
 
-    __slots__ = ("exact",)
+    Read records are indexed lazily: only a write asks which reads it overlaps, so a read is appended to
+    ``pending`` and goes into the bucket indexes when the next query comes.  A tensor read many times and
+    never rewritten (the input of a sliding window) then costs an append per read, not an index update.
+    """
+
+    __slots__ = ("exact", "pending")
 
     def __init__(self, keyspec: tuple) -> None:
         self.exact: dict[tuple, list] = {}
+        self.pending: list[list] = []
         super().__init__(keyspec)
 
+    def set_keyspec(self, keyspec: tuple) -> None:
+        self.pending = []  # re-indexing every record covers the pending ones
+        super().set_keyspec(keyspec)
+
+    def _flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for rec in pending:
+            if id(rec) in self.all:
+                self._index(rec)
+
+    def overlapping(self, box: Box) -> list[list]:
+        if self.pending:
+            self._flush()
+        return super().overlapping(box)
+
     def add(self, rec: list) -> None:
-        super().add(rec)
+        self.all[id(rec)] = rec
+        self.pending.append(rec)
         self.exact[(rec[0], rec[2])] = rec
 
     def remove(self, rec: list) -> None:
+        if self.pending:
+            self._flush()
         super().remove(rec)
         key = (rec[0], rec[2])
         if self.exact.get(key) is rec:
@@ -215,6 +254,44 @@ def records_overlapping(cands: Any, box: Box) -> list[list]:
         else:
             found.append(rec)
     return found
+
+
+# The same test unrolled for boxes of 2, 3 and 4 dimensions (every box of one tracker space has its
+# storage's rank), checking the last -- the free, most often distinguishing -- axis first.
+
+
+def _overlapping_2(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1) = rec[0]
+        if c1 < b1 and a1 < d1 and c0 < b0 and a0 < d0:
+            found.append(rec)
+    return found
+
+
+def _overlapping_3(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1), (a2, b2) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1), (c2, d2) = rec[0]
+        if c2 < b2 and a2 < d2 and c0 < b0 and a0 < d0 and c1 < b1 and a1 < d1:
+            found.append(rec)
+    return found
+
+
+def _overlapping_4(cands: Any, box: Box) -> list[list]:
+    (a0, b0), (a1, b1), (a2, b2), (a3, b3) = box
+    found = []
+    for rec in cands:
+        (c0, d0), (c1, d1), (c2, d2), (c3, d3) = rec[0]
+        if c3 < b3 and a3 < d3 and c0 < b0 and a0 < d0 and c1 < b1 and a1 < d1 and c2 < b2 and a2 < d2:
+            found.append(rec)
+    return found
+
+
+#: the scan for a box of each rank (records_overlapping for the others)
+_SCANS = {2: _overlapping_2, 3: _overlapping_3, 4: _overlapping_4}
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
@@ -425,7 +502,7 @@ class DependencyTracker:
             return
         if is_write:
             rename = sp.renamable
-            for part in (sp, reads):
+            for part in (sp, reads) if reads.all else (sp,):
                 for rec in part.overlapping(box):
                     covered = _covers(box, rec[0])
                     if not (rename and covered):
