@@ -157,34 +157,22 @@ def test_validate_and_e2e_on_ray_equal_the_local_run(cluster, tmp_path):
 
 
 def _small_hw_tests(root: Path) -> Path:
-    """hw_tests/ with the kit's conftest and one small promoted case of matmul_tiled (two tests), written with
-    the fixtures of the current ``hw_test.py.j2`` template (``device``, ``latency_options``)."""
+    """hw_tests/ with the kit's conftest and one small case of matmul_tiled (two tests), rendered by
+    ``devkit promote``'s own template so the test stays in step with it."""
+    from devkit import hw
+    from devkit.workflow import promote
+
     tests = root / "hw_tests"
     tests.mkdir(parents=True)
     shutil.copy(REPO / "hw_tests" / "conftest.py", tests / "conftest.py")
-    (tests / "test_matmul_tiled.py").write_text(
-        """import pytest
-
-from devkit import hw
-
-CASES = [hw.Case(kernel="matmul_tiled", shape={"K": 256, "M": 128, "N": 256}, dtype="bfloat16",
-                 predicted_us={"trn1": 10.0}, slack=10.0)]
-
-
-@pytest.mark.parametrize("case", CASES, ids=hw.Case.test_id)
-def test_numerics(case, device, kernel_registry, hw_context, results_store):
-    check = hw.run_numerics(device, kernel_registry, hw_context, results_store, case, seed=0)
-    assert check.passed, check.message
-
-
-@pytest.mark.parametrize("case", CASES, ids=hw.Case.test_id)
-def test_latency(case, device, kernel_registry, hw_context, results_store, latency_options):
-    verdict = hw.run_latency(device, kernel_registry, hw_context, results_store, case, seed=0, warmup=2, iters=5,
-                             **latency_options)
-    assert not verdict.regression, verdict.message
-""",
-        encoding="utf-8",
+    case = hw.Case(
+        kernel="matmul_tiled", shape={"K": 256, "M": 128, "N": 256}, dtype="bfloat16",
+        predicted_us={"trn1": 10.0}, slack=10.0,
+    )  # fmt: skip
+    source = promote.render(
+        "matmul_tiled", [case], description="small case", command="test", warmup=2, iters=5
     )
+    (tests / "test_matmul_tiled.py").write_text(source, encoding="utf-8")
     return tests
 
 

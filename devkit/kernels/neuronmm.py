@@ -49,10 +49,6 @@ from devkit.kernels.matmul import matmul_into, matmul_plan_for, store_natural
 from devkit.kernels.resolve import block_args
 
 
-def _shapes(name: str, x_shape: tuple[int, int], u: Any, v: Any, x_rows: bool) -> tuple[int, int, int, int]:
-    return resolve.xuv_dims(name, x_shape, u, v, x_rows)
-
-
 def xuv_plan_for(
     name: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], out: str, x_rows: bool
 ) -> plans.Plan:
@@ -280,7 +276,7 @@ def xuv_sequential(x: Any, u: Any, v: Any) -> Any:
     passes with every intermediate through HBM, plus the transposes they need (x -> x^T before the
     first pass, XU -> (XU)^T before the second).  -> [S, N] in the input dtype."""
     B.check_same_dtype(x, u, v)
-    s_tok, h, r, n = _shapes("xuv_sequential", tuple(x.shape), u, v, True)
+    s_tok, h, r, n = resolve.xuv_dims("xuv_sequential", tuple(x.shape), u, v, True)
     dt = x.dtype
     out = nl.ndarray((s_tok, n), dtype=dt, buffer=nl.shared_hbm)
     xt = nl.ndarray((h, s_tok), dtype=dt, buffer=nl.hbm)
