@@ -176,12 +176,28 @@ class Installation:
         self.uninstall()
 
 
-def install() -> Installation:
-    """Bind the SDK module names to the simulator (explicit opt-in; restores on uninstall)."""
-    mods = {**_modules(), **_beta2_modules()}
+def install(*, beta1: bool = True, beta2: bool = True) -> Installation:
+    """Bind the SDK module names of the chosen generations to the simulator (explicit opt-in; restores on
+    uninstall)."""
+    mods = {**(_modules() if beta1 else {}), **(_beta2_modules() if beta2 else {})}
     saved = {name: sys.modules.get(name) for name in mods}
     sys.modules.update(mods)
     return Installation(saved)
+
+
+def bind_missing() -> Installation | None:
+    """Bind to the simulator each generation that is neither bound already nor installed for real.
+
+    What the kit's kernel packages call on import: a generation whose real package is present (``neuronxcc.nki``
+    up to SDK 2.29, ``nki`` from SDK 2.27) keeps binding it, so on an SDK 2.34 host (``nki`` only) the Beta-2
+    kernels run on the device while the Beta-1 ones, which that SDK cannot compile, bind to the simulator.
+    Returns the handle, or ``None`` when nothing was missing.
+    """
+    beta1 = not is_installed() and not real_sdk_available()
+    beta2 = not beta2_installed() and not real_nki_available()
+    if not (beta1 or beta2):
+        return None
+    return install(beta1=beta1, beta2=beta2)
 
 
 def backend_beta2() -> str:

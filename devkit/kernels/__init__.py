@@ -18,8 +18,7 @@ def _bind_nki() -> None:
         from devkit import compat
     except ImportError:  # a hardware host without the devkit: the real SDK must be importable
         return
-    if not compat.is_installed() and not compat.real_sdk_available():
-        compat.install()
+    compat.bind_missing()
 
 
 _bind_nki()

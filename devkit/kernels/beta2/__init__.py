@@ -22,8 +22,7 @@ def _bind_nki() -> None:
         from devkit import compat
     except ImportError:  # a hardware host without the devkit: the real nki package must be importable
         return
-    if not compat.beta2_installed() and not compat.real_nki_available():
-        compat.install()
+    compat.bind_missing()
 
 
 _bind_nki()
