@@ -191,7 +191,8 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     if args.m:
         cmd += ["-m", args.m]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SHIMS), str(root / "src")])
+    # this checkout's devkit first, whichever copy the venv has installed editable
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(SHIMS), str(root / "src")])
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     if args.run_all:
