@@ -107,6 +107,21 @@ def test_copies_carry_written_state_and_an_output_store_of_garbage_is_an_error()
 
 
 @nki.jit
+def copy_result_assigned_to_output(a, rows=128):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t[0:100, :] = nl.load(a[0:100, :])
+    out[0:rows, :] = nisa.tensor_copy(t[0:rows, :])  # <- blame
+    return out
+
+
+def test_a_moved_result_written_straight_into_an_output_is_checked_there():
+    np.testing.assert_array_equal(devkit.simulate(copy_result_assigned_to_output, A, 100)[0:100], A[0:100])
+    err = raises_uninit(copy_result_assigned_to_output, A)
+    assert "writing 1792 element(s)" in str(err) and "into shared_hbm tensor" in str(err)
+
+
+@nki.jit
 def copy_then_compute(a, overwrite=False):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
