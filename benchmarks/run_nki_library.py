@@ -16,7 +16,8 @@ What it does:
    ``benchmarks/nki_library_env/`` (modules the public repository imports but does not contain) into the
    extracted tree.
 2. Per family (a folder of ``test/integration/nkilib``): runs ``python -m devkit simulate -m pytest <folder>
-   --test-mode simulation`` in that venv under ``/usr/bin/time -v`` with an address-space cap (``--mem-kb``,
+   --test-mode simulation`` in that venv (with this checkout's ``devkit`` first on ``PYTHONPATH``, so a venv
+   made for another checkout can be reused) under ``/usr/bin/time -v`` with an address-space cap (``--mem-kb``,
    ``ulimit -v``), one family at a time (the machine is shared), and reads the pytest JUnit XML.
 3. Prints passed / failed / errors / skipped per family, wall time and peak RSS, and the distinct failure
    messages (first line), so each failure can be attributed; ``--json`` writes the same as JSON.
@@ -191,7 +192,8 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     if args.m:
         cmd += ["-m", args.m]
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(SHIMS), str(root / "src")])
+    # this checkout's devkit first, whichever copy the venv has installed editable
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(SHIMS), str(root / "src")])
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     env.setdefault("OMP_NUM_THREADS", "1")
     if args.run_all:

@@ -36,6 +36,7 @@ from devkit.nki._isa_common import (
 )
 from devkit.nki._limits import fp32
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.index import MaskExpr
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, SCALAR, VECTOR
@@ -52,7 +53,16 @@ def tensor_copy(
         raise MemoryPlacementError(f"{api}: the GpSimd engine cannot access PSUM", rule="gpsimd-psum")
     bit = not _dt.is_float(t.dtype) and eng != SCALAR
     return _x.elementwise(
-        api, eng, "tensor_copy", lambda a: a, [t], dtype=dtype, default_dtype=t.dtype, mask=mask, bitwise=bit
+        api,
+        eng,
+        "tensor_copy",
+        lambda a: a,
+        [t],
+        dtype=dtype,
+        default_dtype=t.dtype,
+        mask=mask,
+        bitwise=bit,
+        moves=True,
     )
 
 
@@ -73,6 +83,7 @@ def tensor_copy_dynamic_src(
         default_dtype=t.dtype,
         mask=mask,
         bitwise=not _dt.is_float(t.dtype),
+        moves=True,
     )
 
 
@@ -273,8 +284,11 @@ def nc_stream_shuffle(
     if not m.numerics:
         d.mark_written()
         return
-    sv = s.read()
+    g = _unwritten.moved(s)  # a move: never-written partitions flow (devkit.sim.unwritten)
+    sv = s.read(check_init=False)
     dv = d.read(check_init=False).copy()
+    kept = d.unwritten()  # what dst rows the shuffle leaves alone held
+    gd = None if g is None and kept is None else (np.zeros(d.shape, bool) if kept is None else kept.copy())
     nq = max(1, -(-d.shape[0] // 32))
     for q in range(nq):
         for i, k in enumerate(sm):
@@ -285,10 +299,16 @@ def nc_stream_shuffle(
             if src_row >= s.shape[0]:
                 raise IndexingError(f"{api}: shuffle_mask entry {k} selects partition {src_row} outside src")
             dv[r] = sv[src_row]
+            if gd is not None:
+                gd[r] = g[src_row] if g is not None else False
+    marr = _x.mask_array(mask, d.shape, api)
     d.write(
-        _dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype),
-        _x.mask_array(mask, d.shape, api),
+        _dt.round_to(dv.astype(np.float32) if _dt.is_float(d.dtype) else dv, d.dtype), marr
     )  # the mask applies to dst
+    if gd is not None:
+        if marr is not None and kept is not None:
+            gd = np.where(marr, gd, kept)
+        _unwritten.carry(d, gd, s, moved_in=g is not None)
 
 
 def local_gather(

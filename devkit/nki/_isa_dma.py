@@ -21,6 +21,7 @@ from devkit.nki._isa_common import (
     oob_mode,
 )
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA
 
@@ -86,7 +87,10 @@ def dma_copy(
             sel &= ~sb.reshape(dst.shape) if sb.size == sel.size else True
         if db is not None:
             sel &= ~db
-    v = src.read(None if marr is None and not skip else sel.reshape(src.shape))
+    rsel = None if marr is None and not skip else sel.reshape(src.shape)
+    # a plain copy between on-chip buffers moves never-written elements along (devkit.sim.unwritten)
+    g = _unwritten.moved(src, rsel, to_chip=dst.st.on_chip) if rmw is None else None
+    v = src.read(rsel, check_init=rmw is not None)
     v = v.reshape(dst.shape)
     v = v.astype(np.float32) if _dt.is_float(src.dtype) else v
     if rmw is not None:
@@ -98,6 +102,8 @@ def dma_copy(
         dst.st.written = True
         return
     dst.write(_dt.round_to(v, dst.dtype), sel)
+    if g is not None:
+        _unwritten.carry(dst, g.reshape(dst.shape) & sel, src)
 
 
 def dma_transpose(
@@ -129,7 +135,11 @@ def dma_transpose(
     m.check_read(src, loc)
     pend = m.emit(DMA, "dma_transpose", [src], [out], 0, {"transpose": True}, loc)
     vals = None
+    garbage = None
     if m.numerics:
-        v = src.read(None if marr is None else marr.transpose(np.argsort(ax))).transpose(ax)
+        rmask = None if marr is None else marr.transpose(np.argsort(ax))
+        g = _unwritten.moved(src, rmask)  # from SBUF: never-written elements flow (devkit.sim.unwritten)
+        v = src.read(rmask, check_init=False).transpose(ax)
         vals = v.astype(np.float32) if _dt.is_float(odt) else v
-    return _x.commit(m, pend, out, vals, marr)
+        garbage = None if g is None else g.transpose(ax)
+    return _x.commit(m, pend, out, vals, marr, garbage=garbage)

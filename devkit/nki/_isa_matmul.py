@@ -22,6 +22,7 @@ from devkit.nki._isa_common import (
 )
 from devkit.sim import instr as _x
 from devkit.sim import placement as _placement
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.deferred import Product
 from devkit.sim.tensor import Tensor
 from devkit.trace import TENSOR, VECTOR
@@ -117,10 +118,15 @@ def matmul_core(
     }
     p = m.emit(TENSOR, opcode, [st, mv], [out], 2 * k * mm * n, attrs, loc)
     vals = None
+    garbage = None
     wmask = _x.mask_array(mask, (mm, n), api)
     if m.numerics:
-        a = st.read(None)
+        # a transpose moves the stationary tile: never-written elements flow (devkit.sim.unwritten)
+        g = _unwritten.moved(st) if is_transpose else None
+        a = st.read(None, check_init=not is_transpose)
         b = mv.read(None)
+        if g is not None:
+            a, garbage = _transposed_garbage(a, b, g, st.shape[0], mm, n)
         if double_row:
             a = a.astype(np.float32)
             b = b.astype(np.float32)
@@ -152,7 +158,21 @@ def matmul_core(
         cols = mv.omask.reshape(mv.shape[0], n).any(0) if mv.omask is not None else np.ones(n, bool)
         om_out = rows[:, None] & cols[None, :]
         wmask = om_out if wmask is None else (wmask & om_out)
-    return _x.commit(m, p, out, vals, wmask)
+    if garbage is not None:  # the positions that received never-written data read as NaN, like fresh memory
+        vals = np.where(garbage, np.float32(np.nan), vals.result() if isinstance(vals, Product) else vals)
+    return _x.commit(m, p, out, vals, wmask, garbage=garbage)
+
+
+def _transposed_garbage(
+    a: np.ndarray, b: np.ndarray, g: np.ndarray, k: int, mm: int, n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """An ``is_transpose`` matmul of a stationary tile holding never-written elements ``g``: the stationary
+    values with those elements zeroed (the transpose passes each element through on its own, so garbage
+    must not spread along a row as NaN * 0 would) and the result positions that receive garbage."""
+    gk = g.reshape(k, mm)
+    moving_nonzero = b.reshape(k, n) != 0
+    garbage = (gk.T.astype(np.float32) @ moving_nonzero.astype(np.float32)) > 0
+    return np.where(g, np.zeros((), a.dtype), a), garbage
 
 
 def nc_matmul(
@@ -221,9 +241,11 @@ def nc_transpose(
     m.check_read(t, loc)
     attrs = {"stationary_free": p, "moving_free": f, "contract": p} if eng == TENSOR else None
     pend = m.emit(eng, "nc_transpose", [t], [out], 0, attrs, loc)
+    g = _unwritten.moved(t) if m.numerics else None  # a move: never-written elements flow
     vals = (
-        t.read().reshape(p, f).T.astype(np.float32)
+        t.read(check_init=False).reshape(p, f).T.astype(np.float32)
         if m.numerics and _dt.is_float(t.dtype)
-        else (t.read().reshape(p, f).T if m.numerics else None)
+        else (t.read(check_init=False).reshape(p, f).T if m.numerics else None)
     )
-    return _x.commit(m, pend, out, vals, _x.mask_array(mask, (f, p), api))
+    garbage = None if g is None else g.reshape(p, f).T
+    return _x.commit(m, pend, out, vals, _x.mask_array(mask, (f, p), api), garbage=garbage)

@@ -424,6 +424,7 @@ def copy(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
         default_dtype=src.dtype if isinstance(src, Tensor) else None,
         mask=mask,
         bitwise=isinstance(src, Tensor) and not _dt.is_float(src.dtype),
+        moves=True,
     )
 
 

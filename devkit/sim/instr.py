@@ -23,6 +23,7 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
+from devkit.sim import unwritten
 from devkit.sim.deferred import Deferred, EvacuationItem, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
@@ -154,11 +155,19 @@ def out_dtype(dtype: Any, default: Any, api: str) -> Any:
         raise DtypeError(f"{api}: {e}") from None
 
 
-def value_of(x: Any, shape: tuple[int, ...] | None, mask: np.ndarray | None, *, to_float: bool = True) -> Any:
-    """Numerics of an operand: a tile's values (aligned), or a scalar."""
+def value_of(
+    x: Any,
+    shape: tuple[int, ...] | None,
+    mask: np.ndarray | None,
+    *,
+    to_float: bool = True,
+    check_init: bool = True,
+) -> Any:
+    """Numerics of an operand: a tile's values (aligned), or a scalar.  ``check_init=False``: never-written
+    elements are not an error here (a data movement, checked by :func:`devkit.sim.unwritten.moved`)."""
     if isinstance(x, Tensor):
         sub = mask if (mask is not None and shape is not None and aligned_shape(x) == shape) else None
-        v = x.read(sub)
+        v = x.read(sub, check_init=check_init)
         if x.ndim == 1 and x.st.on_chip:
             v = v.reshape(x.shape[0], 1)
         if to_float and v.dtype != np.float32:
@@ -184,12 +193,15 @@ def commit(
     *,
     exact: bool = False,
     immutable: bool = False,
+    garbage: np.ndarray | None = None,
 ) -> Tensor:
     """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
 
     ``exact``: the values are already representable in the output dtype (a same-dtype copy), so no
     rounding pass is needed.  ``immutable``: ``values`` is a view of memory no instruction can write (a
     kernel input), so the tile may keep the view instead of a copy until the tile itself is written.
+    ``garbage``: the result positions (output shape) a data movement filled with never-written data
+    (:func:`devkit.sim.unwritten.moved`); they stay never-written in the output.
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
@@ -224,6 +236,8 @@ def commit(
                 data[...] = vals
         else:
             out.write(vals, mask)
+        if garbage is not None:
+            unwritten.carry(out, garbage if mask is None else garbage & mask)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -250,8 +264,12 @@ def elementwise(
     bitwise: bool = False,
     flops_per_elem: int = 1,
     out_buffer: str = "sbuf",
+    moves: bool = False,
 ) -> Tensor:
-    """Execute an element-wise instruction over tiles and scalars with NumPy-style broadcasting."""
+    """Execute an element-wise instruction over tiles and scalars with NumPy-style broadcasting.
+
+    ``moves``: the instruction only moves its one tile operand (a copy, ``fn`` the identity), so
+    never-written elements flow to the result instead of being an error (:mod:`devkit.sim.unwritten`)."""
     m = machine(api)
     loc = user_location()
     tiles = []
@@ -292,13 +310,20 @@ def elementwise(
     if m.numerics:
         if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
             return _commit_evacuation(m, p, out, tiles[0], fn, odt)
-        args = [value_of(x, shape, marr, to_float=not bitwise) for x in operands]
+        garbage = None
+        if moves:
+            src = tiles[0]
+            garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
+            if garbage is not None:
+                garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
+        args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
         with np.errstate(all="ignore"):
             vals = fn(*args)
         if bitwise:
             vals = np.asarray(vals)
         else:
             vals = np.asarray(vals, dtype=np.float32)
+        return commit(m, p, out, vals, marr, garbage=garbage)
     return commit(m, p, out, vals, marr)
 
 
@@ -490,6 +515,11 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
         pm = None if pmask is None else _fit(pmask, dst.shape)
         exact = getattr(p, "exact", None) is not None and p.exact == dst.dtype  # type: ignore[attr-defined]
         _write_checked(dst, vals if exact else dt.round_to(vals, dst.dtype), pm, loc)
+        if value.st.uninit is not None:  # a data movement's result carrying never-written elements
+            g = unwritten.result_of(value)
+            if g is not None:
+                g = _fit(g, dst.shape)
+                unwritten.carry(dst, g if pm is None else g & pm, value)
     else:
         dst.mark_written()
 
@@ -513,7 +543,8 @@ def copy_into(m: Machine, dst: Tensor, src: Tensor, loc: tuple[str, int]) -> Non
     engine, opcode = (DMA, "dma_copy") if hbm else (VECTOR, "tensor_copy")
     m.emit(engine, opcode, [src], [dst], 0, None, loc)
     if m.numerics:
-        v = src.read()
+        garbage = unwritten.moved(src, to_chip=dst.st.on_chip)  # a copy: never-written data may flow
+        v = src.read(check_init=False)
         if src.ndim == 1 and src.st.on_chip:
             v = v.reshape(src.shape[0], 1)
         vals = (
@@ -522,6 +553,8 @@ def copy_into(m: Machine, dst: Tensor, src: Tensor, loc: tuple[str, int]) -> Non
             else dt.round_to(v.astype(np.float32) if dt.is_float(src.dtype) else v, dst.dtype)
         )
         _write_checked(dst, _fit(vals, dst.shape), None, loc)
+        if garbage is not None:
+            unwritten.carry(dst, _fit(garbage.reshape(v.shape), dst.shape), src)
     else:
         dst.mark_written()
 
@@ -623,6 +656,7 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
     attrs["accumulate"] = True
     p.attrs = attrs
     if m.numerics:
+        value.check_written()  # adding a moved result that carries never-written data computes on it
         raw = getattr(p, "raw", None)
         if raw is None:
             raw = value.read(check_init=False)

@@ -41,7 +41,9 @@ class Storage:
 
     ``data`` holds the values in the storage representation of ``dtype`` (see :mod:`devkit.dtypes`),
     or is ``None`` in cost-only runs.  ``uninit`` is a boolean array marking elements never written
-    (``None`` once everything was written, or when not tracked).
+    (``None`` once everything was written, or when not tracked); a data movement may carry never-written
+    elements into another storage (:mod:`devkit.sim.unwritten`), which then records where in
+    ``garbage_from``.
     """
 
     __slots__ = (
@@ -55,6 +57,7 @@ class Storage:
         "bytes_pp",
         "depth",
         "dtype",
+        "garbage_from",
         "id",
         "is_input",
         "itemsize",
@@ -98,6 +101,8 @@ class Storage:
         self._data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
+        # where a data movement last copied never-written elements in (devkit.sim.unwritten), for messages
+        self.garbage_from: tuple[str, int] | None = None
         # values not yet copied into ``data``: an array, or a Deferred value (see materialize)
         self.lazy: np.ndarray | Deferred | None = None
         self.name = name

@@ -469,6 +469,78 @@ class Tensor:
         """Record a write without values (cost-only runs keep no data)."""
         self.st.written = True
 
+    # ---- written-state of elements (numerics runs; see devkit.sim.unwritten) ---------------------------
+    def unwritten(self, mask: np.ndarray | None = None) -> np.ndarray | None:
+        """The never-written positions of this view (a new boolean array of the view's shape) among those
+        ``mask`` selects and that lie in bounds; ``None`` when there are none or written-state is not
+        tracked (cost-only runs, ``check_uninit=False``)."""
+        st = self.st
+        if st.uninit is None:
+            return None
+        if self.dims is not None and not self._oob:
+            u = np.asarray(st.uninit[self._key])
+            if self._perm is not None:
+                u = u.transpose(self._perm)
+            u = self._expand(u) if self._bshape is not None else u.reshape(self.shape)
+            u = u & np.broadcast_to(mask, self.shape) if mask is not None else u.copy()
+        else:
+            sel = (
+                np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape).copy()
+            )
+            bad = self.oob_positions()
+            if bad is not None:
+                sel &= ~bad
+            u = np.zeros(self.shape, dtype=bool)
+            u[sel] = st.uninit[self._fancy_key(self._index_arrays(), sel)]
+        return u if u.any() else None
+
+    def check_written(self, mask: np.ndarray | None = None) -> None:
+        """Raise :class:`UninitializedReadError` when an element of this view selected by ``mask`` was
+        never written (an instruction computes on it)."""
+        u = self.unwritten(mask)
+        if u is not None:
+            _check_uninit(self, u, None)
+
+    def selected(self, mask: np.ndarray | None = None) -> int:
+        """How many in-bounds positions of this view ``mask`` selects."""
+        bad = self.oob_positions()
+        if mask is None and bad is None:
+            return self.size
+        sel = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(mask, self.shape)
+        if bad is not None:
+            sel = sel & ~bad
+        return int(np.count_nonzero(sel))
+
+    def mark_unwritten(self, g: np.ndarray) -> None:
+        """Record that the positions of this view where ``g`` (broadcastable to the view's shape) is true
+        hold never-written data again: a data movement just copied such data there.  In-bounds positions
+        only; the storage must be tracked (numerics run)."""
+        st = self.st
+        if st.uninit is None:
+            st.uninit = np.zeros(st.shape, dtype=bool)
+            st.n_uninit = 0
+        g = np.broadcast_to(g, self.shape)
+        if self.dims is not None and not self._oob and self._bcast is None:
+            tgt = st.uninit[self._key]
+            if not isinstance(tgt, np.ndarray):  # one element addressed by integers
+                if bool(g.reshape(-1)[0]) and not tgt:
+                    st.uninit[self._key] = True
+                    st.n_uninit += 1
+                return
+            if self._perm is not None:
+                tgt = tgt.transpose(self._perm)
+            gv = g.reshape(self._bshape) if self._bshape is not None else g
+            before = int(np.count_nonzero(tgt))
+            tgt |= gv
+            st.n_uninit += int(np.count_nonzero(tgt)) - before
+            return
+        sel = g.copy()
+        bad = self.oob_positions()
+        if bad is not None:
+            sel &= ~bad
+        st.uninit[self._fancy_key(self._index_arrays(), sel)] = True
+        st.n_uninit = int(np.count_nonzero(st.uninit))
+
 
 def mark_initialised(t: Tensor) -> None:
     """Record that every element of plain view ``t`` was written (the uninitialised-read bookkeeping of
@@ -507,8 +579,11 @@ def _check_uninit(t: Tensor, u: np.ndarray, mask: np.ndarray | None) -> None:
         n = int(u.sum())
         st = t.st
         fn, ln = st.origin
+        moved = ""
+        if st.garbage_from is not None:
+            moved = f" (a data movement at {st.garbage_from[0]}:{st.garbage_from[1]} copied never-written data in)"
         raise UninitializedReadError(
-            f"reading {n} element(s) of {st.describe()} (allocated at {fn}:{ln}) that were never written, "
+            f"reading {n} element(s) of {st.describe()} (allocated at {fn}:{ln}) that were never written{moved}, "
             f"first at view position {list(pos)}; initialise it (nl.zeros / memset) or write it before reading"
         )
 

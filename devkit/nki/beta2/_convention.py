@@ -251,6 +251,7 @@ def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
     if not m.numerics:
         dst.mark_written()
         return
+    result.check_written()  # adding a moved result that carries never-written data computes on it
     raw = p.raw  # type: ignore[union-attr]
     if isinstance(raw, Deferred):
         raw = raw.result()

@@ -38,6 +38,7 @@ from devkit.nki.beta2.constants import (
 )
 from devkit.nki.beta2.views import refuse_snapshot_write as _refuse_snapshot_write
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
 
@@ -169,8 +170,10 @@ def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
     if not m.numerics:
         dst.mark_written()
         return
-    v = src.read()
+    g = _unwritten.moved(src, to_chip=dst.st.on_chip)  # SBUF to SBUF: never-written elements flow
+    v = src.read(check_init=False)
     dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
+    _unwritten.carry(dst, g, src)
 
 
 @_strict

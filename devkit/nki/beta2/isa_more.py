@@ -30,6 +30,7 @@ from devkit.nki.beta2.constants import (
     reduce_cmd,
 )
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, VECTOR
 
@@ -381,8 +382,16 @@ def nonzero_with_count(
     if not m.numerics:
         d.mark_written()
         return
-    x = t.read().reshape(t.partitions, f)
+    cores = np.zeros(t.shape, dtype=bool)
+    cores[::16] = True  # only partitions 0, 16, ..., 112 are read and written; the others may hold anything
+    # The eight GpSimd cores run side by side, one partition each: a core partition holding never-written data
+    # gives a never-written result partition, an error only where it is used (nki-library's hardware-tested
+    # find_nonzero_indices runs all eight with fewer columns to process; devkit.sim.unwritten).  Reading
+    # nothing but never-written data is an error here.
+    g = _unwritten.moved(t, cores)
+    x = t.read(cores, check_init=False).reshape(t.partitions, f)
     cur = d.read(check_init=False).reshape(d.partitions, f + 1).astype(np.float64)
+    kept = d.unwritten()  # the partitions the instruction does not write keep their written-state
     for p in range(0, t.partitions, 16):
         nz = np.nonzero(x[p] != 0)[0]
         row = np.full(f + 1, float(padding_val))
@@ -390,6 +399,10 @@ def nonzero_with_count(
         row[f] = nz.size
         cur[p] = row
     d.write(_dt.round_to(cur.reshape(d.shape), d.dtype))
+    if kept is not None or g is not None:
+        never = np.zeros((d.partitions, f + 1), bool) if kept is None else kept.reshape(d.partitions, f + 1)
+        never[::16] = False if g is None else g.reshape(t.partitions, f)[::16].any(axis=1, keepdims=True)
+        _unwritten.carry(d, never, t, moved_in=g is not None)
 
 
 _ACTIVATE2_PAIRS = {

@@ -33,6 +33,7 @@ from devkit.errors import (
 )
 from devkit.nki.beta2 import _convention
 from devkit.sim import machine as _machine
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.liveness import Liveness, Verdict
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
@@ -93,7 +94,8 @@ class Programs:
         self.error: BaseException | None = None
         self.aborted = False
         self.state: list[tuple[Any, ...]] = [((pid,), 0, {}) for pid in range(n)]
-        self.mail: dict[tuple[int, int, int], Any] = {}  # (from, to, pipe) -> values (None in cost-only runs)
+        # (from, to, pipe) -> (values, never-written positions or None); None in cost-only runs
+        self.mail: dict[tuple[int, int, int], Any] = {}
         self.arrivals = [0] * n
         self.blocked: dict[
             int, tuple[Callable[[], bool], str, str]
@@ -301,19 +303,26 @@ def sendrecv(
         progs.wait_until(
             lambda: key not in progs.mail, f"program {to} to receive the previous message on pipe {pipe}"
         )
-    # the message is the data at send time (the sender may overwrite src before the peer receives it)
-    progs.mail[key] = np.array(src.read(), copy=True) if m.numerics else None  # type: ignore[union-attr]
+    # the message is the data at send time (the sender may overwrite src before the peer receives it), with
+    # the positions never written: they travel along and stay never-written at the peer (devkit.sim.unwritten)
+    sent = None
+    if m.numerics:  # type: ignore[union-attr]
+        never_written = _unwritten.moved(src)
+        sent = (np.array(src.read(check_init=False), copy=True), never_written)
+    progs.mail[key] = sent
     want = (frm, me, pipe)
     progs.wait_until(lambda: want in progs.mail, f"a sendrecv from program {frm} on pipe {pipe}")
-    vals = progs.mail.pop(want)
+    received = progs.mail.pop(want)
     m.check_write(dst, loc)  # type: ignore[union-attr]
     # one DMA per receiving program in the trace (its own src stands in for the peer's, same shape and dtype)
     m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": False, "rmw": False}, loc)  # type: ignore[union-attr]
-    if vals is None:
+    if received is None:
         dst.mark_written()
     else:
+        vals, never_written = received
         v = vals.reshape(dst.shape)
         dst.write(v if _dt.name_of(dst.dtype) == _dt.name_of(src.dtype) else _dt.round_to(v, dst.dtype))
+        _unwritten.carry(dst, never_written)
 
 
 def core_barrier(data: Any, cores: Any, engine: Any = None, name: Any = None) -> None:
