@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -175,7 +176,7 @@ def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Te
 def _check_fit(api: str, dst: Tensor, shape: tuple[int, ...]) -> None:
     """dst and the result agree in partitions and in elements per partition (free shapes may differ)."""
     rp = shape[0] if shape else 1
-    rf = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    rf = math.prod(shape[1:]) if len(shape) > 1 else 1
     if dst.partitions != rp:
         raise PartitionMismatchError(
             f"{api}: dst {list(dst.shape)} has {dst.partitions} partitions but the result {list(shape)} has {rp}",
@@ -197,15 +198,28 @@ def _into(api: str, dst: Tensor, result: Tensor) -> None:
 
 # ---- TensorE --------------------------------------------------------------------------------------------------
 
-# per PSUM storage: which elements a matmul has written (implicit accumulation, accumulate=None)
-_MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray] = weakref.WeakKeyDictionary()
+# per PSUM storage: which elements a matmul has written (implicit accumulation, accumulate=None); ``True``
+# when every element has been (the common case, kept without a flag array)
+_MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray | bool] = weakref.WeakKeyDictionary()
+
+
+def _is_whole(t: Tensor) -> bool:
+    """Whether plain view ``t`` is its whole storage, element for element (``Tensor.whole``'s dims)."""
+    dims = t.dims
+    if dims is None or t.shape != t.st.shape:
+        return False
+    for i, e in enumerate(dims):
+        if isinstance(e, int) or e[0] != 0 or e[1] != 1 or e[3] != i:
+            return False
+    return True
 
 
 def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
     """(matmul-written flags of t's storage, the key selecting t's elements, t's view of the flags)."""
     flags = _MATMUL_WRITTEN.get(t.st)
-    if flags is None:
-        flags = _MATMUL_WRITTEN[t.st] = np.zeros(t.st.shape, dtype=bool)
+    if flags is None or flags is True:
+        init = np.ones if flags is True else np.zeros
+        flags = _MATMUL_WRITTEN[t.st] = init(t.st.shape, dtype=bool)
     if t.dims is not None and not t._oob and t._bcast is None:
         key = t._key
         view = flags[key]
@@ -219,6 +233,17 @@ def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
 def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> None:
     """Write a fresh TensorE result into PSUM ``dst``: overwrite, add, or per element (accumulate=None)."""
     _check_fit(api, dst, tuple(result.shape))
+    if accumulate is None and _is_whole(dst):
+        # the whole tile: every element was matmul-written (add) or none was (overwrite); no flag array
+        state = _MATMUL_WRITTEN.get(dst.st)
+        if state is None:
+            _x.assign(dst, result)
+            _MATMUL_WRITTEN[dst.st] = True
+            return
+        if state is True:
+            _x.augmented(dst, result, "add")
+            dst._fresh = None
+            return
     flags, key, before = _written_flags(dst)
     if accumulate is None:
         add = before.copy()

@@ -49,6 +49,7 @@ from ._convention import (  # noqa: F401  (NkiInstruction, NkiValidationError ar
     _check_fit,
     _dst,
     _into,
+    _is_whole,
     _member,
     _strict,
 )
@@ -170,6 +171,13 @@ def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
         dst.mark_written()
         return
     v = src.read()
+    st = dst.st
+    if st.uninit is not None and st.n_uninit == st.uninit.size and _is_whole(dst) and st.lazy is None:
+        # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping
+        np.copyto(st.data, v if v.shape == dst.shape else v.reshape(dst.shape))
+        st.written = True
+        st.uninit, st.n_uninit = None, 0
+        return
     dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
 
 
