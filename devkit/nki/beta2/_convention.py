@@ -103,9 +103,13 @@ def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` as one ``nki.isa`` instruction: it returns an :class:`NkiInstruction` (unless it returns a value of
     its own), and when the outermost instruction returns, the :data:`after_instruction` hooks run."""
     api = f"nisa.{fn.__name__}"
+    name = fn.__name__
+    indirect_views_made = _views.indirect_views_made
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if indirect_views_made[0] and not _depth[0]:  # tensor.indirect operands: read their offsets now
+            args, kwargs = _views.resolve_indirect(name, args, kwargs)
         _depth[0] += 1
         try:
             out = fn(*args, **kwargs)
