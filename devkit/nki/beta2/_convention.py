@@ -22,6 +22,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki.beta2 import views as _views
+from devkit.nki.beta2.targets import machine_at_least as _machine_at_least  # noqa: F401  (used by the adapters)
 from devkit.sim import instr as _x
 from devkit.sim.deferred import Deferred
 from devkit.sim.storage import HBM_BUFFERS, Storage
@@ -143,22 +144,6 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
         f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
         rule="enum-by-member",
     )
-
-
-_CHIP = {3: "trn2", 4: "trn3"}
-
-
-def _machine_at_least(api: str, version: int) -> Any:
-    """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
-    naming the target and how to select a newer one otherwise)."""
-    m = _x.machine(api)
-    if m.geometry.nc_version < version:
-        raise UnsupportedError(
-            f"{api} needs NeuronCore-v{version} ({_CHIP[version]}) or newer; the simulated target is "
-            f"{m.geometry.name} (select one with NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION)",
-            rule="arch",
-        )
-    return m
 
 
 def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:

@@ -20,6 +20,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.nki.beta2.targets import machine_at_least
 from devkit.sim.storage import Storage, alias_of
 from devkit.sim.tensor import Tensor
 
@@ -728,10 +729,8 @@ def indirect_view(t: Tensor, index: Any, num_elem: Any = None) -> IndirectView:
     (see :class:`IndirectView`).  ``index``: a ``uint16`` SBUF tensor ``(P, K)`` starting on a quadrant
     boundary (partition 0, 32, 64 or 96); ``num_elem``: elements per partition of the view (default ``16 * K``,
     every offset the index holds for the Vector/Scalar/GpSimd engines)."""
-    from devkit.nki.beta2._convention import _machine_at_least
-
     api = "tensor.indirect"
-    _machine_at_least(api, 4)
+    machine_at_least(api, 4)
     t.check_alive()
     if isinstance(t, IndirectView):
         raise KernelArgumentError(f"{api}: an indirect view cannot be indirected again", rule="indirect-view")
