@@ -253,6 +253,12 @@ def bad_index(x, idx, case):
         t.indirect(it).indirect(it)  # <- view
     elif case == "slice":
         t.indirect(it)[:, 0:4]  # <- view
+    elif case == "slice method":
+        t.indirect(it).slice(1, 0, 4)  # <- view
+    elif case == "ap":
+        t.indirect(it).ap([[F, P], [1, 4]])  # <- view
+    elif case == "operator":
+        t.indirect(it) + 1.0  # <- operator
     out = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.shared_hbm)
     return out
 
@@ -265,6 +271,9 @@ def bad_index(x, idx, case):
         ("short", "indirect-index", "it[0:32, :]"),
         ("again", "indirect-view", ".indirect(it).indirect(it)"),
         ("slice", "indirect-view", "[:, 0:4]"),
+        ("slice method", "indirect-view", ".slice(1, 0, 4)"),
+        ("ap", "indirect-view", ".ap([[F, P], [1, 4]])"),
+        ("operator", "indirect-operand", "# <- operator"),
     ],
 )
 def test_bad_index_tensors_and_views(case, rule, marker):

@@ -45,6 +45,7 @@ def _flat_offsets(t: Tensor) -> np.ndarray:
 def view_strides(t: Tensor) -> tuple[int, ...]:
     """Element strides of each axis of view ``t`` (0 for broadcast axes).  An explicitly indexed view (an
     access pattern that is not a slice of the storage) has strides when its offsets are affine."""
+    _refuse_view_of_indirect(t, "tensor.strides")
     if t.dims is None:
         flat = _flat_offsets(t)
         origin = (0,) * t.ndim
@@ -72,6 +73,7 @@ def view_strides(t: Tensor) -> tuple[int, ...]:
 
 def view_offset(t: Tensor) -> int:
     """Element offset of view ``t``'s first element in its flattened storage."""
+    _refuse_view_of_indirect(t, "tensor.offset")
     if t.dims is None:
         return int(_flat_offsets(t)[(0,) * t.ndim]) if t.size else 0
     sst = storage_strides(t.st.shape)
@@ -222,6 +224,7 @@ def access_pattern(
     ``value[w]`` of the base tensor (the first pair's step is then ignored).  Dynamic accesses are bounds-checked
     when the instruction runs, so ``oob_mode=skip`` can drop them."""
     api = "tensor.ap"
+    _refuse_view_of_indirect(t, api)
     t.check_alive()
     if scalar_offset is not None and vector_offset is not None:
         raise KernelArgumentError(
@@ -334,6 +337,7 @@ def _affine(
 
 def _layout(t: Tensor, api: str) -> tuple[list[list[int]], int]:
     """The view as ``[[stride, count], ...]`` pairs and an element offset."""
+    _refuse_view_of_indirect(t, api)
     try:
         strides = view_strides(t)
     except UnsupportedError:
@@ -684,6 +688,24 @@ class IndirectView(Tensor):
             rule="indirect-view",
         )
 
+    def reshape(self, *shape: Any) -> Tensor:
+        raise KernelArgumentError(
+            "an indirect view (tensor.indirect) cannot be reshaped; reshape the data tensor first",
+            rule="indirect-view",
+        )
+
+    # Only the nki.isa instructions of INDIRECT_OPS use an indirect view, through resolve(); anything else
+    # that would read or write it (Beta-1 style operators, nl.* wrappers) is refused rather than given the
+    # placeholder coordinates.
+    def read(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise _not_an_operand()
+
+    def write(self, *args: Any, **kwargs: Any) -> None:
+        raise _not_an_operand()
+
+    def mark_written(self, *args: Any, **kwargs: Any) -> None:
+        raise _not_an_operand()
+
     def __repr__(self) -> str:
         return f"<nki indirect view {list(self.shape)} of {self.st.describe()}>"
 
@@ -722,6 +744,23 @@ class IndirectView(Tensor):
             for a in data._index_arrays()
         )
         return Tensor(data.st, None, (p, n), 0, coords)
+
+
+def _not_an_operand() -> KernelArgumentError:
+    return KernelArgumentError(
+        "an indirect view (tensor.indirect) is an operand of these nki.isa instructions only: "
+        f"{', '.join(sorted(INDIRECT_OPS))}",
+        rule="indirect-operand",
+    )
+
+
+def _refuse_view_of_indirect(t: Tensor, api: str) -> None:
+    if isinstance(t, IndirectView):
+        raise KernelArgumentError(
+            f"{api}: an indirect view (tensor.indirect) has no access pattern of its own; apply {api} to the data "
+            "tensor before making it indirect",
+            rule="indirect-view",
+        )
 
 
 def indirect_view(t: Tensor, index: Any, num_elem: Any = None) -> IndirectView:
