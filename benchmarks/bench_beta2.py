@@ -70,6 +70,14 @@ def main() -> None:
         help="numerics: best of this many interleaved runs (default 9)",
     )
     ap.add_argument("--numerics-only", action="store_true", help="skip the cost-only figures")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also print the N functions of one numerics run with "
+        "the most CPU time of their own (cProfile, process_time)",
+    )
     args = ap.parse_args()
     if args.repeat < 1 or args.numerics_repeat < 1:
         ap.error("--repeat and --numerics-repeat must be at least 1")
@@ -128,12 +136,24 @@ def _numerics(kernel: object, args: argparse.Namespace) -> None:
             t, ref = best_cpu(reference, 1)
             t_np = min(t_np, t)
             t_fp32 = min(t_fp32, best_cpu(lambda: a32.T @ b32, 1)[0])
+        if args.profile:
+            _profile(lambda: nki.simulate(kernel)(a, b), args.profile)
     err = float(np.abs(out.astype(np.float32) - ref.astype(np.float32)).max())
     print(
         f"numerics: {size}^3 bf16 Beta-2 tiled matmul, CPU time, one BLAS thread, best of {args.numerics_repeat}: "
         f"simulated {t_sim:.4f} s; NumPy bf16->fp32 matmul->bf16 {t_np:.4f} s: {t_sim / t_np:.2f}x (target <= 4x); "
         f"NumPy fp32 matmul alone {t_fp32:.4f} s: {t_sim / t_fp32:.2f}x (max abs err {err:.3g})"
     )
+
+
+def _profile(run: object, top: int) -> None:
+    import cProfile
+    import pstats
+    import time
+
+    prof = cProfile.Profile(time.process_time)
+    prof.runcall(run)
+    pstats.Stats(prof).sort_stats("tottime").print_stats(top)
 
 
 if __name__ == "__main__":
