@@ -32,7 +32,13 @@ def _is_internal(frame: FrameType) -> bool:
 def user_frame(depth: int = 1) -> FrameType | None:
     """The innermost frame of the caller's stack that is not devkit code (the kernel's line)."""
     f = sys._getframe(depth)
-    while f is not None and _is_internal(f):
+    known = _internal_code
+    while f is not None:  # (_is_internal inlined: this runs for every instruction)
+        hit = known.get(f.f_code)
+        if hit is None:
+            hit = _is_internal(f)
+        if not hit:
+            return f
         f = f.f_back
     return f
 

@@ -507,13 +507,19 @@ def retarget(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str,
     raw = getattr(p, "raw", None)
     pmask = getattr(p, "mask", None)
     if m.numerics:
+        exact = getattr(p, "exact", None) is not None and p.exact == dst.dtype  # type: ignore[attr-defined]
+        if (
+            isinstance(raw, EvacuationItem)
+            and raw.index == 0
+            and dt.name_of(raw.evac.dtype) == dt.name_of(dst.dtype)
+        ):
+            raw, exact = EvacuationItem(raw.evac, 1, raw.shape), True  # (already rounded to dst's dtype)
         if isinstance(raw, Deferred):
             raw = raw.result()
         if raw is None:
             raw = value.read(check_init=False)
         vals = _fit(raw, dst.shape)
         pm = None if pmask is None else _fit(pmask, dst.shape)
-        exact = getattr(p, "exact", None) is not None and p.exact == dst.dtype  # type: ignore[attr-defined]
         _write_checked(dst, vals if exact else dt.round_to(vals, dst.dtype), pm, loc)
         if value.st.uninit is not None:  # a data movement's result carrying never-written elements
             g = unwritten.result_of(value)

@@ -632,6 +632,10 @@ class Machine:
             return
         self.pending = None
         for o in p.outs:
+            if o._fresh is p:
+                # a result's link to its instruction matters only while that is pending (retargeting);
+                # dropped now, so that result and instruction do not keep each other (and the tile) alive
+                o._fresh = None
             st = o.st
             if st.on_chip and st.addr is None and st.alive and st.kind != "direct":
                 self._place(st, p.loc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki.beta2 import views as _views
+from devkit.nki.beta2.targets import machine_at_least as _machine_at_least  # noqa: F401  (used by the adapters)
 from devkit.sim import instr as _x
 from devkit.sim.deferred import Deferred
 from devkit.sim.storage import HBM_BUFFERS, Storage
@@ -102,9 +104,13 @@ def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` as one ``nki.isa`` instruction: it returns an :class:`NkiInstruction` (unless it returns a value of
     its own), and when the outermost instruction returns, the :data:`after_instruction` hooks run."""
     api = f"nisa.{fn.__name__}"
+    name = fn.__name__
+    indirect_views_made = _views.indirect_views_made
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if indirect_views_made[0] and not _depth[0]:  # tensor.indirect operands: read their offsets now
+            args, kwargs = _views.resolve_indirect(name, args, kwargs)
         _depth[0] += 1
         try:
             out = fn(*args, **kwargs)
@@ -140,22 +146,6 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
     )
 
 
-_CHIP = {3: "trn2", 4: "trn3"}
-
-
-def _machine_at_least(api: str, version: int) -> Any:
-    """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
-    naming the target and how to select a newer one otherwise)."""
-    m = _x.machine(api)
-    if m.geometry.nc_version < version:
-        raise UnsupportedError(
-            f"{api} needs NeuronCore-v{version} ({_CHIP[version]}) or newer; the simulated target is "
-            f"{m.geometry.name} (select one with NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION)",
-            rule="arch",
-        )
-    return m
-
-
 def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:
     if not isinstance(x, Tensor):
         raise KernelArgumentError(
@@ -175,7 +165,7 @@ def _dst(x: Any, api: str, *, buffers: tuple[str, ...] = ("sbuf", "psum")) -> Te
 def _check_fit(api: str, dst: Tensor, shape: tuple[int, ...]) -> None:
     """dst and the result agree in partitions and in elements per partition (free shapes may differ)."""
     rp = shape[0] if shape else 1
-    rf = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+    rf = math.prod(shape[1:]) if len(shape) > 1 else 1
     if dst.partitions != rp:
         raise PartitionMismatchError(
             f"{api}: dst {list(dst.shape)} has {dst.partitions} partitions but the result {list(shape)} has {rp}",
@@ -197,15 +187,28 @@ def _into(api: str, dst: Tensor, result: Tensor) -> None:
 
 # ---- TensorE --------------------------------------------------------------------------------------------------
 
-# per PSUM storage: which elements a matmul has written (implicit accumulation, accumulate=None)
-_MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray] = weakref.WeakKeyDictionary()
+# per PSUM storage: which elements a matmul has written (implicit accumulation, accumulate=None); ``True``
+# when every element has been (the common case, kept without a flag array)
+_MATMUL_WRITTEN: weakref.WeakKeyDictionary[Storage, np.ndarray | bool] = weakref.WeakKeyDictionary()
+
+
+def _is_whole(t: Tensor) -> bool:
+    """Whether plain view ``t`` is its whole storage, element for element (``Tensor.whole``'s dims)."""
+    dims = t.dims
+    if dims is None or t.shape != t.st.shape:
+        return False
+    for i, e in enumerate(dims):
+        if isinstance(e, int) or e[0] != 0 or e[1] != 1 or e[3] != i:
+            return False
+    return True
 
 
 def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
     """(matmul-written flags of t's storage, the key selecting t's elements, t's view of the flags)."""
     flags = _MATMUL_WRITTEN.get(t.st)
-    if flags is None:
-        flags = _MATMUL_WRITTEN[t.st] = np.zeros(t.st.shape, dtype=bool)
+    if flags is None or flags is True:
+        init = np.ones if flags is True else np.zeros
+        flags = _MATMUL_WRITTEN[t.st] = init(t.st.shape, dtype=bool)
     if t.dims is not None and not t._oob and t._bcast is None:
         key = t._key
         view = flags[key]
@@ -219,6 +222,17 @@ def _written_flags(t: Tensor) -> tuple[np.ndarray, Any, Any]:
 def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> None:
     """Write a fresh TensorE result into PSUM ``dst``: overwrite, add, or per element (accumulate=None)."""
     _check_fit(api, dst, tuple(result.shape))
+    if accumulate is None and _is_whole(dst):
+        # the whole tile: every element was matmul-written (add) or none was (overwrite); no flag array
+        state = _MATMUL_WRITTEN.get(dst.st)
+        if state is None:
+            _x.assign(dst, result)
+            _MATMUL_WRITTEN[dst.st] = True
+            return
+        if state is True:
+            _x.augmented(dst, result, "add")
+            dst._fresh = None
+            return
     flags, key, before = _written_flags(dst)
     if accumulate is None:
         add = before.copy()

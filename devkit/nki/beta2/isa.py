@@ -50,6 +50,7 @@ from ._convention import (  # noqa: F401  (NkiInstruction, NkiValidationError ar
     _check_fit,
     _dst,
     _into,
+    _is_whole,
     _member,
     _strict,
 )
@@ -172,6 +173,13 @@ def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
         return
     g = _unwritten.moved(src, to_chip=dst.st.on_chip)  # SBUF to SBUF: never-written elements flow
     v = src.read(check_init=False)
+    st = dst.st
+    if g is None and st.uninit is not None and st.n_uninit == st.uninit.size and _is_whole(dst) and st.lazy is None:
+        # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping
+        np.copyto(st.data, v if v.shape == dst.shape else v.reshape(dst.shape))
+        st.written = True
+        st.uninit, st.n_uninit = None, 0
+        return
     dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
     _unwritten.carry(dst, g, src)
 

@@ -28,6 +28,7 @@ from devkit.nki._tilesize import _TileSize
 from devkit.nki.beta2 import address as _address
 from devkit.nki.beta2 import dtypes
 from devkit.nki.beta2 import loopsafety as _safety
+from devkit.nki.beta2 import views as _views
 from devkit.nki.beta2.dtypes import *  # noqa: F403
 from devkit.nki.beta2.registers import VirtualRegister
 from devkit.sim import instr as _x
@@ -394,6 +395,7 @@ _AS_IS = "matmul".split()
 def _binary(fn: Callable[..., Any], compare: builtins.bool) -> Callable[..., Any]:
     @functools.wraps(fn)
     def op(x: Any, y: Any, dtype: Any = None) -> Tensor:
+        _views.refuse_indirect(f"nl.{fn.__name__}", x, y)
         if dtype is None and compare:  # NKI 0.3.0: comparisons give 1/0 in the input dtype
             dtype = x.dtype if isinstance(x, Tensor) else (y.dtype if isinstance(y, Tensor) else None)
         return fn(x, y, dtype=dtype)
@@ -404,6 +406,7 @@ def _binary(fn: Callable[..., Any], compare: builtins.bool) -> Callable[..., Any
 def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def op(x: Any, dtype: Any = None) -> Tensor:
+        _views.refuse_indirect(f"nl.{fn.__name__}", x)
         return fn(x, dtype=dtype)
 
     return op
@@ -412,6 +415,7 @@ def _unary(fn: Callable[..., Any]) -> Callable[..., Any]:
 def _reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def op(x: Any, axis: Any, dtype: Any = None, keepdims: builtins.bool = False) -> Tensor:
+        _views.refuse_indirect(f"nl.{fn.__name__}", x)
         return fn(x, axis, dtype=dtype, keepdims=keepdims)
 
     return op
@@ -542,3 +546,23 @@ average = _token("average")
 # that are also ALU operator tokens (``op=nl.abs_max``)
 abs_max = _binary(_b1._binary("abs_max", _alu.ALU["abs_max"]), False)
 abs_min = _binary(_b1._binary("abs_min", _alu.ALU["abs_min"]), False)
+
+
+def _direct_operands_only(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` refusing indirect views (``tensor.indirect``) among its arguments: only the ``nki.isa``
+    instructions listed in :data:`devkit.nki.beta2.views.INDIRECT_OPS` take them."""
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        _views.refuse_indirect(f"nl.{fn.__name__}", *args, *kwargs.values())
+        return fn(*args, **kwargs)
+
+    return checked
+
+
+for _name in (
+    "matmul load_transpose2d softmax rms_norm var all where dropout gather_flattened load store copy transpose "
+    "broadcast_to expand_dims abs_max abs_min"
+).split():
+    globals()[_name] = _direct_operands_only(globals()[_name])
+del _name

@@ -9,8 +9,10 @@ is detected.
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from devkit.errors import KernelArgumentError
+from devkit.errors import KernelArgumentError, UnsupportedError
+from devkit.sim import instr as _x
 from devkit.targets import load_target
 from devkit.targets.environment import SDK_TARGET_NAMES as ALIASES
 
@@ -45,3 +47,19 @@ def selected_target(kernel_target: str | None) -> str:
 def target_nc_version(target: str) -> int:
     """NeuronCore generation (2, 3, 4) of a kit target name (from its target file)."""
     return load_target(target).core.nc_version
+
+
+_CHIP = {3: "trn2", 4: "trn3"}
+
+
+def machine_at_least(api: str, version: int) -> Any:
+    """The simulated machine, when its NeuronCore generation is ``version`` or newer (an ``arch`` error
+    naming the target and how to select a newer one otherwise)."""
+    m = _x.machine(api)
+    if m.geometry.nc_version < version:
+        raise UnsupportedError(
+            f"{api} needs NeuronCore-v{version} ({_CHIP[version]}) or newer; the simulated target is "
+            f"{m.geometry.name} (select one with NEURON_PLATFORM_TARGET_OVERRIDE or NKI_NC_VERSION)",
+            rule="arch",
+        )
+    return m

@@ -20,6 +20,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.nki.beta2.targets import machine_at_least
 from devkit.sim.storage import Storage, alias_of
 from devkit.sim.tensor import Tensor
 
@@ -44,6 +45,7 @@ def _flat_offsets(t: Tensor) -> np.ndarray:
 def view_strides(t: Tensor) -> tuple[int, ...]:
     """Element strides of each axis of view ``t`` (0 for broadcast axes).  An explicitly indexed view (an
     access pattern that is not a slice of the storage) has strides when its offsets are affine."""
+    _refuse_view_of_indirect(t, "tensor.strides")
     if t.dims is None:
         flat = _flat_offsets(t)
         origin = (0,) * t.ndim
@@ -71,6 +73,7 @@ def view_strides(t: Tensor) -> tuple[int, ...]:
 
 def view_offset(t: Tensor) -> int:
     """Element offset of view ``t``'s first element in its flattened storage."""
+    _refuse_view_of_indirect(t, "tensor.offset")
     if t.dims is None:
         return int(_flat_offsets(t)[(0,) * t.ndim]) if t.size else 0
     sst = storage_strides(t.st.shape)
@@ -221,6 +224,7 @@ def access_pattern(
     ``value[w]`` of the base tensor (the first pair's step is then ignored).  Dynamic accesses are bounds-checked
     when the instruction runs, so ``oob_mode=skip`` can drop them."""
     api = "tensor.ap"
+    _refuse_view_of_indirect(t, api)
     t.check_alive()
     if scalar_offset is not None and vector_offset is not None:
         raise KernelArgumentError(
@@ -333,6 +337,7 @@ def _affine(
 
 def _layout(t: Tensor, api: str) -> tuple[list[list[int]], int]:
     """The view as ``[[stride, count], ...]`` pairs and an element offset."""
+    _refuse_view_of_indirect(t, api)
     try:
         strides = view_strides(t)
     except UnsupportedError:
@@ -626,6 +631,225 @@ def rearrange_view(t: Tensor, src_pattern: Any, dst_pattern: Any, fixed_sizes: A
     return _from_layout(t, out, off)
 
 
+# ---- tensor indirection (NKI 0.5, NeuronCore-v4) ------------------------------------------------------------------
+
+#: ``nki.isa`` instructions that take an indirect operand (``reference/nki_beta2.md`` §4 ``.indirect``)
+INDIRECT_OPS = frozenset(
+    (
+        "nc_matmul",
+        "nc_matmul_mx",
+        "tensor_tensor",
+        "tensor_scalar",
+        "tensor_reduce",
+        "tensor_copy",
+        "tensor_copy_predicated",
+        "tensor_scalar_reduce",
+        "tensor_scalar_cumulative",
+        "activation",
+        "activation_reduce",
+        "activate2",
+        "exponential",
+    )
+)
+#: partitions per partition group, by engine: the TensorE reads offsets for groups of 32, the other engines 16
+TENSOR_ENGINE_OPS = frozenset(("nc_matmul", "nc_matmul_mx"))
+GROUP_TENSOR_ENGINE = 32
+GROUP_OTHER_ENGINES = 16
+#: whether any indirect view was made in this process (instructions look for one only then)
+indirect_views_made = [False]
+
+
+class IndirectView(Tensor):
+    """``data.indirect(index, num_elem)``: ``(P, num_elem)`` elements of on-chip tensor ``data`` picked along its
+    free dimension by run-time offsets (a gather when an instruction reads it, a scatter when it writes it).
+
+    Element ``(p, i)`` is ``data[p, offset]`` with the free elements of ``data`` numbered in row-major order;
+    partition ``p`` belongs to partition group ``g = p // G`` and ``offset = index[g * G + i % G, i // G]``,
+    ``G`` being 16 partitions on the Vector/Scalar/GpSimd engines and 32 on the TensorE.  The offsets are read,
+    and bounds-checked, when the instruction using the view runs (:func:`resolve_indirect`)."""
+
+    def __init__(self, data: Tensor, index: Tensor, num_elem: int) -> None:
+        shape = (data.shape[0], num_elem)
+        # placeholder coordinates (each partition's first free element): instructions use resolve()'s result
+        coords = tuple(
+            np.ascontiguousarray(
+                np.broadcast_to(np.broadcast_to(a, data.shape).reshape(data.shape[0], -1)[:, :1], shape)
+            )
+            for a in data._index_arrays()
+        )
+        super().__init__(data.st, None, shape, 0, coords)
+        self.data = data
+        self.index = index
+        self.num_elem = num_elem
+
+    def __getitem__(self, key: Any) -> Tensor:
+        raise KernelArgumentError(
+            "an indirect view (tensor.indirect) cannot be indexed or sliced; slice the data tensor first",
+            rule="indirect-view",
+        )
+
+    def reshape(self, *shape: Any) -> Tensor:
+        raise KernelArgumentError(
+            "an indirect view (tensor.indirect) cannot be reshaped; reshape the data tensor first",
+            rule="indirect-view",
+        )
+
+    # Only the nki.isa instructions of INDIRECT_OPS use an indirect view, through resolve(); anything else
+    # that would read or write it (Beta-1 style operators, nl.* wrappers) is refused rather than given the
+    # placeholder coordinates.
+    def read(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise _not_an_operand()
+
+    def write(self, *args: Any, **kwargs: Any) -> None:
+        raise _not_an_operand()
+
+    def mark_written(self, *args: Any, **kwargs: Any) -> None:
+        raise _not_an_operand()
+
+    def __repr__(self) -> str:
+        return f"<nki indirect view {list(self.shape)} of {self.st.describe()}>"
+
+    def resolve(self, group: int, api: str) -> Tensor:
+        """The view as an explicitly indexed tensor, offsets read for partition groups of ``group``."""
+        data, p, n = self.data, self.shape[0], self.num_elem
+        data.check_alive()
+        free = data.size // max(p, 1)
+        idx = np.asarray(Tensor._ops.index_values(self.index), dtype=np.int64).reshape(
+            self.index.shape[0], -1
+        )
+        groups = -(-p // group)
+        if idx.shape[0] < groups * group or n > group * idx.shape[1]:
+            raise KernelArgumentError(
+                f"{api}: the indirect view needs {n} offsets for each of {groups} partition group(s) of {group} "
+                f"partitions, read from index[g * {group} + i % {group}, i // {group}]: an index of at least "
+                f"[{groups * group}, {-(-n // group)}], got {list(self.index.shape)}",
+                rule="indirect-index",
+            )
+        rows = (np.arange(p)[:, None] // group) * group + np.arange(n)[None, :] % group
+        cols = np.broadcast_to(np.arange(n)[None, :] // group, rows.shape)
+        offsets = idx[rows, cols]
+        bad = (offsets < 0) | (offsets >= free)
+        if bad.any():
+            w, i = (int(x[0]) for x in np.nonzero(bad))
+            raise BoundsError(
+                f"{api}: indirect offset {int(offsets[w, i])} (index[{int(rows[w, i])}, {int(cols[w, i])}], "
+                f"element {i} of partition {w}) is outside the {free} free elements of {data.st.describe()} "
+                f"viewed as {list(data.shape)}; compute instructions have no oob_mode, so every offset must be "
+                "in range",
+                rule="out-of-bounds",
+            )
+        pr = np.arange(p)[:, None]
+        coords = tuple(
+            np.ascontiguousarray(np.broadcast_to(a, data.shape).reshape(p, free)[pr, offsets])
+            for a in data._index_arrays()
+        )
+        return Tensor(data.st, None, (p, n), 0, coords)
+
+
+def _not_an_operand() -> KernelArgumentError:
+    return KernelArgumentError(
+        "an indirect view (tensor.indirect) is an operand of these nki.isa instructions only: "
+        f"{', '.join(sorted(INDIRECT_OPS))}",
+        rule="indirect-operand",
+    )
+
+
+def _refuse_view_of_indirect(t: Tensor, api: str) -> None:
+    if isinstance(t, IndirectView):
+        raise KernelArgumentError(
+            f"{api}: an indirect view (tensor.indirect) has no access pattern of its own; apply {api} to the data "
+            "tensor before making it indirect",
+            rule="indirect-view",
+        )
+
+
+def indirect_view(t: Tensor, index: Any, num_elem: Any = None) -> IndirectView:
+    """``t.indirect(index, num_elem=None)`` (NKI 0.5, NeuronCore-v4 only): an indirect view of on-chip ``t``
+    (see :class:`IndirectView`).  ``index``: a ``uint16`` SBUF tensor ``(P, K)`` starting on a quadrant
+    boundary (partition 0, 32, 64 or 96); ``num_elem``: elements per partition of the view (default ``16 * K``,
+    every offset the index holds for the Vector/Scalar/GpSimd engines)."""
+    api = "tensor.indirect"
+    machine_at_least(api, 4)
+    t.check_alive()
+    if isinstance(t, IndirectView):
+        raise KernelArgumentError(f"{api}: an indirect view cannot be indirected again", rule="indirect-view")
+    if not t.st.on_chip or t.ndim < 2:
+        raise KernelArgumentError(
+            f"{api}: the data tensor must be an SBUF or PSUM tensor with a free dimension, got "
+            f"{list(t.shape)} of {t.st.describe()}",
+            rule="indirect-view",
+        )
+    if not isinstance(index, Tensor) or isinstance(index, IndirectView):
+        raise KernelArgumentError(
+            f"{api}: index must be an SBUF tensor of uint16 offsets, got {type(index).__name__}",
+            rule="indirect-index",
+        )
+    index.check_alive()
+    if index.st.buffer != "sbuf" or dt.name_of(index.dtype) != "uint16" or index.ndim < 2:
+        raise KernelArgumentError(
+            f"{api}: index must be a 2-D SBUF tensor of uint16 offsets, got {list(index.shape)} of "
+            f"{index.st.describe()}",
+            rule="indirect-index",
+        )
+    first = int(np.min(index._index_arrays()[0])) if index.size else 0
+    if first % 32:
+        raise KernelArgumentError(
+            f"{api}: the index tensor must start on a quadrant boundary (partition 0, 32, 64 or 96), it starts "
+            f"at partition {first}",
+            rule="indirect-index",
+        )
+    k = index.size // index.shape[0]
+    if num_elem is None:
+        n = GROUP_OTHER_ENGINES * k
+    else:
+        try:
+            n = int(num_elem)
+        except (TypeError, ValueError):
+            raise KernelArgumentError(
+                f"{api}: num_elem must be an integer, got {num_elem!r}", rule="bad-argument"
+            ) from None
+        if n < 1:
+            raise KernelArgumentError(f"{api}: num_elem must be positive, got {n}", rule="bad-argument")
+    indirect_views_made[0] = True
+    return IndirectView(t, index, n)
+
+
+def is_indirect(t: Tensor) -> bool:
+    """``t.is_indirect()``: whether ``t`` is an indirect view (``t.indirect(...)``)."""
+    return isinstance(t, IndirectView)
+
+
+def resolve_indirect(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments of instruction ``nisa.<name>`` with each indirect view replaced by the tensor it stands for
+    now (offsets read for the instruction's engine); an instruction that takes no indirect operand refuses one."""
+
+    def one(x: Any) -> Any:
+        if not isinstance(x, IndirectView):
+            return x
+        api = f"nisa.{name}"
+        if name not in INDIRECT_OPS:
+            raise KernelArgumentError(
+                f"{api} does not take an indirect operand (tensor.indirect); the instructions that do are "
+                f"{', '.join(sorted(INDIRECT_OPS))}",
+                rule="indirect-operand",
+            )
+        group = GROUP_TENSOR_ENGINE if name in TENSOR_ENGINE_OPS else GROUP_OTHER_ENGINES
+        return x.resolve(group, api)
+
+    return tuple(one(a) for a in args), {k: one(v) for k, v in kwargs.items()}
+
+
+def refuse_indirect(api: str, *operands: Any) -> None:
+    """Raise when an operand of an ``nl.*`` convenience wrapper is an indirect view (only the ``nki.isa``
+    instructions of :data:`INDIRECT_OPS` take one)."""
+    if indirect_views_made[0] and any(isinstance(x, IndirectView) for x in operands):
+        raise KernelArgumentError(
+            f"{api} does not take an indirect operand (tensor.indirect); use one of the nki.isa instructions "
+            f"{', '.join(sorted(INDIRECT_OPS))}",
+            rule="indirect-operand",
+        )
+
+
 VIEW_METHODS = {
     "slice": slice_view,
     "select": select_view,
@@ -640,4 +864,6 @@ VIEW_METHODS = {
     "reinterpret_cast": reinterpret_cast,
     "vector_select": vector_select_view,
     "rearrange": rearrange_view,
+    "indirect": indirect_view,
+    "is_indirect": is_indirect,
 }
