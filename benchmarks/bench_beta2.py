@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_beta2.py [--quick]``.  A benchmark, not a test; the budgets are Beta 1's
 (issue 4 / issue 12): at least 100k instructions/s cost-only, numerics within 4x of NumPy's matmul.
-The kernel is the tiled matmul of AWS's NKI 0.x tutorial written with dst-passing ``nki.isa``.
+The kernel is the tiled matmul of AWS's NKI 0.x tutorial written with dst-passing ``nki.isa``, the
+project's one copy in :mod:`devkit.kernels.beta2.tutorial`.
 """
 
 from __future__ import annotations
@@ -13,36 +14,6 @@ import numpy as np
 from _timing import best_cpu
 
 
-def _kernel():
-    from devkit import compat
-
-    compat.install()
-    import nki
-    import nki.isa as nisa
-    import nki.language as nl
-
-    @nki.jit
-    def tiled_matmul(lhsT, rhs):
-        k_dim, m_dim = lhsT.shape
-        _, n_dim = rhs.shape
-        out = nl.ndarray((m_dim, n_dim), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-        for m in nl.affine_range(m_dim // 128):
-            for n in nl.affine_range(n_dim // 512):
-                acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-                for k in nl.affine_range(k_dim // 128):
-                    a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-                    b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
-                    nisa.dma_copy(dst=a, src=lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-                    nisa.dma_copy(dst=b, src=rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-                    nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-                res = nl.ndarray((128, 512), dtype=out.dtype, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=res, src=acc)
-                nisa.dma_copy(dst=out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], src=res)
-        return out
-
-    return tiled_matmul
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smaller shapes")
@@ -51,11 +22,14 @@ def main() -> None:
     import ml_dtypes
 
     import devkit
+    from devkit import compat
 
-    kernel = _kernel()
+    compat.install()  # binds ``nki`` to the simulator for the imports below
     import nki
     import nki.language as nl
     import nki.typing as nt
+
+    from devkit.kernels.beta2.tutorial import tiled_matmul as kernel
 
     k_dim, m_dim, n_dim = (1024, 1024, 2048) if args.quick else (4096, 2048, 4096)
     specs = (nt.tensor[[k_dim, m_dim], nl.bfloat16], nt.tensor[[k_dim, n_dim], nl.bfloat16])
