@@ -12,6 +12,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
@@ -105,3 +106,48 @@ def assert_rejected_before_running(kernel: Any, specs: Any, blocks: dict[str, in
         trace_cost_only(kernel, specs, blocks, sink=sink)
     assert not sink.instrs, "the kernel issued instructions before rejecting its blocks"
     return info
+
+
+#: the fused X.U.V blocks, or (half the draws) the kernel's default blocks
+XUV_OR_DEFAULT_BLOCKS = st.tuples(XUV_BLOCKS, st.booleans()).map(lambda b: {} if b[1] else b[0])
+
+
+def shapes(**dims: st.SearchStrategy[int]) -> st.SearchStrategy[dict[str, int]]:
+    """A shape dict drawn dimension by dimension (``S=dim(600), H=dim(300), ...``)."""
+    return st.fixed_dictionaries(dims)
+
+
+def reference_property(
+    names: list[str],
+    shape: st.SearchStrategy[dict[str, int]],
+    *,
+    max_examples: int,
+    dtypes: list[str],
+    blocks: st.SearchStrategy[dict[str, int]] | None = None,
+    seed_dim: str | None = None,
+) -> Any:
+    """A hypothesis test (``max_examples`` examples): registry kernels ``names`` on drawn shapes, dtypes and
+    blocks match their references (:func:`check`).  ``seed_dim`` names the dimension whose size seeds the
+    inputs (default seed 0).  Assign the result to a ``test_*`` name in a test module."""
+
+    blocks = st.just({}) if blocks is None else blocks
+
+    @settings(max_examples=max_examples)
+    @given(name=st.sampled_from(names), shape=shape, dtype=st.sampled_from(dtypes), blocks=blocks)
+    def test(name: str, shape: dict[str, int], dtype: str, blocks: dict[str, int]) -> None:
+        check(name, shape, dtype, shape[seed_dim] if seed_dim else 0, **blocks)
+
+    return test
+
+
+def fused_shapes(hi_s: int) -> st.SearchStrategy[dict[str, int]]:
+    """``{"S", "H", "r", "N"}`` of a fused X.U.V kernel: tokens up to ``hi_s`` (decode and tile edges)."""
+    return shapes(S=dim(hi_s, (1, 2, 127, 128, 129, 513)), H=dim(300), r=dim(300), N=dim(700, N_EDGES))
+
+
+#: ``{"S", "H", "r", "N"}`` of the sequential X.U.V baseline
+SEQUENTIAL_SHAPES = shapes(S=dim(600, (1, 129, 513)), H=dim(300), r=dim(200), N=dim(600, (1, 513)))
+#: ``{"S", "H", "I", "r"}`` of the SVD MLP
+SVD_MLP_SHAPES = shapes(S=dim(600, (1, 2, 128, 129, 513)), H=dim(300), I=dim(600, N_EDGES), r=dim(200))
+#: ``{"S", "H", "I"}`` of the dense MLP
+DENSE_MLP_SHAPES = shapes(S=dim(600, (1, 2, 128, 129, 513)), H=dim(300), I=dim(700, N_EDGES))

@@ -12,14 +12,17 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _kernel_checks import (
-    N_EDGES,
     OPTIMIZED_BLOCKS,
+    SEQUENTIAL_SHAPES,
     XUV_BLOCKS,
+    XUV_OR_DEFAULT_BLOCKS,
     arg_specs,
     assert_rejected_before_running,
     check,
     dense_shapes,
     dim,
+    fused_shapes,
+    reference_property,
     trace_cost_only,
 )
 from hypothesis import given, settings
@@ -30,28 +33,25 @@ from devkit.kernels import plans, registry
 from devkit.kernels.neuronmm import xtuv_fused, xuv_fused, xuv_fused_t, xuv_sequential
 from devkit.sim.options import SimOptions
 
-DTYPES = st.sampled_from(["bfloat16", "float32"])
+DTYPES = ["bfloat16", "float32"]
 
 
 # ---- dense matmuls --------------------------------------------------------------------------------
 
 
-@settings(max_examples=15)
-@given(
-    shape=dense_shapes(300, 300, 700),
-    dtype=DTYPES,
-    name=st.sampled_from(["matmul_tiled", "matmul_hoisted", "matmul_blocked"]),
+test_dense_baselines_match_reference = reference_property(
+    ["matmul_tiled", "matmul_hoisted", "matmul_blocked"],
+    dense_shapes(300, 300, 700),
+    max_examples=15,
+    dtypes=DTYPES,
 )
-def test_dense_baselines_match_reference(shape: dict[str, int], dtype: str, name: str) -> None:
-    check(name, shape, dtype)
-
-
-@settings(max_examples=25)
-@given(shape=dense_shapes(400, 400, 1100), dtype=DTYPES, blocks=OPTIMIZED_BLOCKS)
-def test_matmul_optimized_matches_reference(
-    shape: dict[str, int], dtype: str, blocks: dict[str, int]
-) -> None:
-    check("matmul_optimized", shape, dtype, **blocks)
+test_matmul_optimized_matches_reference = reference_property(
+    ["matmul_optimized"],
+    dense_shapes(400, 400, 1100),
+    max_examples=25,
+    dtypes=DTYPES,
+    blocks=OPTIMIZED_BLOCKS,
+)
 
 
 @pytest.mark.parametrize("generation", ["beta1", "beta2"])
@@ -89,21 +89,13 @@ def test_matmul_optimized_streams_the_panel_when_it_cannot_fit(generation: str) 
 # ---- fused X.U.V ----------------------------------------------------------------------------------
 
 
-@settings(max_examples=40)
-@given(
-    s=dim(700, (1, 2, 127, 128, 129, 513)),
-    h=dim(300),
-    r=dim(300),
-    n=dim(700, N_EDGES),
-    dtype=DTYPES,
-    name=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused"]),
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_fused_xuv_matches_reference = reference_property(
+    ["xuv_fused", "xuv_fused_t", "xtuv_fused"],
+    fused_shapes(700),
+    max_examples=40,
+    dtypes=DTYPES,
+    blocks=XUV_OR_DEFAULT_BLOCKS,
 )
-def test_fused_xuv_matches_reference(
-    s: int, h: int, r: int, n: int, dtype: str, name: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check(name, {"S": s, "H": h, "r": r, "N": n}, dtype, **({} if default_blocks else blocks))
 
 
 @pytest.mark.parametrize("name", ["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"])
@@ -112,10 +104,9 @@ def test_decode_single_token(name: str, dtype: str) -> None:
     check(name, {"S": 1, "H": 384, "r": 200, "N": 4500}, dtype)  # > 8 banks of columns
 
 
-@settings(max_examples=10)
-@given(s=dim(600, (1, 129, 513)), h=dim(300), r=dim(200), n=dim(600, (1, 513)), dtype=DTYPES)
-def test_xuv_sequential_matches_reference(s: int, h: int, r: int, n: int, dtype: str) -> None:
-    check("xuv_sequential", {"S": s, "H": h, "r": r, "N": n}, dtype)
+test_xuv_sequential_matches_reference = reference_property(
+    ["xuv_sequential"], SEQUENTIAL_SHAPES, max_examples=10, dtypes=DTYPES
+)
 
 
 def test_float16_inputs_give_float16_outputs() -> None:
@@ -260,7 +251,7 @@ def test_bad_inputs_are_rejected_with_a_clear_error(suffix: str) -> None:
     h=dim(700),
     r=dim(600),
     n=dim(1600, (1, 511, 512, 513, 1025)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"]),
     blocks=XUV_BLOCKS,
     default_blocks=st.booleans(),
@@ -276,7 +267,7 @@ def test_fused_xuv_sweep(
 @settings(max_examples=30)
 @given(
     shape=dense_shapes(1200, 1200, 1600),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(["matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"]),
 )
 def test_dense_sweep(shape: dict[str, int], dtype: str, name: str) -> None:

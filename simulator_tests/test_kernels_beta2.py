@@ -9,7 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _kernel_checks import N_EDGES, OPTIMIZED_BLOCKS, XUV_BLOCKS, check, dense_shapes, dim, optional_blocks
+from _kernel_checks import (
+    DENSE_MLP_SHAPES,
+    OPTIMIZED_BLOCKS,
+    SEQUENTIAL_SHAPES,
+    SVD_MLP_SHAPES,
+    XUV_BLOCKS,
+    XUV_OR_DEFAULT_BLOCKS,
+    check,
+    dense_shapes,
+    dim,
+    fused_shapes,
+    optional_blocks,
+    reference_property,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,80 +30,43 @@ import devkit
 from devkit.kernels import registry
 from devkit.launch import estimate_launch
 
-DTYPES = st.sampled_from(["bfloat16", "float16", "float32"])
+DTYPES = ["bfloat16", "float16", "float32"]
 FUSED = ["xuv_fused_b2", "xuv_fused_t_b2", "xtuv_fused_b2"]
 
 
 # ---- every Beta-2 kernel against the reference ----------------------------------------------------------
 
 
-@settings(max_examples=15)
-@given(
-    s=dim(600, (1, 2, 127, 128, 129, 513)),
-    h=dim(300),
-    r=dim(300),
-    n=dim(700, N_EDGES),
-    dtype=DTYPES,
-    name=st.sampled_from(FUSED),
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_fused_b2_matches_reference = reference_property(
+    FUSED, fused_shapes(600), max_examples=15, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS
 )
-def test_fused_b2_matches_reference(
-    s: int, h: int, r: int, n: int, dtype: str, name: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check(name, {"S": s, "H": h, "r": r, "N": n}, dtype, **({} if default_blocks else blocks))
-
-
-@settings(max_examples=10)
-@given(
-    shape=dense_shapes(300, 300, 700),
-    dtype=DTYPES,
-    name=st.sampled_from(["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"]),
+test_dense_baselines_b2_match_reference = reference_property(
+    ["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"],
+    dense_shapes(300, 300, 700),
+    max_examples=10,
+    dtypes=DTYPES,
 )
-def test_dense_baselines_b2_match_reference(shape: dict[str, int], dtype: str, name: str) -> None:
-    check(name, shape, dtype)
-
-
-@settings(max_examples=12)
-@given(shape=dense_shapes(400, 400, 1100), dtype=DTYPES, blocks=OPTIMIZED_BLOCKS)
-def test_matmul_optimized_b2_matches_reference(
-    shape: dict[str, int], dtype: str, blocks: dict[str, int]
-) -> None:
-    check("matmul_optimized_b2", shape, dtype, **blocks)
-
-
-@settings(max_examples=6)
-@given(s=dim(600, (1, 129, 513)), h=dim(300), r=dim(200), n=dim(600, (1, 513)), dtype=DTYPES)
-def test_xuv_sequential_b2_matches_reference(s: int, h: int, r: int, n: int, dtype: str) -> None:
-    check("xuv_sequential_b2", {"S": s, "H": h, "r": r, "N": n}, dtype)
-
-
-@settings(max_examples=8)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(600, N_EDGES),
-    r=dim(200),
-    dtype=DTYPES,
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_matmul_optimized_b2_matches_reference = reference_property(
+    ["matmul_optimized_b2"],
+    dense_shapes(400, 400, 1100),
+    max_examples=12,
+    dtypes=DTYPES,
+    blocks=OPTIMIZED_BLOCKS,
 )
-def test_svd_mlp_b2_matches_reference(
-    s: int, h: int, i: int, r: int, dtype: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check("svd_mlp_b2", {"S": s, "H": h, "I": i, "r": r}, dtype, seed=s, **({} if default_blocks else blocks))
-
-
-@settings(max_examples=6)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(700, N_EDGES),
-    dtype=DTYPES,
+test_xuv_sequential_b2_matches_reference = reference_property(
+    ["xuv_sequential_b2"], SEQUENTIAL_SHAPES, max_examples=6, dtypes=DTYPES
+)
+test_svd_mlp_b2_matches_reference = reference_property(
+    ["svd_mlp_b2"], SVD_MLP_SHAPES, max_examples=8, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS, seed_dim="S"
+)
+test_dense_mlp_b2_matches_reference = reference_property(
+    ["dense_mlp_b2"],
+    DENSE_MLP_SHAPES,
+    max_examples=6,
+    dtypes=DTYPES,
     blocks=optional_blocks(block_tokens=[128, 256], k_chunk_tiles=[1, 3], psum_banks=[2, 8]),
+    seed_dim="I",
 )
-def test_dense_mlp_b2_matches_reference(s: int, h: int, i: int, dtype: str, blocks: dict[str, int]) -> None:
-    check("dense_mlp_b2", {"S": s, "H": h, "I": i}, dtype, seed=i, **blocks)
 
 
 @pytest.mark.parametrize("name", [*FUSED, "xuv_sequential_b2"])
@@ -119,7 +95,7 @@ def _agree(family: str, shape: dict[str, int], dtype: str, seed: int, blocks: di
     h=dim(260),
     r=dim(200),
     n=dim(600, (1, 513)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     family=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"]),
     blocks=XUV_BLOCKS,
 )
@@ -225,7 +201,7 @@ def test_trn2_plan_uses_trn2_sbuf() -> None:
     h=dim(700),
     r=dim(500),
     n=dim(1300, (1, 511, 512, 513, 1024)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(FUSED),
     blocks=XUV_BLOCKS,
 )

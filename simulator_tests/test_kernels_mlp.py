@@ -5,14 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _kernel_checks import (
-    N_EDGES,
-    XUV_BLOCKS,
+    DENSE_MLP_SHAPES,
+    SVD_MLP_SHAPES,
+    XUV_OR_DEFAULT_BLOCKS,
     arg_specs,
     assert_rejected_before_running,
     check,
     check_inputs,
     dim,
     optional_blocks,
+    reference_property,
     trace_cost_only,
 )
 from hypothesis import given, settings
@@ -22,28 +24,23 @@ import devkit
 from devkit.kernels import registry
 from devkit.kernels.mlp import dense_mlp, svd_mlp
 
-DTYPES = st.sampled_from(["bfloat16", "float32"])
+DTYPES = ["bfloat16", "float32"]
 
 
-@settings(max_examples=15)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(600, N_EDGES),
-    r=dim(200),
-    dtype=DTYPES,
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_svd_mlp_matches_reference = reference_property(
+    ["svd_mlp"], SVD_MLP_SHAPES, max_examples=15, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS, seed_dim="S"
 )
-def test_svd_mlp_matches_reference(
-    s: int, h: int, i: int, r: int, dtype: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check("svd_mlp", {"S": s, "H": h, "I": i, "r": r}, dtype, seed=s, **({} if default_blocks else blocks))
 
 
 @settings(max_examples=8)
 @given(
-    s=dim(400, (1, 3, 129, 300)), h=dim(200), i=dim(400), rg=dim(150), ru=dim(150), rd=dim(150), dtype=DTYPES
+    s=dim(400, (1, 3, 129, 300)),
+    h=dim(200),
+    i=dim(400),
+    rg=dim(150),
+    ru=dim(150),
+    rd=dim(150),
+    dtype=st.sampled_from(DTYPES),
 )
 def test_svd_mlp_with_unequal_ranks(s: int, h: int, i: int, rg: int, ru: int, rd: int, dtype: str) -> None:
     rng = np.random.default_rng(s + rg)
@@ -53,16 +50,14 @@ def test_svd_mlp_with_unequal_ranks(s: int, h: int, i: int, rg: int, ru: int, rd
     check_inputs("svd_mlp", inputs, dtype, block_tokens=256, stage1_tokens=128)
 
 
-@settings(max_examples=12)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(700, N_EDGES),
-    dtype=DTYPES,
+test_dense_mlp_matches_reference = reference_property(
+    ["dense_mlp"],
+    DENSE_MLP_SHAPES,
+    max_examples=12,
+    dtypes=DTYPES,
     blocks=optional_blocks(block_tokens=[128, 256, 384], k_chunk_tiles=[1, 2, 3], psum_banks=[2, 4, 8]),
+    seed_dim="I",
 )
-def test_dense_mlp_matches_reference(s: int, h: int, i: int, dtype: str, blocks: dict[str, int]) -> None:
-    check("dense_mlp", {"S": s, "H": h, "I": i}, dtype, seed=i, **blocks)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
