@@ -11,7 +11,6 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
-from _numerics_draw import EPS32
 from _numerics_ref import ALL, F32, FLOATS, INTS
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -76,12 +75,6 @@ def run_nl(fn, *inputs):
 
 def eng(name: str):
     return getattr(nisa.engine, name)
-
-
-def sum_bound(x32: np.ndarray, axis) -> np.ndarray:
-    n = np.prod([x32.shape[a] for a in axis])
-    with np.errstate(over="ignore", invalid="ignore"):
-        return n * EPS32 * np.abs(x32.astype(np.float64)).sum(axis=axis, keepdims=True)
 
 
 def fp32_ulps(w: np.ndarray, n: int) -> np.ndarray:
