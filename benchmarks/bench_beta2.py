@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import best_cpu
+from _timing import best_cpu, best_interleaved, bf16_matmul_operands
 
 
 def main() -> None:
@@ -19,7 +19,6 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller shapes")
     ap.add_argument("--repeat", type=int, default=3, help="best of this many runs, CPU time (default 3)")
     args = ap.parse_args()
-    import ml_dtypes
 
     import devkit
     from devkit import compat
@@ -51,16 +50,15 @@ def main() -> None:
     )
 
     size = 512 if args.quick else 1024
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    t_sim = t_np = float("inf")
-    for _ in range(args.repeat):  # interleaved, so that both see the same load
-        t, out = best_cpu(lambda: nki.simulate(kernel)(a, b), 1)
-        t_sim = min(t_sim, t)
-        t, ref = best_cpu(lambda: a32.T @ b32, 1)
-        t_np = min(t_np, t)
+    a, b, a32, b32 = bf16_matmul_operands(size)
+    best = best_interleaved(
+        {
+            "sim": lambda: best_cpu(lambda: nki.simulate(kernel)(a, b), 1),
+            "numpy": lambda: best_cpu(lambda: a32.T @ b32, 1),
+        },
+        args.repeat,
+    )
+    (t_sim, out), (t_np, ref) = best["sim"], best["numpy"]
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(
         f"numerics: {size}^3 bf16 Beta-2 tiled matmul, best of {args.repeat}: simulated {t_sim:.3f} s; NumPy fp32 "
