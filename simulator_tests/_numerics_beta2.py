@@ -11,6 +11,7 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
+from _beta2_support import to_hbm, to_sbuf
 from _numerics_ref import ALL, F32, FLOATS, INTS
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -27,18 +28,6 @@ engines = st.sampled_from(["unknown", "vector", "gpsimd"])
 
 
 # ---- one-op kernels ---------------------------------------------------------------------------------------
-
-
-def to_sbuf(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def to_hbm(t):
-    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=o, src=t)
-    return o
 
 
 @nki.jit
