@@ -4,26 +4,26 @@ tolerance helpers their docstrings justify."""
 
 from __future__ import annotations
 
-import os
-
 import _numerics_ref as ref
 import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 from _beta2_support import to_hbm, to_sbuf
-from _numerics_ref import ALL, F32, FLOATS, INTS
+from _numerics_draw import (  # noqa: F401  (re-exported: the drawn dtypes and shapes live there)
+    EXAMPLES,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    parts,
+)
+from _numerics_ref import F32
 from hypothesis import settings
 from hypothesis import strategies as st
 
-EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
 EX = settings(max_examples=EXAMPLES, deadline=None)
 
-dtypes_any = st.sampled_from(ALL)
-dtypes_float = st.sampled_from(FLOATS)
-dtypes_int = st.sampled_from(INTS)
-parts = st.one_of(st.integers(1, 6), st.just(128))
-frees = st.integers(1, 12)
 engines = st.sampled_from(["unknown", "vector", "gpsimd"])
 
 
