@@ -10,14 +10,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 from _beta2_support import to_hbm, to_sbuf
-from _numerics_draw import (  # noqa: F401  (re-exported: the drawn dtypes and shapes live there)
-    EXAMPLES,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
-    frees,
-    parts,
-)
+from _numerics_draw import EXAMPLES
 from _numerics_ref import F32
 from hypothesis import settings
 from hypothesis import strategies as st

@@ -9,18 +9,13 @@ import _numerics_ref as ref
 import neuronxcc.nki as nki
 import numpy as np
 from _nki_support import apply_kernel
-from _numerics_draw import (  # noqa: F401  (re-exported: the value strategies and comparisons live there)
+from _numerics_draw import (  # noqa: F401  (re-exported: the value strategy and comparisons live there)
     EPS32,
     EXAMPLES,
     arrays,
     assert_bits,
     assert_close,
     assert_same,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
-    frees,
-    parts,
 )
 from _numerics_draw import act_tolerance as _act_tolerance  # noqa: F401
 from hypothesis import settings

@@ -52,6 +52,11 @@ from _numerics_draw import (
     SHARED_NON_OPS,
     assert_activation,
     bitvec_operands,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    parts,
     rerun_with_examples,
     tensor_scalar_operands,
 )
@@ -67,12 +72,7 @@ from _numerics_props import (
     assert_bits,
     assert_close,
     assert_same,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
-    frees,
     int32_ref,
-    parts,
 )
 from _numerics_ref import (
     BF16,

@@ -27,14 +27,9 @@ import numpy as np
 import pytest
 from _numerics_beta2 import (
     EX,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
     eng,
     engines,
     fp32_ulps,
-    frees,
-    parts,
     run_isa,
     run_nl,
 )
@@ -58,6 +53,11 @@ from _numerics_draw import (
     assert_close,
     assert_same,
     bitvec_operands,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    parts,
     rerun_with_examples,
     tensor_scalar_operands,
 )

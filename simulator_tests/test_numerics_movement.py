@@ -11,18 +11,14 @@ import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import apply
+from _numerics_draw import EXAMPLES, dtypes_any, dtypes_float, frees, parts
 from _numerics_props import (
     EPS32,
     EX,
-    EXAMPLES,
     arrays,
     assert_bits,
     assert_close,
     assert_same,
-    dtypes_any,
-    dtypes_float,
-    frees,
-    parts,
 )
 from _numerics_ref import (
     BF16,
