@@ -10,7 +10,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply
+from _nki_support import apply, stream_shuffle_kernel
 from _numerics_draw import EXAMPLES, dtypes_any, dtypes_float, frees, parts
 from _numerics_props import (
     EPS32,
@@ -189,19 +189,11 @@ def test_nisa_nc_stream_shuffle(data, f, dtype):
     old = data.draw(arrays(dtype, (p, f)))
     mask = data.draw(st.lists(st.one_of(st.integers(0, 31), st.just(255)), min_size=32, max_size=32))
 
-    @nki.jit
-    def k(s, d):
-        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
-        dst = nl.load(d)
-        nisa.nc_stream_shuffle(src=nl.load(s), dst=dst, shuffle_mask=mask)
-        nl.store(out, value=dst)
-        return out
-
     want = old.copy()
     for i, m in enumerate(mask):
         if m != 255:
             want[i] = src[m]
-    assert_bits(k(src, old), want, "nc_stream_shuffle")
+    assert_bits(stream_shuffle_kernel(src, old, mask), want, "nc_stream_shuffle")
 
 
 @EX
