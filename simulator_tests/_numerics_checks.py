@@ -123,6 +123,24 @@ def check_bn_stats_and_aggr(stats, mean_var, x: np.ndarray) -> None:
     assert_close(mean_var, wmv, F32, slack=scale, what="bn_aggr")
 
 
+def check_softmax(got, x: np.ndarray, dtype) -> None:
+    """nl.softmax over the free axis: exp(x - max) / sum in fp32, cast once; within the fp32 evaluation of
+    exp and an f-term sum, relative to the result."""
+    f = x.shape[1]
+    want = ref.softmax(to_f32(x))
+    assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
+
+
+def check_rms_norm(got, x: np.ndarray, w: np.ndarray, dtype) -> None:
+    """nl.rms_norm over the free axis with n = F and epsilon 1e-6: ``x * rsqrt(sum(x^2)/n + eps) * w``
+    (``w`` [P, F] or [1, F]), within the fp32 evaluation of an f-term sum, relative to the result."""
+    f = x.shape[1]
+    x64, w64 = to_f32(x).astype(np.float64), to_f32(w).astype(np.float64)
+    r = 1 / np.sqrt((x64**2).sum(axis=1, keepdims=True) / f + 1e-6)
+    want = x64 * r * w64
+    assert_close(got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(want) + 1e-30, what="rms_norm")
+
+
 def assert_every_op_covered(
     module, covered: dict[str, str], non_ops: dict[str, str], tests: Iterable[str], also: Iterable[str] = ()
 ) -> None:
