@@ -25,3 +25,29 @@ def best_cpu(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     """(least CPU time of ``repeat`` calls in seconds, result of the last call).  CPU time, not wall time:
     on a shared machine another process's load shows in wall time only."""
     return _best(fn, repeat, time.process_time)
+
+
+def best_interleaved(
+    timers: dict[str, Callable[[], tuple[float, Any]]], repeat: int
+) -> dict[str, tuple[float, Any]]:
+    """Run each timer (a call returning ``(seconds, result)``, e.g. ``lambda: best_cpu(fn, 1)``) once per
+    round, ``repeat`` rounds, so that a slow patch of a shared machine hits all of them; returns name ->
+    (least seconds, result of the last round)."""
+    best: dict[str, tuple[float, Any]] = {name: (float("inf"), None) for name in timers}
+    for _ in range(repeat):
+        for name, timer in timers.items():
+            seconds, out = timer()
+            best[name] = (min(best[name][0], seconds), out)
+    return best
+
+
+def bf16_matmul_operands(size: int, seed: int = 0) -> tuple[Any, Any, Any, Any]:
+    """``(a, b, a32, b32)``: two standard-normal ``size`` x ``size`` bfloat16 matrices (for
+    ``a.T @ b``) and their float32 copies for NumPy's reference product."""
+    import ml_dtypes
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
+    return a, b, a.astype(np.float32), b.astype(np.float32)

@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_beta2.py [--quick] [--numerics-only]``.  A benchmark, not a test; the budgets
 are Beta 1's (issue 4 / issue 12): at least 100k instructions/s cost-only, numerics within 4x of NumPy's matmul.
-The kernel is the tiled matmul of AWS's NKI 0.x tutorial written with dst-passing ``nki.isa``.
+The kernel is the tiled matmul of AWS's NKI 0.x tutorial written with dst-passing ``nki.isa``, the
+project's one copy in :mod:`devkit.kernels.beta2.tutorial`.
 
 The numerics comparison is CPU time (``time.process_time``: another process's load on a shared machine does
 not count) of the same job on both sides, interleaved, best of ``--numerics-repeat``:
@@ -23,36 +24,15 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import best_cpu
+from _timing import best_cpu, bf16_matmul_operands
 from threadpoolctl import threadpool_limits
 
 
 def _kernel():
     from devkit import compat
 
-    compat.install()
-    import nki
-    import nki.isa as nisa
-    import nki.language as nl
-
-    @nki.jit
-    def tiled_matmul(lhsT, rhs):
-        k_dim, m_dim = lhsT.shape
-        _, n_dim = rhs.shape
-        out = nl.ndarray((m_dim, n_dim), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-        for m in nl.affine_range(m_dim // 128):
-            for n in nl.affine_range(n_dim // 512):
-                acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-                for k in nl.affine_range(k_dim // 128):
-                    a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-                    b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
-                    nisa.dma_copy(dst=a, src=lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-                    nisa.dma_copy(dst=b, src=rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-                    nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-                res = nl.ndarray((128, 512), dtype=out.dtype, buffer=nl.sbuf)
-                nisa.tensor_copy(dst=res, src=acc)
-                nisa.dma_copy(dst=out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], src=res)
-        return out
+    compat.install()  # binds ``nki`` to the simulator for the kernel module's imports
+    from devkit.kernels.beta2.tutorial import tiled_matmul
 
     return tiled_matmul
 
@@ -119,10 +99,7 @@ def _numerics(kernel: object, args: argparse.Namespace) -> None:
 
     bf16 = ml_dtypes.bfloat16
     size = 512 if args.quick else 1024
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size)).astype(bf16)
-    b = rng.standard_normal((size, size)).astype(bf16)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    a, b, a32, b32 = bf16_matmul_operands(size)
 
     def reference() -> np.ndarray:  # the kernel's dtype path: bf16 in, fp32 accumulate, bf16 out
         return (a.astype(np.float32).T @ b.astype(np.float32)).astype(bf16)

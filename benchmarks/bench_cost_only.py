@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _timing import best_wall
+from _timing import best_interleaved, best_wall, bf16_matmul_operands
 from threadpoolctl import threadpool_limits
 
 
@@ -28,7 +28,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.repeat < 1 or args.numerics_repeat < 1:
         ap.error("--repeat and --numerics-repeat must be at least 1")
-    import ml_dtypes
 
     import devkit
     from devkit import compat
@@ -66,22 +65,24 @@ def main() -> None:
         )
 
     size = 1024 if args.quick else 2048
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((size, size)).astype(ml_dtypes.bfloat16)
-    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    a, b, a32, b32 = bf16_matmul_operands(size)
     # The criterion compares with NumPy as a user runs it (its default BLAS threads); the simulator's
     # stacked accumulation chains use every core too (devkit.sim.deferred).  The one-thread figure is
     # printed for reference.  Runs are interleaved so that a slow patch of the machine hits both.
-    t_sim = t_np = t_np1 = float("inf")
-    out = ref = None
-    for _ in range(args.numerics_repeat):
-        dt_s, out = best_wall(lambda: devkit.simulate(kernel, a, b), 1)
-        t_sim = min(t_sim, dt_s)
-        dt_s, ref = best_wall(lambda: a32.T @ b32, 1)
-        t_np = min(t_np, dt_s)
+
+    def numpy_one_thread():  # type: ignore[no-untyped-def]
         with threadpool_limits(limits=1, user_api="blas"):
-            t_np1 = min(t_np1, best_wall(lambda: a32.T @ b32, 1)[0])
+            return best_wall(lambda: a32.T @ b32, 1)
+
+    best = best_interleaved(
+        {
+            "sim": lambda: best_wall(lambda: devkit.simulate(kernel, a, b), 1),
+            "numpy": lambda: best_wall(lambda: a32.T @ b32, 1),
+            "numpy_one_thread": numpy_one_thread,
+        },
+        args.numerics_repeat,
+    )
+    (t_sim, out), (t_np, ref), (t_np1, _) = best["sim"], best["numpy"], best["numpy_one_thread"]
     err = float(np.abs(out.astype(np.float32) - ref).max())
     print(
         f"numerics: {size}^3 bf16 tiled matmul, best of {args.numerics_repeat}: simulated {t_sim:.3f} s; NumPy fp32 "

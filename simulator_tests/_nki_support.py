@@ -12,6 +12,7 @@ import os
 
 import ml_dtypes
 import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
@@ -134,6 +135,17 @@ def apply_kernel(inputs, fn):
 def apply(fn, *arrays):
     """Run ``fn`` on SBUF tiles of ``arrays`` in the simulator; return the stored result."""
     return apply_kernel(list(arrays), fn)
+
+
+@nki.jit
+def stream_shuffle_kernel(src, old, mask):
+    """``nisa.nc_stream_shuffle`` of ``src`` into a tile loaded from ``old`` (row ``q*32+i`` takes ``src``'s
+    row ``q*32+mask[i]``; mask 255 keeps ``old``'s row); returns the shuffled tile."""
+    out = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.shared_hbm)
+    dst = nl.load(old)
+    nisa.nc_stream_shuffle(src=nl.load(src), dst=dst, shuffle_mask=mask)
+    nl.store(out, value=dst)
+    return out
 
 
 # ---- blame checks for negative tests -------------------------------------------------------------------

@@ -4,42 +4,23 @@ tolerance helpers their docstrings justify."""
 
 from __future__ import annotations
 
-import os
-
 import _numerics_ref as ref
 import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
-from _numerics_draw import EPS32
-from _numerics_ref import ALL, F32, FLOATS, INTS
+from _beta2_support import to_hbm, to_sbuf
+from _numerics_draw import EXAMPLES
+from _numerics_ref import F32
 from hypothesis import settings
 from hypothesis import strategies as st
 
-EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
 EX = settings(max_examples=EXAMPLES, deadline=None)
 
-dtypes_any = st.sampled_from(ALL)
-dtypes_float = st.sampled_from(FLOATS)
-dtypes_int = st.sampled_from(INTS)
-parts = st.one_of(st.integers(1, 6), st.just(128))
-frees = st.integers(1, 12)
 engines = st.sampled_from(["unknown", "vector", "gpsimd"])
 
 
 # ---- one-op kernels ---------------------------------------------------------------------------------------
-
-
-def to_sbuf(x):
-    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x)
-    return t
-
-
-def to_hbm(t):
-    o = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=o, src=t)
-    return o
 
 
 @nki.jit
@@ -76,12 +57,6 @@ def run_nl(fn, *inputs):
 
 def eng(name: str):
     return getattr(nisa.engine, name)
-
-
-def sum_bound(x32: np.ndarray, axis) -> np.ndarray:
-    n = np.prod([x32.shape[a] for a in axis])
-    with np.errstate(over="ignore", invalid="ignore"):
-        return n * EPS32 * np.abs(x32.astype(np.float64)).sum(axis=axis, keepdims=True)
 
 
 def fp32_ulps(w: np.ndarray, n: int) -> np.ndarray:

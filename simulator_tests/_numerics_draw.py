@@ -12,9 +12,11 @@ from collections.abc import Iterable
 
 import numpy as np
 from _numerics_ref import (
+    ALL,
     EXACT_ACTIVATIONS,
     F32,
     FLOATS,
+    INTS,
     activation,
     bits,
     cast,
@@ -28,6 +30,17 @@ from _numerics_ref import (
 from hypothesis import strategies as st
 
 EPS32 = float(np.finfo(np.float32).eps)
+
+#: hypothesis examples per property test (``DEVKIT_NUMERICS_EXAMPLES``; the slow reruns use 150)
+EXAMPLES = int(os.environ.get("DEVKIT_NUMERICS_EXAMPLES", "8"))
+
+# ---- drawn dtypes and tile shapes (partitions: a few or all 128; free sizes up to 12) ---------------------
+
+dtypes_any = st.sampled_from(ALL)
+dtypes_float = st.sampled_from(FLOATS)
+dtypes_int = st.sampled_from(INTS)
+parts = st.one_of(st.integers(1, 6), st.just(128))
+frees = st.integers(1, 12)
 
 
 def special_bits(d: np.dtype) -> list[int]:

@@ -8,21 +8,12 @@ import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
-import pytest
-from _nki_support import assert_blames
+from _beta2_support import fails
 
 from devkit.errors import CapacityError, KernelArgumentError
 from devkit.nki.runner import run_kernel
 
 A = np.arange(128 * 64, dtype=np.float32).reshape(128, 64)
-
-
-def fails(kernel, cls, rule, *args):
-    with pytest.raises(cls) as e:
-        nki.simulate(kernel)(*args)
-    assert type(e.value) is cls and e.value.rule == rule, e.value
-    assert_blames(e, kernel)
-    return e.value
 
 
 @nki.jit

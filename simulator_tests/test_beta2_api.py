@@ -356,44 +356,19 @@ def test_iota_pattern_offset_and_channel_multiplier():
 
 # ---- cost model --------------------------------------------------------------------------------------------------
 
-TILED_SOURCE = """
-import nki
-import nki.isa as nisa
-import nki.language as nl
 
-
-@nki.jit
-def tiled(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-                b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=a, src=lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                nisa.dma_copy(dst=b, src=rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-            r = nl.ndarray((128, 512), dtype=result.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=r, src=acc)
-            nisa.dma_copy(dst=result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], src=r)
-    return result
-"""
-
-
-def test_devkit_cost_on_a_beta2_kernel_file(tmp_path, capsys):
+def test_devkit_cost_on_a_beta2_kernel_file(capsys):
+    """The CLI loads a kernel file written with ``import nki`` (the tutorial matmul's one Beta-2 copy)."""
     import json
 
     from devkit import cli
+    from devkit.kernels.beta2 import tutorial
 
-    path = tmp_path / "b2_tiled.py"
-    path.write_text(TILED_SOURCE)
+    path = tutorial.__file__
     code = cli.main(
         [
             "cost",
-            f"{path}:tiled",
+            f"{path}:tiled_matmul",
             "--arg",
             "bfloat16[512,256]",
             "--arg",

@@ -12,6 +12,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
+from _beta2_support import to_hbm, to_sbuf
 
 from devkit.errors import UnsupportedError
 
@@ -19,23 +20,11 @@ BF16 = np.dtype(ml_dtypes.bfloat16)
 RNG = np.random.default_rng(11)
 
 
-def _load(a):
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(t, a)
-    return t
-
-
-def _store(t):
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(out, t)
-    return out
-
-
 @nki.jit
 def k_tensor_tensor(a, b, op):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor(d, _load(a), _load(b), op)
-    return _store(d)
+    nisa.tensor_tensor(d, to_sbuf(a), to_sbuf(b), op)
+    return to_hbm(d)
 
 
 @pytest.mark.parametrize(
@@ -52,8 +41,8 @@ def test_tensor_tensor(op, ref):
 @nki.jit
 def k_tensor_scalar(a, col):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.tensor_scalar(d, _load(a), nl.multiply, _load(col), op1=nl.add, operand1=1.5)
-    return _store(d)
+    nisa.tensor_scalar(d, to_sbuf(a), nl.multiply, to_sbuf(col), op1=nl.add, operand1=1.5)
+    return to_hbm(d)
 
 
 def test_tensor_scalar_with_a_column_operand_then_a_scalar():
@@ -65,8 +54,8 @@ def test_tensor_scalar_with_a_column_operand_then_a_scalar():
 @nki.jit
 def k_activation(a, bias):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.activation(d, nl.tanh, _load(a), bias=_load(bias), scale=0.5)
-    return _store(d)
+    nisa.activation(d, nl.tanh, to_sbuf(a), bias=to_sbuf(bias), scale=0.5)
+    return to_hbm(d)
 
 
 def test_activation_scale_and_bias():
@@ -80,8 +69,8 @@ def test_activation_scale_and_bias():
 @nki.jit
 def k_reduce(a):
     d = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_reduce(d, nl.add, _load(a), axis=1, keepdims=True)
-    return _store(d)
+    nisa.tensor_reduce(d, nl.add, to_sbuf(a), axis=1, keepdims=True)
+    return to_hbm(d)
 
 
 def test_tensor_reduce():
@@ -92,10 +81,10 @@ def test_tensor_reduce():
 @nki.jit
 def k_transpose(a):
     d = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.psum)
-    nisa.nc_transpose(d, _load(a))
+    nisa.nc_transpose(d, to_sbuf(a))
     s = nl.ndarray(d.shape, dtype=a.dtype, buffer=nl.sbuf)
     nisa.tensor_copy(s, d)
-    return _store(s)
+    return to_hbm(s)
 
 
 def test_nc_transpose_on_the_tensor_engine():
@@ -107,7 +96,7 @@ def test_nc_transpose_on_the_tensor_engine():
 def k_dma_transpose(a):
     d = nl.ndarray((a.shape[1], a.shape[0]), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_transpose(d, a)
-    return _store(d)
+    return to_hbm(d)
 
 
 def test_dma_transpose():
@@ -118,8 +107,8 @@ def test_dma_transpose():
 @nki.jit
 def k_stt(a, col, b):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.scalar_tensor_tensor(d, _load(a), nl.subtract, _load(col), nl.multiply, _load(b))
-    return _store(d)
+    nisa.scalar_tensor_tensor(d, to_sbuf(a), nl.subtract, to_sbuf(col), nl.multiply, to_sbuf(b))
+    return to_hbm(d)
 
 
 def test_scalar_tensor_tensor():
@@ -131,8 +120,8 @@ def test_scalar_tensor_tensor():
 @nki.jit
 def k_reciprocal(a):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.reciprocal(d, _load(a))
-    return _store(d)
+    nisa.reciprocal(d, to_sbuf(a))
+    return to_hbm(d)
 
 
 def test_reciprocal():
@@ -142,9 +131,9 @@ def test_reciprocal():
 
 @nki.jit
 def k_predicated(a, b, pred):
-    d = _load(a)
-    nisa.tensor_copy_predicated(d, _load(b), _load(pred))
-    return _store(d)
+    d = to_sbuf(a)
+    nisa.tensor_copy_predicated(d, to_sbuf(b), to_sbuf(pred))
+    return to_hbm(d)
 
 
 def test_tensor_copy_predicated_keeps_dst_where_false():
@@ -156,8 +145,8 @@ def test_tensor_copy_predicated_keeps_dst_where_false():
 @nki.jit
 def k_scan(a, b):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_tensor_scan(d, _load(a), _load(b), 0.0, nl.multiply, nl.add)
-    return _store(d)
+    nisa.tensor_tensor_scan(d, to_sbuf(a), to_sbuf(b), 0.0, nl.multiply, nl.add)
+    return to_hbm(d)
 
 
 def test_tensor_tensor_scan_is_a_linear_recurrence():
@@ -174,10 +163,10 @@ def test_tensor_tensor_scan_is_a_linear_recurrence():
 @nki.jit
 def k_bn(a):
     stats = nl.ndarray((a.shape[0], 6), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.bn_stats(stats, _load(a))
+    nisa.bn_stats(stats, to_sbuf(a))
     mv = nl.ndarray((a.shape[0], 2), dtype=nl.float32, buffer=nl.sbuf)
     nisa.bn_aggr(mv, stats)
-    return _store(mv)
+    return to_hbm(mv)
 
 
 def test_bn_stats_and_aggr_give_mean_and_variance():
@@ -190,8 +179,8 @@ def test_bn_stats_and_aggr_give_mean_and_variance():
 @nki.jit
 def k_max8(a):
     d = nl.ndarray((a.shape[0], 8), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.max8(d, _load(a))
-    return _store(d)
+    nisa.max8(d, to_sbuf(a))
+    return to_hbm(d)
 
 
 def test_max8_descending():
@@ -203,8 +192,8 @@ def test_max8_descending():
 def k_shuffle(a, mask):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
     nisa.memset(d, -1.0)
-    nisa.nc_stream_shuffle(d, _load(a), mask)
-    return _store(d)
+    nisa.nc_stream_shuffle(d, to_sbuf(a), mask)
+    return to_hbm(d)
 
 
 def test_nc_stream_shuffle_moves_partitions_and_255_keeps_dst():
@@ -220,8 +209,8 @@ def test_nc_stream_shuffle_moves_partitions_and_255_keeps_dst():
 @nki.jit
 def k_partition_reduce(a):
     d = nl.ndarray((1, a.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_partition_reduce(d, nl.add, _load(a))
-    return _store(d)
+    nisa.tensor_partition_reduce(d, nl.add, to_sbuf(a))
+    return to_hbm(d)
 
 
 def test_tensor_partition_reduce():
@@ -236,9 +225,9 @@ def k_select_reduce(pred, a):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.select_reduce(
-        d, _load(pred), _load(a), -5.0, reduce_res=red, reduce_cmd=nisa.reduce_cmd.reset_reduce
+        d, to_sbuf(pred), to_sbuf(a), -5.0, reduce_res=red, reduce_cmd=nisa.reduce_cmd.reset_reduce
     )
-    return _store(d), _store(red)
+    return to_hbm(d), to_hbm(red)
 
 
 def test_select_reduce():
@@ -254,8 +243,8 @@ def test_select_reduce():
 def k_tsr(a):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.add, reduce_res=red)
-    return _store(d), _store(red)
+    nisa.tensor_scalar_reduce(d, to_sbuf(a), nl.multiply, 2.0, nl.add, reduce_res=red)
+    return to_hbm(d), to_hbm(red)
 
 
 def test_tensor_scalar_reduce():
@@ -274,13 +263,20 @@ def k_tsr_chain(a, b, init):
     loaded = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     rc = nisa.reduce_cmd
-    nisa.tensor_scalar_reduce(d, _load(a), nl.multiply, 2.0, nl.maximum, reduce_cmd=rc.reset_reduce)
-    nisa.tensor_scalar_reduce(d, _load(b), nl.add, 1.0, nl.maximum, reduce_res=red, reduce_cmd=rc.reduce)
+    nisa.tensor_scalar_reduce(d, to_sbuf(a), nl.multiply, 2.0, nl.maximum, reduce_cmd=rc.reset_reduce)
+    nisa.tensor_scalar_reduce(d, to_sbuf(b), nl.add, 1.0, nl.maximum, reduce_res=red, reduce_cmd=rc.reduce)
     nisa.tensor_scalar_reduce(
-        d, _load(b), nl.add, 0.0, nl.maximum, reduce_res=neg, reduce_cmd=rc.idle, reduce_res_negate=True
+        d, to_sbuf(b), nl.add, 0.0, nl.maximum, reduce_res=neg, reduce_cmd=rc.idle, reduce_res_negate=True
     )
     nisa.tensor_scalar_reduce(
-        d, _load(a), nl.multiply, 1.0, nl.add, reduce_res=loaded, reduce_cmd=rc.load_reduce, reduce_init=init
+        d,
+        to_sbuf(a),
+        nl.multiply,
+        1.0,
+        nl.add,
+        reduce_res=loaded,
+        reduce_cmd=rc.load_reduce,
+        reduce_init=init,
     )
     return red, neg, loaded
 
@@ -311,7 +307,7 @@ def test_dma_compute_sums_its_sources():
 def k_memset_int(a):
     d = nl.ndarray((4, 4), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(d, 4)
-    return _store(d)
+    return to_hbm(d)
 
 
 def test_memset_integer():
@@ -324,8 +320,8 @@ def test_memset_integer():
 def k_affine_select(a):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
     # causal mask: keep column j of row p where p - j >= 0
-    nisa.affine_select(d, [[-1, a.shape[1]]], 1, _load(a), -9.0, cmp_op=nl.greater_equal, offset=0)
-    return _store(d)
+    nisa.affine_select(d, [[-1, a.shape[1]]], 1, to_sbuf(a), -9.0, cmp_op=nl.greater_equal, offset=0)
+    return to_hbm(d)
 
 
 def test_affine_select_builds_a_causal_mask():
@@ -339,9 +335,16 @@ def k_range_select(a, lo, hi):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.range_select(
-        d, _load(a), nl.greater_equal, nl.less, _load(lo), _load(hi), reduce_res=red, on_false_value=-1e9
+        d,
+        to_sbuf(a),
+        nl.greater_equal,
+        nl.less,
+        to_sbuf(lo),
+        to_sbuf(hi),
+        reduce_res=red,
+        on_false_value=-1e9,
     )
-    return _store(d), _store(red)
+    return to_hbm(d), to_hbm(red)
 
 
 def test_range_select_keeps_a_column_range_and_reduces(monkeypatch):
@@ -359,8 +362,8 @@ def test_range_select_keeps_a_column_range_and_reduces(monkeypatch):
 @nki.jit
 def k_n_gather(a, idx):
     d = nl.ndarray(idx.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.nc_n_gather(d, _load(a), _load(idx))
-    return _store(d)
+    nisa.nc_n_gather(d, to_sbuf(a), to_sbuf(idx))
+    return to_hbm(d)
 
 
 def test_nc_n_gather_per_partition():
@@ -374,8 +377,8 @@ def test_nc_n_gather_per_partition():
 @nki.jit
 def k_local_gather(a, idx):
     d = nl.ndarray((a.shape[0], idx.shape[1] * 16), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.local_gather(d, _load(a), _load(idx))
-    return _store(d)
+    nisa.local_gather(d, to_sbuf(a), to_sbuf(idx))
+    return to_hbm(d)
 
 
 def test_local_gather_uses_each_cores_indices():
@@ -390,8 +393,8 @@ def test_local_gather_uses_each_cores_indices():
 @nki.jit
 def k_find8(a, v):
     d = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
-    nisa.nc_find_index8(d, _load(a), _load(v))
-    return _store(d)
+    nisa.nc_find_index8(d, to_sbuf(a), to_sbuf(v))
+    return to_hbm(d)
 
 
 def test_nc_find_index8_unmatched_all_ones_and_duplicates_take_successive_matches():
@@ -405,8 +408,8 @@ def test_nc_find_index8_unmatched_all_ones_and_duplicates_take_successive_matche
 def k_replace8(a, v):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
     idx = nl.ndarray((a.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
-    nisa.nc_match_replace8(d, _load(a), _load(v), -1.0, dst_idx=idx)
-    return _store(d), _store(idx)
+    nisa.nc_match_replace8(d, to_sbuf(a), to_sbuf(v), -1.0, dst_idx=idx)
+    return to_hbm(d), to_hbm(idx)
 
 
 def test_nc_match_replace8_replaces_first_matches_from_slot_7_down():
@@ -421,8 +424,8 @@ def test_nc_match_replace8_replaces_first_matches_from_slot_7_down():
 @nki.jit
 def k_cumulative(a):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_scalar_cumulative(d, _load(a), nl.multiply, nl.add, 2.0)
-    return _store(d)
+    nisa.tensor_scalar_cumulative(d, to_sbuf(a), nl.multiply, nl.add, 2.0)
+    return to_hbm(d)
 
 
 def test_tensor_scalar_cumulative_running_sum():
@@ -434,8 +437,10 @@ def test_tensor_scalar_cumulative_running_sum():
 def k_exponential(a, mx):
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     s = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.exponential(d, _load(a), max_value=_load(mx), reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
-    return _store(d), _store(s)
+    nisa.exponential(
+        d, to_sbuf(a), max_value=to_sbuf(mx), reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce
+    )
+    return to_hbm(d), to_hbm(s)
 
 
 def test_exponential_with_running_sum(monkeypatch):
@@ -451,8 +456,8 @@ def test_exponential_with_running_sum(monkeypatch):
 def k_nonzero(a):
     d = nl.ndarray((a.shape[0], a.shape[1] + 1), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(d, 0)
-    nisa.nonzero_with_count(d, _load(a), index_offset=100, padding_val=-1)
-    return _store(d)
+    nisa.nonzero_with_count(d, to_sbuf(a), index_offset=100, padding_val=-1)
+    return to_hbm(d)
 
 
 def test_nonzero_with_count_on_every_16th_partition(monkeypatch):
@@ -473,8 +478,8 @@ def test_nonzero_with_count_on_every_16th_partition(monkeypatch):
 @nki.jit
 def k_bounds(ids):
     d = nl.ndarray((1, 2, ids.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.sequence_bounds(d, _load(ids))
-    return _store(d)
+    nisa.sequence_bounds(d, to_sbuf(ids))
+    return to_hbm(d)
 
 
 def test_sequence_bounds():
@@ -490,7 +495,7 @@ def k_tsr_load(a, init=None):
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_scalar_reduce(  # <- blame
         d,
-        _load(a),
+        to_sbuf(a),
         nl.multiply,
         1.0,
         nl.add,
@@ -570,7 +575,7 @@ def test_hardware_dge_transpose_rules():
 
 @nki.jit
 def k_bad_binding(a, how):
-    t = _load(a)
+    t = to_sbuf(a)
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
     args, kwargs = {
         "missing": ((d,), {}),
@@ -578,7 +583,7 @@ def k_bad_binding(a, how):
         "many": ((d, t, 0, None, None, 1), {}),
     }[how]
     nisa.tensor_copy(*args, **kwargs)  # <- blame
-    return _store(d)
+    return to_hbm(d)
 
 
 @pytest.mark.parametrize(

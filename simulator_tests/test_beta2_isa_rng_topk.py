@@ -10,7 +10,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import assert_blames
+from _beta2_support import fails, to_hbm, to_sbuf
 
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
 
@@ -28,37 +28,17 @@ def gen3(monkeypatch):
     monkeypatch.setenv("NKI_NC_VERSION", "gen3")
 
 
-def _load(a):
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(t, a)
-    return t
-
-
-def _store(t):
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(out, t)
-    return out
-
-
-def fails(kernel, cls, rule, *args):
-    with pytest.raises(cls) as e:
-        nki.simulate(kernel)(*args)
-    assert type(e.value) is cls and e.value.rule == rule, e.value
-    assert_blames(e, kernel)
-    return e.value
-
-
 # ---- topk -----------------------------------------------------------------------------------------------------
 
 
 @nki.jit
 def k_topk(a, n, k, val_dtype=nl.bfloat16, p=None):
-    src = _load(a)
+    src = to_sbuf(a)
     rows = a.shape[0] if p is None else p
     vals = nl.ndarray((rows, k), dtype=val_dtype, buffer=nl.sbuf)
     idx = nl.ndarray((rows, k), dtype=nl.uint32, buffer=nl.sbuf)
     nisa.topk(vals, idx, src[0:rows, :], n)  # <- blame
-    return _store(vals), _store(idx)
+    return to_hbm(vals), to_hbm(idx)
 
 
 def _snake(a, n):
@@ -106,7 +86,7 @@ def test_topk_needs_neuroncore_v3(monkeypatch):
 
 @nki.jit
 def k_activate2(a, op, imm0, imm1, op0, op1, reverse0=False, relu_param=0.0, reduce_op=None):
-    src = _load(a)
+    src = to_sbuf(a)
     d = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     red = nl.ndarray((a.shape[0], 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.activate2(  # <- blame
@@ -114,7 +94,7 @@ def k_activate2(a, op, imm0, imm1, op0, op1, reverse0=False, relu_param=0.0, red
         reduce_op=reduce_op, reduce_res=red if reduce_op is not None else None,
         reduce_cmd=nisa.reduce_cmd.reset_reduce if reduce_op is not None else nisa.reduce_cmd.idle,
     )  # fmt: skip
-    return _store(d), _store(red) if reduce_op is not None else _store(d)
+    return to_hbm(d), to_hbm(red) if reduce_op is not None else to_hbm(d)
 
 
 def test_activate2_scale_then_shift_then_function(gen4):
@@ -167,8 +147,8 @@ def test_activate2_needs_neuroncore_v4(gen3):
 @nki.jit
 def k_dropout(a, prob):
     d = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dropout(d, _load(a), prob)  # <- blame
-    return _store(d)
+    nisa.dropout(d, to_sbuf(a), prob)  # <- blame
+    return to_hbm(d)
 
 
 def test_dropout_keeps_or_zeroes_each_element_at_the_rate():
@@ -183,8 +163,8 @@ def test_dropout_keeps_or_zeroes_each_element_at_the_rate():
 @nki.jit
 def k_dropout_dst(a):
     d = nl.ndarray((a.shape[0], a.shape[1] + 1), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dropout(d, _load(a), 0.5)  # <- blame
-    return _store(d)
+    nisa.dropout(d, to_sbuf(a), 0.5)  # <- blame
+    return to_hbm(d)
 
 
 def test_dropout_dst_must_fit_the_result():
@@ -197,11 +177,11 @@ def test_dropout_dst_must_fit_the_result():
 
 @nki.jit
 def k_seeded(seed, dtype=nl.uint32, p=32, f=20, engine=nisa.engine.vector):
-    s = _load(seed)
+    s = to_sbuf(seed)
     nisa.set_rng_seed(s)
     d = nl.ndarray((p, f), dtype=dtype, buffer=nl.sbuf)
     nisa.rng(d, engine=engine)  # <- blame
-    return _store(d)
+    return to_hbm(d)
 
 
 def test_rng_same_seed_same_bits_and_truncation_keeps_the_low_bits():
@@ -234,9 +214,9 @@ def test_rng_rules():
 
 @nki.jit
 def k_seed_shape(seed):
-    s = _load(seed)
+    s = to_sbuf(seed)
     nisa.set_rng_seed(s)  # <- blame
-    return _store(s)
+    return to_hbm(s)
 
 
 def test_set_rng_seed_takes_one_32_bit_value():
@@ -247,10 +227,10 @@ def test_set_rng_seed_takes_one_32_bit_value():
 
 @nki.jit
 def k_rand2(seed, lo, hi, p=64, f=100):
-    nisa.set_rng_seed(_load(seed))
+    nisa.set_rng_seed(to_sbuf(seed))
     d = nl.ndarray((p, f), dtype=nl.float32, buffer=nl.sbuf)
     nisa.rand2(d, lo, hi)  # <- blame
-    return _store(d)
+    return to_hbm(d)
 
 
 def test_rand2_is_uniform_in_the_interval(gen4):
@@ -266,7 +246,7 @@ def test_rand2_needs_neuroncore_v4(gen3):
 
 @nki.jit
 def k_state_roundtrip(state, engine=nisa.engine.gpsimd, words=6):
-    s = _load(state)
+    s = to_sbuf(state)
     nisa.rand_set_state(s, engine=engine)  # <- blame
     first = nl.ndarray((state.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
     nisa.rng(first, engine=engine)
@@ -275,7 +255,7 @@ def k_state_roundtrip(state, engine=nisa.engine.gpsimd, words=6):
     nisa.rand_set_state(s, engine=engine)
     again = nl.ndarray((state.shape[0], 8), dtype=nl.uint32, buffer=nl.sbuf)
     nisa.rng(again, engine=engine)
-    return _store(first), _store(again), _store(back)
+    return to_hbm(first), to_hbm(again), to_hbm(back)
 
 
 @pytest.mark.parametrize(("engine", "words"), [(nisa.engine.gpsimd, 6), (nisa.engine.vector, 24)])

@@ -9,19 +9,11 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import assert_blames
+from _beta2_support import fails
 
 from devkit.errors import BoundsError, KernelArgumentError, TileShapeError
 
 X = np.arange(10 * 5, dtype=np.float32).reshape(10, 5)
-
-
-def fails(kernel, cls, rule, *args):
-    with pytest.raises(cls) as e:
-        nki.simulate(kernel)(*args)
-    assert type(e.value) is cls and e.value.rule == rule, e.value
-    assert_blames(e, kernel)
-    return e.value
 
 
 @nki.jit

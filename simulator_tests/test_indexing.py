@@ -312,66 +312,57 @@ def test_basic_index_out_of_bounds_is_an_error(index):
         k(x)
 
 
-def _indexing_rule(kernel, *args) -> str:
-    """The ``rule`` of the IndexingError the kernel must raise."""
+@nki.jit
+def one_dimensional_arange(a):
+    out = nl.ndarray((64, 1), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    i = nl.arange(64)
+    nl.store(out, value=nl.exp(t[i, 0]))
+    return out
+
+
+@nki.jit
+def slices_mixed_with_arange(a):
+    out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+    i = nl.arange(4)[:, None]
+    nl.store(out, value=nl.load(a[i, :]))
+    return out
+
+
+@nki.jit
+def python_and_on_masks(a):
+    out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:4, 0:8]
+    nl.store(out, value=nl.exp(nl.load(a), mask=(i_p < 2 and i_f < 3)))
+    return out
+
+
+@nki.jit
+def index_expression_as_data(a):
+    out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+    _, i_f = nl.mgrid[0:4, 0:8]
+    t = nl.load(a)
+    t[...] = i_f
+    nl.store(out, value=t)
+    return out
+
+
+#: kernel, rows of its (rows, 8) input, the rule of the IndexingError it raises
+INDEXING_ERRORS = [
+    (one_dimensional_arange, 64, "1d-arange"),
+    (slices_mixed_with_arange, 4, "mixed-indexing"),
+    (python_and_on_masks, 4, "mask-python-logic"),
+    (index_expression_as_data, 4, "index-as-data"),
+]
+
+
+@pytest.mark.parametrize(("kernel", "rows", "rule"), INDEXING_ERRORS, ids=[c[2] for c in INDEXING_ERRORS])
+def test_indexing_rules(kernel, rows, rule):
+    """A 1-D arange, slices mixed with aranges, Python ``and`` on masks and an index expression used as
+    data are each an IndexingError naming its rule."""
     with pytest.raises(IndexingError) as e:
-        kernel(*args)
-    return e.value.rule
-
-
-def test_one_dimensional_arange_is_an_error():
-    x = np.ones((64, 8), np.float32)
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((64, 1), dtype=a.dtype, buffer=nl.shared_hbm)
-        t = nl.load(a)
-        i = nl.arange(64)
-        nl.store(out, value=nl.exp(t[i, 0]))
-        return out
-
-    assert _indexing_rule(k, x) == "1d-arange"
-
-
-def test_mixing_slices_and_arange_is_an_error():
-    x = np.ones((4, 8), np.float32)
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
-        i = nl.arange(4)[:, None]
-        nl.store(out, value=nl.load(a[i, :]))
-        return out
-
-    assert _indexing_rule(k, x) == "mixed-indexing"
-
-
-def test_python_and_on_masks_is_rejected():
-    x = np.ones((4, 8), np.float32)
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
-        i_p, i_f = nl.mgrid[0:4, 0:8]
-        nl.store(out, value=nl.exp(nl.load(a), mask=(i_p < 2 and i_f < 3)))
-        return out
-
-    assert _indexing_rule(k, x) == "mask-python-logic"
-
-
-def test_index_expressions_are_not_data():
-    x = np.ones((4, 8), np.float32)
-
-    @nki.jit
-    def k(a):
-        out = nl.ndarray((4, 8), dtype=a.dtype, buffer=nl.shared_hbm)
-        _, i_f = nl.mgrid[0:4, 0:8]
-        t = nl.load(a)
-        t[...] = i_f
-        nl.store(out, value=t)
-        return out
-
-    assert _indexing_rule(k, x) == "index-as-data"
+        kernel(np.ones((rows, 8), np.float32))
+    assert e.value.rule == rule
 
 
 # ---- indirect DMA -----------------------------------------------------------------------------------------
@@ -445,33 +436,23 @@ def test_gather_with_iota_built_indices():
     assert_exact(k(data), data[::2])
 
 
+@nki.jit
+def gather_rows(d, ix):
+    """Rows ``ix`` [2, 1] of ``d`` [R, 4]: an indirect load indexed by a loaded tile."""
+    out = nl.ndarray((2, 4), dtype=d.dtype, buffer=nl.shared_hbm)
+    i_f = nl.arange(4)[None, :]
+    nl.store(out, value=nl.load(d[nl.load(ix), i_f]))
+    return out
+
+
 def test_indirect_gather_out_of_bounds_is_an_error():
-    data = np.ones((10, 4), np.float32)
-    idx = np.array([[1], [10]], np.int32)
-
-    @nki.jit
-    def k(d, ix):
-        out = nl.ndarray((2, 4), dtype=d.dtype, buffer=nl.shared_hbm)
-        i_f = nl.arange(4)[None, :]
-        nl.store(out, value=nl.load(d[nl.load(ix), i_f]))
-        return out
-
     with pytest.raises(BoundsError):
-        k(data, idx)
+        gather_rows(np.ones((10, 4), np.float32), np.array([[1], [10]], np.int32))
 
 
 def test_indirect_indices_must_be_integer_sbuf_tiles():
-    data = np.ones((10, 4), np.float32)
-
-    @nki.jit
-    def k(d, ix):
-        out = nl.ndarray((2, 4), dtype=d.dtype, buffer=nl.shared_hbm)
-        i_f = nl.arange(4)[None, :]
-        nl.store(out, value=nl.load(d[nl.load(ix), i_f]))
-        return out
-
     with pytest.raises(IndexingError):
-        k(data, np.array([[1.0], [2.0]], np.float32))
+        gather_rows(np.ones((10, 4), np.float32), np.array([[1.0], [2.0]], np.float32))
 
 
 # ---- assignment --------------------------------------------------------------------------------------

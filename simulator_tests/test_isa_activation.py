@@ -169,41 +169,23 @@ def test_activation_accumulator_registers_chain_across_instructions():
     p, f = 64, 40
     xs = [rand(rng, (p, f), F32, -1, 1) for _ in range(3)]
 
+    cmd = nisa.reduce_cmd
+    # (activation, input, accumulator command, result column the registers are read into or None)
+    steps = [
+        (nl.copy, 0, cmd.reset_reduce, None),
+        (nl.copy, 1, cmd.reduce, 0),
+        (nl.square, 2, cmd.idle, 1),
+        (nl.square, 2, cmd.reduce, 2),
+        (nl.copy, 0, cmd.reset, 3),
+    ]
+
     @nki.jit
-    def k(a0, a1, a2):
+    def k(*ins):
         r = nl.ndarray((p, 4), dtype=nl.float32, buffer=nl.shared_hbm)
         res = nl.ndarray((p, 4), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.activation(
-            op=nl.copy, data=nl.load(a0), reduce_op=nl.add, reduce_cmd=nisa.reduce_cmd.reset_reduce
-        )
-        nisa.activation(
-            op=nl.copy,
-            data=nl.load(a1),
-            reduce_op=nl.add,
-            reduce_cmd=nisa.reduce_cmd.reduce,
-            reduce_res=res[:, 0],
-        )
-        nisa.activation(
-            op=nl.square,
-            data=nl.load(a2),
-            reduce_op=nl.add,
-            reduce_cmd=nisa.reduce_cmd.idle,
-            reduce_res=res[:, 1],
-        )
-        nisa.activation(
-            op=nl.square,
-            data=nl.load(a2),
-            reduce_op=nl.add,
-            reduce_cmd=nisa.reduce_cmd.reduce,
-            reduce_res=res[:, 2],
-        )
-        nisa.activation(
-            op=nl.copy,
-            data=nl.load(a0),
-            reduce_op=nl.add,
-            reduce_cmd=nisa.reduce_cmd.reset,
-            reduce_res=res[:, 3],
-        )
+        for op, i, command, col in steps:
+            read = {} if col is None else {"reduce_res": res[:, col]}
+            nisa.activation(op=op, data=nl.load(ins[i]), reduce_op=nl.add, reduce_cmd=command, **read)
         nl.store(r, value=res)
         return r
 

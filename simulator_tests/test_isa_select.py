@@ -24,6 +24,7 @@ from _nki_support import (
     rand,
     rng_of,
     seeds,
+    stream_shuffle_kernel,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -295,20 +296,12 @@ def test_nc_stream_shuffle(quadrants, f, seed, keep_frac, dtype):
         if rng.random() < keep_frac:
             mask[i] = 255
 
-    @nki.jit
-    def k(s, d):
-        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
-        dst = nl.load(d)
-        nisa.nc_stream_shuffle(src=nl.load(s), dst=dst, shuffle_mask=mask)
-        nl.store(out, value=dst)
-        return out
-
     want = old.copy()
     for q in range(quadrants):
         for i, m in enumerate(mask):
             if m != 255:
                 want[32 * q + i] = src[32 * q + m]
-    assert_exact(k(src, old), want)
+    assert_exact(stream_shuffle_kernel(src, old, mask), want)
 
 
 def test_nc_stream_shuffle_in_place_rotation_and_broadcast():

@@ -11,75 +11,51 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+from _kernel_checks import (
+    OPTIMIZED_BLOCKS,
+    SEQUENTIAL_SHAPES,
+    XUV_BLOCKS,
+    XUV_OR_DEFAULT_BLOCKS,
+    arg_specs,
+    assert_rejected_before_running,
+    check,
+    dense_shapes,
+    dim,
+    fused_shapes,
+    reference_property,
+    trace_cost_only,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
 from devkit.kernels import plans, registry
-from devkit.kernels.matmul import matmul_blocked, matmul_hoisted, matmul_optimized, matmul_tiled
 from devkit.kernels.neuronmm import xtuv_fused, xuv_fused, xuv_fused_t, xuv_sequential
-from devkit.nki.runner import run_kernel
 from devkit.sim.options import SimOptions
-from devkit.trace import Trace
 
-DTYPES = st.sampled_from(["bfloat16", "float32"])
-
-
-def dim(hi: int, edges: tuple[int, ...] = (1, 127, 128, 129)) -> st.SearchStrategy[int]:
-    """A dimension in [1, hi], biased towards tile edges."""
-    return st.one_of(st.sampled_from([e for e in edges if e <= hi]), st.integers(1, hi))
-
-
-def check(name: str, shape: dict[str, int], dtype: str, seed: int = 0, **blocks: int) -> float:
-    """Simulate registry kernel ``name`` and assert it matches its reference; returns the error."""
-    spec = registry.get(name)
-    inputs = spec.make_inputs(shape, dtype, seed)
-    out = devkit.simulate(spec.kernel_object(), *inputs, **blocks)
-    ref = spec.reference(*inputs)
-    assert out.shape == ref.shape
-    assert out.dtype == inputs[0].dtype, f"output dtype {out.dtype} != input dtype {inputs[0].dtype}"
-    err = registry.max_error(out, ref)
-    assert err <= spec.tolerance(dtype), f"{name} {shape} {dtype} {blocks}: error {err:.3e}"
-    return err
+DTYPES = ["bfloat16", "float32"]
 
 
 # ---- dense matmuls --------------------------------------------------------------------------------
 
 
-@settings(max_examples=15)
-@given(
-    k=dim(300),
-    m=dim(300),
-    n=dim(700, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    name=st.sampled_from(["matmul_tiled", "matmul_hoisted", "matmul_blocked"]),
+test_dense_baselines_match_reference = reference_property(
+    ["matmul_tiled", "matmul_hoisted", "matmul_blocked"],
+    dense_shapes(300, 300, 700),
+    max_examples=15,
+    dtypes=DTYPES,
 )
-def test_dense_baselines_match_reference(k: int, m: int, n: int, dtype: str, name: str) -> None:
-    check(name, {"K": k, "M": m, "N": n}, dtype)
-
-
-@settings(max_examples=25)
-@given(
-    k=dim(400),
-    m=dim(400),
-    n=dim(1100, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    block_m=st.sampled_from([None, 128, 256, 384]),
-    k_chunk_tiles=st.sampled_from([None, 1, 2, 3]),
-    psum_banks=st.sampled_from([None, 1, 2, 4, 8]),
+test_matmul_optimized_matches_reference = reference_property(
+    ["matmul_optimized"],
+    dense_shapes(400, 400, 1100),
+    max_examples=25,
+    dtypes=DTYPES,
+    blocks=OPTIMIZED_BLOCKS,
 )
-def test_matmul_optimized_matches_reference(
-    k: int, m: int, n: int, dtype: str, block_m: int | None, k_chunk_tiles: int | None, psum_banks: int | None
-) -> None:
-    blocks = {
-        key: v
-        for key, v in dict(block_m=block_m, k_chunk_tiles=k_chunk_tiles, psum_banks=psum_banks).items()
-        if v is not None
-    }
-    check("matmul_optimized", {"K": k, "M": m, "N": n}, dtype, **blocks)
 
 
-def test_matmul_optimized_streams_the_panel_when_it_cannot_fit() -> None:
+@pytest.mark.parametrize("generation", ["beta1", "beta2"])
+def test_matmul_optimized_streams_the_panel_when_it_cannot_fit(generation: str) -> None:
     # K = 96K rows: a 128-column bf16 panel alone needs 192 KiB per partition > 176 KiB usable
     plan = plans.resolve_matmul(96 * 1024, 128, 64, 2, 180224, {}, {})
     assert plan.mode == "stream" and plan.fits
@@ -89,10 +65,16 @@ def test_matmul_optimized_streams_the_panel_when_it_cannot_fit() -> None:
     b = rng.standard_normal((300, 70)).astype(np.float32)
     small = plans.resolve_matmul(300, 200, 70, 4, 3000, {}, {})
     assert small.mode == "stream"
-    import neuronxcc.nki as nki
-    import neuronxcc.nki.language as nl
+    if generation == "beta1":
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
 
-    from devkit.kernels.matmul import matmul_into
+        from devkit.kernels.matmul import matmul_into
+    else:
+        import nki
+        import nki.language as nl
+
+        from devkit.kernels.beta2.matmul import matmul_into
 
     @nki.jit
     def streamed(lhsT, rhs):  # type: ignore[no-untyped-def]
@@ -106,32 +88,14 @@ def test_matmul_optimized_streams_the_panel_when_it_cannot_fit() -> None:
 
 # ---- fused X.U.V ----------------------------------------------------------------------------------
 
-XUV_BLOCKS = st.fixed_dictionaries(
-    {
-        "block_tokens": st.sampled_from([128, 256, 384]),
-        "stage1_tokens": st.sampled_from([128, 256]),
-        "u_chunk_tiles": st.sampled_from([1, 2, 3]),
-        "v_chunk_tiles": st.sampled_from([1, 2, 3]),
-        "psum_banks": st.sampled_from([2, 4, 8]),
-    }
-)
 
-
-@settings(max_examples=40)
-@given(
-    s=dim(700, (1, 2, 127, 128, 129, 513)),
-    h=dim(300),
-    r=dim(300),
-    n=dim(700, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    name=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused"]),
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_fused_xuv_matches_reference = reference_property(
+    ["xuv_fused", "xuv_fused_t", "xtuv_fused"],
+    fused_shapes(700),
+    max_examples=40,
+    dtypes=DTYPES,
+    blocks=XUV_OR_DEFAULT_BLOCKS,
 )
-def test_fused_xuv_matches_reference(
-    s: int, h: int, r: int, n: int, dtype: str, name: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check(name, {"S": s, "H": h, "r": r, "N": n}, dtype, **({} if default_blocks else blocks))
 
 
 @pytest.mark.parametrize("name", ["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"])
@@ -140,10 +104,9 @@ def test_decode_single_token(name: str, dtype: str) -> None:
     check(name, {"S": 1, "H": 384, "r": 200, "N": 4500}, dtype)  # > 8 banks of columns
 
 
-@settings(max_examples=10)
-@given(s=dim(600, (1, 129, 513)), h=dim(300), r=dim(200), n=dim(600, (1, 513)), dtype=DTYPES)
-def test_xuv_sequential_matches_reference(s: int, h: int, r: int, n: int, dtype: str) -> None:
-    check("xuv_sequential", {"S": s, "H": h, "r": r, "N": n}, dtype)
+test_xuv_sequential_matches_reference = reference_property(
+    ["xuv_sequential"], SEQUENTIAL_SHAPES, max_examples=10, dtypes=DTYPES
+)
 
 
 def test_float16_inputs_give_float16_outputs() -> None:
@@ -176,25 +139,11 @@ def test_shuffled_affine_order_gives_the_same_result() -> None:
 # ---- structure: what the kernels move and how they use the TensorE ----------------------------------
 
 
-def _trace(kernel, *arg_specs, **kwargs):  # type: ignore[no-untyped-def]
-    sink = Trace()
-    run_kernel(
-        getattr(kernel, "func", kernel), arg_specs, kwargs, options=SimOptions(numerics=False), sink=sink
-    )
-    return sink
-
-
-def _specs(shapes: list[tuple[int, ...]], dtype=ml_dtypes.bfloat16):  # type: ignore[no-untyped-def]
-    from devkit.nki import typing as nt
-
-    return [nt.tensor[list(s), dtype] for s in shapes]
-
-
 @pytest.mark.parametrize("s_tok,block", [(1, 1024), (300, 128), (1000, 512)])
 def test_weights_stream_once_per_token_block_and_xu_never_touches_hbm(s_tok: int, block: int) -> None:
     h, r, n, item = 512, 256, 1024, 2
     rep = devkit.estimate(
-        xuv_fused, *_specs([(s_tok, h), (h, r), (r, n)]), block_tokens=block, stage1_tokens=min(block, 512)
+        xuv_fused, *arg_specs([(s_tok, h), (h, r), (r, n)]), block_tokens=block, stage1_tokens=min(block, 512)
     )
     blocks = -(-s_tok // block)
     assert rep.hbm_read_bytes == (s_tok * h + blocks * (h * r + r * n)) * item
@@ -203,8 +152,8 @@ def test_weights_stream_once_per_token_block_and_xu_never_touches_hbm(s_tok: int
 
 def test_sequential_baseline_round_trips_through_hbm() -> None:
     s_tok, h, r, n, item = 256, 512, 256, 1024, 2
-    rep = devkit.estimate(xuv_sequential, *_specs([(s_tok, h), (h, r), (r, n)]))
-    fused = devkit.estimate(xuv_fused, *_specs([(s_tok, h), (h, r), (r, n)]))
+    rep = devkit.estimate(xuv_sequential, *arg_specs([(s_tok, h), (h, r), (r, n)]))
+    fused = devkit.estimate(xuv_fused, *arg_specs([(s_tok, h), (h, r), (r, n)]))
     # x^T, XU and (XU)^T are written and read back: strictly more traffic than the fused kernel
     assert rep.hbm_write_bytes == (s_tok * n + h * s_tok + 2 * s_tok * r) * item
     assert rep.hbm_read_bytes > fused.hbm_read_bytes
@@ -212,7 +161,7 @@ def test_sequential_baseline_round_trips_through_hbm() -> None:
 
 def test_decode_path_streams_weights_as_the_moving_operand() -> None:
     h, r, n = 1024, 512, 2048
-    tr = _trace(xuv_fused, *_specs([(1, h), (h, r), (r, n)]))
+    tr = trace_cost_only(xuv_fused, arg_specs([(1, h), (h, r), (r, n)]))
     mms = [i for i in tr.instrs if i.opcode == "nc_matmul"]
     assert mms
     # every weight matmul moves 512 weight columns past a 1-token stationary tile
@@ -221,7 +170,7 @@ def test_decode_path_streams_weights_as_the_moving_operand() -> None:
 
 def test_prefill_accumulates_whole_contractions_in_psum() -> None:
     h, r, n = 640, 384, 1024
-    tr = _trace(xuv_fused, *_specs([(512, h), (h, r), (r, n)]), block_tokens=512)
+    tr = trace_cost_only(xuv_fused, arg_specs([(512, h), (h, r), (r, n)]), {"block_tokens": 512})
     mms = [i for i in tr.instrs if i.opcode == "nc_matmul"]
     opened = sum(1 for i in mms if not i.attrs["accumulate"])
     evac = [
@@ -241,39 +190,55 @@ def test_prefill_accumulates_whole_contractions_in_psum() -> None:
 
 
 @pytest.mark.parametrize(
-    "kernel,shapes,blocks,limit",
+    "name,shapes,blocks,limit",
     [
         (
-            xuv_fused,
+            name,
             [(4096, 8192), (8192, 4096), (4096, 1024)],
             {"block_tokens": 4096, "stage1_tokens": 4096},
             "SBUF",
-        ),
-        (xuv_fused_t, [(256, 256), (256, 128), (128, 256)], {"psum_banks": 9}, "PSUM"),
-        (xtuv_fused, [(256, 256), (256, 128), (128, 256)], {"u_chunk_tiles": 0}, "positive int"),
-        (matmul_optimized, [(65536, 1024), (65536, 512)], {"block_m": 1024, "k_chunk_tiles": 64}, "SBUF"),
-        (matmul_optimized, [(256, 256), (256, 512)], {"psum_banks": 16}, "PSUM"),
+        )
+        for name in ("xuv_fused", "xuv_fused_b2")
+    ]
+    + [
+        (name, [(256, 256), (256, 128), (128, 256)], {"psum_banks": 9}, "PSUM")
+        for name in ("xuv_fused_t", "xuv_fused_t_b2")
+    ]
+    + [
+        (name, [(256, 256), (256, 128), (128, 256)], {"u_chunk_tiles": 0}, "positive int")
+        for name in ("xtuv_fused", "xtuv_fused_b2")
+    ]
+    + [
+        ("matmul_optimized", [(65536, 1024), (65536, 512)], {"block_m": 1024, "k_chunk_tiles": 64}, "SBUF"),
+    ]
+    + [
+        (name, [(256, 256), (256, 512)], {"psum_banks": 16}, "PSUM")
+        for name in ("matmul_optimized", "matmul_optimized_b2")
     ],
 )
-def test_infeasible_blocks_raise_before_running(kernel, shapes, blocks, limit) -> None:  # type: ignore[no-untyped-def]
-    sink = Trace()
-    with pytest.raises(plans.BlockError, match=limit) as info:
-        run_kernel(kernel.func, tuple(_specs(shapes)), blocks, options=SimOptions(numerics=False), sink=sink)
-    assert not sink.instrs, "the kernel issued instructions before rejecting its blocks"
+def test_infeasible_blocks_raise_before_running(name, shapes, blocks, limit) -> None:  # type: ignore[no-untyped-def]
+    kernel = registry.get(name).kernel_object()
+    info = assert_rejected_before_running(kernel, arg_specs(shapes), blocks, limit)
     assert not isinstance(info.value, devkit.KernelError)
 
 
-def test_bad_inputs_are_rejected_with_a_clear_error() -> None:
+@pytest.mark.parametrize("suffix", ["", "_b2"], ids=["beta1", "beta2"])
+def test_bad_inputs_are_rejected_with_a_clear_error(suffix: str) -> None:
+    def kernel(name: str):  # type: ignore[no-untyped-def]
+        return registry.get(name + suffix).kernel_object()
+
     x = np.zeros((4, 8), np.float32)
     with pytest.raises(plans.BlockError, match="dtype"):
-        devkit.simulate(xuv_fused, x, np.zeros((8, 4), ml_dtypes.bfloat16), np.zeros((4, 3), np.float32))
+        devkit.simulate(
+            kernel("xuv_fused"), x, np.zeros((8, 4), ml_dtypes.bfloat16), np.zeros((4, 3), np.float32)
+        )
     with pytest.raises(plans.BlockError, match="shape mismatch"):
-        devkit.simulate(xuv_fused, x, np.zeros((9, 4), np.float32), np.zeros((4, 3), np.float32))
+        devkit.simulate(kernel("xuv_fused"), x, np.zeros((9, 4), np.float32), np.zeros((4, 3), np.float32))
     with pytest.raises(plans.BlockError, match="contraction"):
-        devkit.simulate(matmul_tiled, x, np.zeros((5, 3), np.float32))
+        devkit.simulate(kernel("matmul_tiled"), x, np.zeros((5, 3), np.float32))
     with pytest.raises(plans.BlockError, match="SBUF"):
-        devkit.simulate(matmul_hoisted, *[np.zeros(s, np.float32) for s in ((100_000, 2), (100_000, 2))])
-    assert matmul_blocked is not None
+        big = [np.zeros(s, np.float32) for s in ((100_000, 2), (100_000, 2))]
+        devkit.simulate(kernel("matmul_hoisted"), *big)
 
 
 # ---- slow sweeps ---------------------------------------------------------------------------------------
@@ -286,7 +251,7 @@ def test_bad_inputs_are_rejected_with_a_clear_error() -> None:
     h=dim(700),
     r=dim(600),
     n=dim(1600, (1, 511, 512, 513, 1025)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"]),
     blocks=XUV_BLOCKS,
     default_blocks=st.booleans(),
@@ -301,14 +266,12 @@ def test_fused_xuv_sweep(
 @pytest.mark.slow
 @settings(max_examples=30)
 @given(
-    k=dim(1200),
-    m=dim(1200),
-    n=dim(1600, (1, 511, 512, 513)),
-    dtype=DTYPES,
+    shape=dense_shapes(1200, 1200, 1600),
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(["matmul_tiled", "matmul_hoisted", "matmul_blocked", "matmul_optimized"]),
 )
-def test_dense_sweep(k: int, m: int, n: int, dtype: str, name: str) -> None:
-    check(name, {"K": k, "M": m, "N": n}, dtype)
+def test_dense_sweep(shape: dict[str, int], dtype: str, name: str) -> None:
+    check(name, shape, dtype)
 
 
 @pytest.mark.slow

@@ -7,178 +7,72 @@ every loop runs several times plus a remainder); bf16, fp16 and fp32.  Heavier s
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
+from _kernel_checks import (
+    DENSE_MLP_SHAPES,
+    OPTIMIZED_BLOCKS,
+    SEQUENTIAL_SHAPES,
+    SVD_MLP_SHAPES,
+    XUV_BLOCKS,
+    XUV_OR_DEFAULT_BLOCKS,
+    check,
+    dense_shapes,
+    dim,
+    fused_shapes,
+    optional_blocks,
+    reference_property,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import devkit
-from devkit.kernels import plans, registry
+from devkit.kernels import registry
 from devkit.launch import estimate_launch
-from devkit.nki.runner import run_kernel
-from devkit.sim.options import SimOptions
-from devkit.trace import Trace
 
-DTYPES = st.sampled_from(["bfloat16", "float16", "float32"])
+DTYPES = ["bfloat16", "float16", "float32"]
 FUSED = ["xuv_fused_b2", "xuv_fused_t_b2", "xtuv_fused_b2"]
-XUV_BLOCKS = st.fixed_dictionaries(
-    {
-        "block_tokens": st.sampled_from([128, 256, 384]),
-        "stage1_tokens": st.sampled_from([128, 256]),
-        "u_chunk_tiles": st.sampled_from([1, 2, 3]),
-        "v_chunk_tiles": st.sampled_from([1, 2, 3]),
-        "psum_banks": st.sampled_from([2, 4, 8]),
-    }
-)
-
-
-def dim(hi: int, edges: tuple[int, ...] = (1, 127, 128, 129)) -> st.SearchStrategy[int]:
-    """A dimension in [1, hi], biased towards tile edges."""
-    return st.one_of(st.sampled_from([e for e in edges if e <= hi]), st.integers(1, hi))
-
-
-def check(name: str, shape: dict[str, int], dtype: str, seed: int = 0, **blocks: int) -> np.ndarray:
-    """Simulate registry kernel ``name`` on seeded inputs; assert dtype, shape and error within tolerance."""
-    spec = registry.get(name)
-    inputs = spec.make_inputs(shape, dtype, seed)
-    out = devkit.simulate(spec.kernel_object(), *inputs, **blocks)
-    ref = spec.reference(*inputs)
-    assert out.shape == ref.shape and out.dtype == inputs[0].dtype
-    err = registry.max_error(out, ref)
-    assert err <= spec.tolerance(dtype), f"{name} {shape} {dtype} {blocks}: error {err:.3e}"
-    return out
-
-
-def _blocks(**kw: int | None) -> dict[str, int]:
-    return {k: v for k, v in kw.items() if v is not None}
 
 
 # ---- every Beta-2 kernel against the reference ----------------------------------------------------------
 
 
-@settings(max_examples=15)
-@given(
-    s=dim(600, (1, 2, 127, 128, 129, 513)),
-    h=dim(300),
-    r=dim(300),
-    n=dim(700, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    name=st.sampled_from(FUSED),
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_fused_b2_matches_reference = reference_property(
+    FUSED, fused_shapes(600), max_examples=15, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS
 )
-def test_fused_b2_matches_reference(
-    s: int, h: int, r: int, n: int, dtype: str, name: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check(name, {"S": s, "H": h, "r": r, "N": n}, dtype, **({} if default_blocks else blocks))
-
-
-@settings(max_examples=10)
-@given(
-    k=dim(300),
-    m=dim(300),
-    n=dim(700, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    name=st.sampled_from(["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"]),
+test_dense_baselines_b2_match_reference = reference_property(
+    ["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"],
+    dense_shapes(300, 300, 700),
+    max_examples=10,
+    dtypes=DTYPES,
 )
-def test_dense_baselines_b2_match_reference(k: int, m: int, n: int, dtype: str, name: str) -> None:
-    check(name, {"K": k, "M": m, "N": n}, dtype)
-
-
-@settings(max_examples=12)
-@given(
-    k=dim(400),
-    m=dim(400),
-    n=dim(1100, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    block_m=st.sampled_from([None, 128, 256, 384]),
-    k_chunk_tiles=st.sampled_from([None, 1, 2, 3]),
-    psum_banks=st.sampled_from([None, 1, 2, 4, 8]),
+test_matmul_optimized_b2_matches_reference = reference_property(
+    ["matmul_optimized_b2"],
+    dense_shapes(400, 400, 1100),
+    max_examples=12,
+    dtypes=DTYPES,
+    blocks=OPTIMIZED_BLOCKS,
 )
-def test_matmul_optimized_b2_matches_reference(
-    k: int, m: int, n: int, dtype: str, block_m: int | None, k_chunk_tiles: int | None, psum_banks: int | None
-) -> None:
-    blocks = _blocks(block_m=block_m, k_chunk_tiles=k_chunk_tiles, psum_banks=psum_banks)
-    check("matmul_optimized_b2", {"K": k, "M": m, "N": n}, dtype, **blocks)
-
-
-@settings(max_examples=6)
-@given(s=dim(600, (1, 129, 513)), h=dim(300), r=dim(200), n=dim(600, (1, 513)), dtype=DTYPES)
-def test_xuv_sequential_b2_matches_reference(s: int, h: int, r: int, n: int, dtype: str) -> None:
-    check("xuv_sequential_b2", {"S": s, "H": h, "r": r, "N": n}, dtype)
-
-
-@settings(max_examples=8)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(600, (1, 511, 512, 513)),
-    r=dim(200),
-    dtype=DTYPES,
-    blocks=XUV_BLOCKS,
-    default_blocks=st.booleans(),
+test_xuv_sequential_b2_matches_reference = reference_property(
+    ["xuv_sequential_b2"], SEQUENTIAL_SHAPES, max_examples=6, dtypes=DTYPES
 )
-def test_svd_mlp_b2_matches_reference(
-    s: int, h: int, i: int, r: int, dtype: str, blocks: dict[str, int], default_blocks: bool
-) -> None:
-    check("svd_mlp_b2", {"S": s, "H": h, "I": i, "r": r}, dtype, seed=s, **({} if default_blocks else blocks))
-
-
-@settings(max_examples=6)
-@given(
-    s=dim(600, (1, 2, 128, 129, 513)),
-    h=dim(300),
-    i=dim(700, (1, 511, 512, 513)),
-    dtype=DTYPES,
-    block_tokens=st.sampled_from([None, 128, 256]),
-    k_chunk_tiles=st.sampled_from([None, 1, 3]),
-    psum_banks=st.sampled_from([None, 2, 8]),
+test_svd_mlp_b2_matches_reference = reference_property(
+    ["svd_mlp_b2"], SVD_MLP_SHAPES, max_examples=8, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS, seed_dim="S"
 )
-def test_dense_mlp_b2_matches_reference(
-    s: int,
-    h: int,
-    i: int,
-    dtype: str,
-    block_tokens: int | None,
-    k_chunk_tiles: int | None,
-    psum_banks: int | None,
-) -> None:
-    blocks = _blocks(block_tokens=block_tokens, k_chunk_tiles=k_chunk_tiles, psum_banks=psum_banks)
-    check("dense_mlp_b2", {"S": s, "H": h, "I": i}, dtype, seed=i, **blocks)
+test_dense_mlp_b2_matches_reference = reference_property(
+    ["dense_mlp_b2"],
+    DENSE_MLP_SHAPES,
+    max_examples=6,
+    dtypes=DTYPES,
+    blocks=optional_blocks(block_tokens=[128, 256], k_chunk_tiles=[1, 3], psum_banks=[2, 8]),
+    seed_dim="I",
+)
 
 
 @pytest.mark.parametrize("name", [*FUSED, "xuv_sequential_b2"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_decode_single_token_b2(name: str, dtype: str) -> None:
     check(name, {"S": 1, "H": 384, "r": 200, "N": 4500}, dtype)  # > 8 banks of columns
-
-
-@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
-def test_mlps_b2_decode_single_token(dtype: str) -> None:
-    check("svd_mlp_b2", {"S": 1, "H": 256, "I": 4500, "r": 128}, dtype)
-    check("dense_mlp_b2", {"S": 1, "H": 256, "I": 1100}, dtype)
-
-
-def test_matmul_b2_streams_the_panel_when_it_cannot_fit() -> None:
-    import nki
-    import nki.language as nl
-
-    from devkit.kernels.beta2.matmul import matmul_into
-
-    small = plans.resolve_matmul(300, 200, 70, 4, 3000, {}, {})  # a tiny usable size forces streaming
-    assert small.mode == "stream"
-
-    @nki.jit
-    def streamed(lhsT, rhs):  # type: ignore[no-untyped-def]
-        out = nl.ndarray((lhsT.shape[1], rhs.shape[1]), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-        matmul_into(out, lhsT, rhs, small)
-        return out
-
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((300, 200)).astype(np.float32)
-    b = rng.standard_normal((300, 70)).astype(np.float32)
-    np.testing.assert_allclose(devkit.simulate(streamed, a, b), a.T @ b, rtol=1e-4, atol=1e-4)
 
 
 # ---- Beta 1 and Beta 2 agree ------------------------------------------------------------------------------
@@ -201,7 +95,7 @@ def _agree(family: str, shape: dict[str, int], dtype: str, seed: int, blocks: di
     h=dim(260),
     r=dim(200),
     n=dim(600, (1, 513)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     family=st.sampled_from(["xuv_fused", "xuv_fused_t", "xtuv_fused", "xuv_sequential"]),
     blocks=XUV_BLOCKS,
 )
@@ -297,56 +191,6 @@ def test_trn2_plan_uses_trn2_sbuf() -> None:
     assert f2.ok and not f1.ok and "SBUF" in f1.reason
 
 
-# ---- bad input --------------------------------------------------------------------------------------------
-
-
-def _specs(shapes: list[tuple[int, ...]], dtype=ml_dtypes.bfloat16):  # type: ignore[no-untyped-def]
-    from devkit.nki import typing as nt
-
-    return [nt.tensor[list(s), dtype] for s in shapes]
-
-
-@pytest.mark.parametrize(
-    "name,shapes,blocks,limit",
-    [
-        (
-            "xuv_fused_b2",
-            [(4096, 8192), (8192, 4096), (4096, 1024)],
-            {"block_tokens": 4096, "stage1_tokens": 4096},
-            "SBUF",
-        ),
-        ("xuv_fused_t_b2", [(256, 256), (256, 128), (128, 256)], {"psum_banks": 9}, "PSUM"),
-        ("xtuv_fused_b2", [(256, 256), (256, 128), (128, 256)], {"u_chunk_tiles": 0}, "positive int"),
-        ("matmul_optimized_b2", [(256, 256), (256, 512)], {"psum_banks": 16}, "PSUM"),
-    ],
-)
-def test_infeasible_blocks_raise_before_running_b2(name, shapes, blocks, limit) -> None:  # type: ignore[no-untyped-def]
-    sink = Trace()
-    with pytest.raises(plans.BlockError, match=limit):
-        run_kernel(
-            registry.get(name).kernel_object().func,
-            tuple(_specs(shapes)),
-            blocks,
-            options=SimOptions(numerics=False),
-            sink=sink,
-        )
-    assert not sink.instrs, "the kernel issued instructions before rejecting its blocks"
-
-
-def test_bad_inputs_are_rejected_with_a_clear_error_b2() -> None:
-    x = np.zeros((4, 8), np.float32)
-    fused = registry.get("xuv_fused_b2").kernel_object()
-    with pytest.raises(plans.BlockError, match="dtype"):
-        devkit.simulate(fused, x, np.zeros((8, 4), ml_dtypes.bfloat16), np.zeros((4, 3), np.float32))
-    with pytest.raises(plans.BlockError, match="shape mismatch"):
-        devkit.simulate(fused, x, np.zeros((9, 4), np.float32), np.zeros((4, 3), np.float32))
-    with pytest.raises(plans.BlockError, match="contraction"):
-        devkit.simulate(registry.get("matmul_tiled_b2").kernel_object(), x, np.zeros((5, 3), np.float32))
-    with pytest.raises(plans.BlockError, match="SBUF"):
-        big = [np.zeros(s, np.float32) for s in ((100_000, 2), (100_000, 2))]
-        devkit.simulate(registry.get("matmul_hoisted_b2").kernel_object(), *big)
-
-
 # ---- slow sweeps ------------------------------------------------------------------------------------------
 
 
@@ -357,7 +201,7 @@ def test_bad_inputs_are_rejected_with_a_clear_error_b2() -> None:
     h=dim(700),
     r=dim(500),
     n=dim(1300, (1, 511, 512, 513, 1024)),
-    dtype=DTYPES,
+    dtype=st.sampled_from(DTYPES),
     name=st.sampled_from(FUSED),
     blocks=XUV_BLOCKS,
 )

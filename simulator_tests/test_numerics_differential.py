@@ -37,12 +37,26 @@ import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import apply
+from _numerics_checks import (
+    REDUCTION_BOUNDS,
+    assert_every_op_covered,
+    check_bn_stats_and_aggr,
+    check_nl_reduction,
+    check_nl_unary,
+    check_partition_reduce,
+    check_tensor_scalar_reduce,
+    sum_bound,
+)
 from _numerics_draw import (
     SHARED_COVERAGE,
     SHARED_NON_OPS,
     assert_activation,
     bitvec_operands,
-    public_callables,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    parts,
     rerun_with_examples,
     tensor_scalar_operands,
 )
@@ -58,12 +72,7 @@ from _numerics_props import (
     assert_bits,
     assert_close,
     assert_same,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
-    frees,
     int32_ref,
-    parts,
 )
 from _numerics_ref import (
     BF16,
@@ -111,12 +120,7 @@ def test_nl_unary(name, data, p, f, dtype, out):
     x = data.draw(arrays(dtype, (p, f)))
     fn = getattr(nl, name)
     got = apply(lambda t: fn(t, dtype=out), x)
-    od = np.dtype(out or dtype)
-    x32 = to_f32(x)
-    if name in VUNARY:
-        assert_same(got, cast(VUNARY[name](x32), od), name)
-    else:
-        assert_activation(got, name, x32, od)
+    check_nl_unary(got, name, x, np.dtype(out or dtype))
 
 
 @EX
@@ -420,12 +424,6 @@ def test_nisa_reciprocal(data, p, f, dtype):
 # ---- reductions ------------------------------------------------------------------------------------------
 
 
-def _sum_bound(x32: np.ndarray, axis) -> np.ndarray:
-    n = np.prod([x32.shape[a] for a in axis])
-    with np.errstate(over="ignore", invalid="ignore"):
-        return n * EPS32 * np.abs(x32.astype(np.float64)).sum(axis=axis, keepdims=True)
-
-
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "all"])
 @EX
 @given(data=st.data(), p=parts, f=frees, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
@@ -435,48 +433,12 @@ def test_nl_reductions(name, data, p, f, g, dtype, keep):
     the n-term summation bound; max/min/all exactly.  Reading: NaN propagates through max/min; prod
     is drawn from magnitudes in [2**-8, 2**8], sums and means up to 2**100, variances up to 2**20
     (whether a partial sum or product overflows depends on the order); inf and NaN stay in."""
-    shape = (p, f, g)
-    if name in ("sum", "mean"):
-        x = data.draw(arrays(dtype, shape, lo=0.0, hi=2.0**100))
-    elif name == "prod":
-        x = data.draw(arrays(dtype, shape, lo=2.0**-8, hi=2.0**8))
-    elif name == "var":
-        x = data.draw(arrays(dtype, shape, lo=0.0, hi=2.0**20))
-    else:
-        x = data.draw(arrays(dtype, shape))
+    lo, hi = REDUCTION_BOUNDS.get(name, (None, None))
+    x = data.draw(arrays(dtype, (p, f, g), lo=lo, hi=hi))
     fn = getattr(nl, name)
-    axis = (1, 2)
     kw = {} if name in ("var", "all") else {"keepdims": keep}
-    keep = keep and name not in ("var", "all")
-    got = apply(lambda t: fn(t, axis=list(axis), **kw), x)
-    x32 = to_f32(x).astype(np.float64)
-    with np.errstate(all="ignore"):
-        if name == "all":
-            want = np.all(to_f32(x) != 0, axis=axis, keepdims=True)
-        elif name in ("max", "min"):
-            want = getattr(np, name)(to_f32(x), axis=axis, keepdims=True)
-        elif name == "sum":
-            want = x32.sum(axis=axis, keepdims=True)
-        elif name == "prod":
-            want = x32.prod(axis=axis, keepdims=True)
-        elif name == "mean":
-            want = x32.mean(axis=axis, keepdims=True)
-        else:
-            want = x32.var(axis=axis, keepdims=True)
-    want = want if keep else want.reshape(p, 1)
-    od = BOOL if name == "all" else (F32 if name in ("mean", "var") and dtype in INTS else dtype)
-    if name in ("all", "max", "min"):
-        assert_same(got, cast(want, od) if od != BOOL else want, name)
-        return
-    if name == "prod":
-        slack = 2 * f * g * EPS32 * np.abs(want)
-    elif name == "var":
-        with np.errstate(over="ignore"):
-            slack = 4 * f * g * EPS32 * (x32**2).mean(axis=axis, keepdims=True)
-    else:
-        slack = _sum_bound(to_f32(x), axis) / (f * g if name == "mean" else 1)
-    slack = slack if keep else slack.reshape(p, 1)
-    assert_close(got, want, od, slack=slack, what=name)
+    got = apply(lambda t: fn(t, axis=[1, 2], **kw), x)
+    check_nl_reduction(got, name, x, keep and name not in ("var", "all"), dtype)
 
 
 _LOOP_IDENTITY = {"add": 0.0, "multiply": 1.0, "maximum": -np.inf, "minimum": np.inf}
@@ -544,7 +506,7 @@ def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
         else:
             w = x32.astype(np.float64).prod(axis=1, keepdims=True)
         w = -w if negate else w
-    slack = 2 * f * EPS32 * np.abs(w) if op == "multiply" else _sum_bound(x32, (1,))
+    slack = 2 * f * EPS32 * np.abs(w) if op == "multiply" else sum_bound(x32, (1,))
     if op == "max":
         assert_same(got, cast(w.astype(np.float32), dtype).reshape(got.shape), op)
     else:
@@ -560,14 +522,7 @@ def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
         dtype = U32
     x = data.draw(arrays(dtype, (p, f)))
     got = apply(lambda t: nisa.tensor_partition_reduce(getattr(np, op), t), x)
-    if op == "bitwise_and":
-        assert_same(got, np.bitwise_and.reduce(x, axis=0, keepdims=True), op)
-    elif op == "max":
-        assert_same(got, cast(np.max(to_f32(x), axis=0, keepdims=True), dtype), op)
-    else:
-        with np.errstate(all="ignore"):
-            w = to_f32(x).astype(np.float64).sum(axis=0, keepdims=True)
-        assert_close(got, w, dtype, slack=_sum_bound(to_f32(x), (0,)), what=op)
+    check_partition_reduce(got, op, x, dtype)
 
 
 @EX
@@ -590,16 +545,7 @@ def test_nisa_tensor_scalar_reduce(data, p, f, dtype, red):
         return out, rr_h
 
     o, rr = k(x)
-    with np.errstate(all="ignore"):
-        v = to_f32(x) * np.float32(-2)
-    assert_same(o, cast(v, dtype), "tensor_scalar_reduce out")
-    if red == "add":
-        with np.errstate(all="ignore"):
-            assert_close(
-                rr, v.astype(np.float64).sum(1, keepdims=True), F32, slack=_sum_bound(v, (1,)), what="sum"
-            )
-    else:
-        assert_same(rr, getattr(np, red)(v, axis=1, keepdims=True), red)
+    check_tensor_scalar_reduce(o, rr, x, red, dtype)
 
 
 @EX
@@ -620,12 +566,7 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
         return s_h, m_h
 
     s, mv = k(x)
-    x64 = to_f32(x).astype(np.float64)
-    want = ref.bn_stats(x64)
-    scale = 8 * f * EPS32 * (1 + (x64**2).sum(axis=1, keepdims=True))
-    assert_close(s, want, F32, slack=scale, what="bn_stats")
-    wmv = np.stack([x64.mean(axis=1), x64.var(axis=1)], axis=1)
-    assert_close(mv, wmv, F32, slack=scale, what="bn_aggr")
+    check_bn_stats_and_aggr(s, mv, x)
 
 
 @EX
@@ -840,12 +781,8 @@ def _test_names(path: Path) -> set[str]:
 def test_every_public_op_has_a_property_test(module):
     """Fails when a public nl/nisa callable has neither a property test here nor a reasoned entry in
     NON_OPS (a new op needs a test: add it to COVERED with the test that drives it)."""
-    names = public_callables(module)
-    missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
-    assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
     tests = {n for path in SUITE for n in _test_names(path)}
-    dangling = sorted({t for t in (*COVERED.values(), *COVERED_ISA_EXTRA.values()) if t not in tests})
-    assert not dangling, f"COVERED names tests that do not exist: {dangling}"
+    assert_every_op_covered(module, COVERED, NON_OPS, tests, also=COVERED_ISA_EXTRA.values())
 
 
 @pytest.mark.slow

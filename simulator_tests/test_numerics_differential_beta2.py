@@ -27,16 +27,22 @@ import numpy as np
 import pytest
 from _numerics_beta2 import (
     EX,
-    dtypes_any,
-    dtypes_float,
-    dtypes_int,
     eng,
     engines,
     fp32_ulps,
-    frees,
-    parts,
     run_isa,
     run_nl,
+)
+from _numerics_checks import (
+    REDUCTION_BOUNDS,
+    assert_every_op_covered,
+    check_bn_stats_and_aggr,
+    check_nl_reduction,
+    check_nl_unary,
+    check_partition_reduce,
+    check_rms_norm,
+    check_softmax,
+    check_tensor_scalar_reduce,
     sum_bound,
 )
 from _numerics_draw import (
@@ -49,7 +55,11 @@ from _numerics_draw import (
     assert_close,
     assert_same,
     bitvec_operands,
-    public_callables,
+    dtypes_any,
+    dtypes_float,
+    dtypes_int,
+    frees,
+    parts,
     rerun_with_examples,
     tensor_scalar_operands,
 )
@@ -93,12 +103,7 @@ def test_nl_unary(name, data, p, f, dtype, out):
     x = data.draw(arrays(dtype, (p, f)))
     fn = getattr(nl, name)
     got = run_nl(lambda t: fn(t, out), x)
-    od = np.dtype(out or dtype)
-    x32 = to_f32(x)
-    if name in VUNARY:
-        assert_same(got, cast(VUNARY[name](x32), od), name)
-    else:
-        assert_activation(got, name, x32, od)
+    check_nl_unary(got, name, x, np.dtype(out or dtype))
 
 
 @EX
@@ -418,48 +423,14 @@ def test_nl_reductions(name, data, p, f, g, dtype, keep):
     n-term bound, max/min/all exact; value ranges as in the Beta-1 suite.  Reading: "var always keeps
     dims" gives (P, 1) when several free axes are reduced (they fold into one kept axis, as Beta 1's
     nl.var), not NumPy's (P, 1, 1)."""
-    shape = (p, f, g)
-    bounds = {
-        "sum": (0.0, 2.0**100),
-        "mean": (0.0, 2.0**100),
-        "prod": (2.0**-8, 2.0**8),
-        "var": (0.0, 2.0**20),
-    }
-    lo, hi = bounds.get(name, (None, None))
-    x = data.draw(arrays(dtype, shape, lo=lo, hi=hi))
+    lo, hi = REDUCTION_BOUNDS.get(name, (None, None))
+    x = data.draw(arrays(dtype, (p, f, g), lo=lo, hi=hi))
     fn = getattr(nl, name)
-    axis = (1, 2)
     if name in ("var", "all"):
-        got = run_nl(lambda t: fn(t, list(axis)), x)
-        keep = name == "var"
+        got = run_nl(lambda t: fn(t, [1, 2]), x)
     else:
-        got = run_nl(lambda t: fn(t, list(axis), None, keep), x)
-    x32 = to_f32(x).astype(np.float64)
-    with np.errstate(all="ignore"):
-        want = {
-            "all": lambda: np.all(to_f32(x) != 0, axis=axis, keepdims=True),
-            "max": lambda: np.max(to_f32(x), axis=axis, keepdims=True),
-            "min": lambda: np.min(to_f32(x), axis=axis, keepdims=True),
-            "sum": lambda: x32.sum(axis=axis, keepdims=True),
-            "prod": lambda: x32.prod(axis=axis, keepdims=True),
-            "mean": lambda: x32.mean(axis=axis, keepdims=True),
-            "var": lambda: x32.var(axis=axis, keepdims=True),
-        }[name]()
-    want = want if keep and name != "var" else want.reshape(p, 1)
-    keep = keep and name != "var"
-    od = BOOL if name == "all" else (F32 if name in ("mean", "var") and dtype in INTS else dtype)
-    if name in ("all", "max", "min"):
-        assert_same(got, cast(want, od) if od != BOOL else want, name)
-        return
-    if name == "prod":
-        slack = 2 * f * g * EPS32 * np.abs(want)
-    elif name == "var":
-        with np.errstate(over="ignore"):
-            slack = 4 * f * g * EPS32 * (x32**2).mean(axis=axis, keepdims=True)
-    else:
-        slack = sum_bound(to_f32(x), axis) / (f * g if name == "mean" else 1)
-    slack = slack if keep else slack.reshape(p, 1)
-    assert_close(got, want, od, slack=slack, what=name)
+        got = run_nl(lambda t: fn(t, [1, 2], None, keep), x)
+    check_nl_reduction(got, name, x, keep and name not in ("var", "all"), dtype)
 
 
 @pytest.mark.parametrize("op", ["add", "maximum", "multiply", "bitwise_or"])
@@ -509,14 +480,7 @@ def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
     big = op in ("add", "average")  # a partial sum could overflow depending on the undocumented order
     x = data.draw(arrays(dtype, (p, f), lo=0.0 if big else None, hi=2.0**100 if big else None))
     got = run_isa(lambda d, a: nisa.tensor_partition_reduce(d, getattr(nl, op), a), [x], ((1, f), dtype))
-    if op == "bitwise_and":
-        assert_same(got, np.bitwise_and.reduce(x, axis=0, keepdims=True), op)
-    elif op == "maximum":
-        assert_same(got, cast(np.max(to_f32(x), axis=0, keepdims=True), dtype), op)
-    else:
-        with np.errstate(all="ignore"):
-            w = to_f32(x).astype(np.float64).sum(axis=0, keepdims=True) / (p if op == "average" else 1)
-        assert_close(got, w, dtype, slack=sum_bound(to_f32(x), (0,)), what=op)
+    check_partition_reduce(got, op, x, dtype)
 
 
 @EX
@@ -533,16 +497,7 @@ def test_nisa_tensor_scalar_reduce(data, p, f, dtype, red):
         ((p, f), dtype),
         ((p, 1), F32),
     )
-    with np.errstate(all="ignore"):
-        v = to_f32(x) * np.float32(-2)
-    assert_same(o, cast(v, dtype), "tensor_scalar_reduce out")
-    if red == "add":
-        with np.errstate(all="ignore"):
-            assert_close(
-                rr, v.astype(np.float64).sum(1, keepdims=True), F32, slack=sum_bound(v, (1,)), what="sum"
-            )
-    else:
-        assert_same(rr, {"maximum": np.max, "minimum": np.min}[red](v, axis=1, keepdims=True), red)
+    check_tensor_scalar_reduce(o, rr, x, red, dtype)
 
 
 @EX
@@ -558,10 +513,7 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
         nisa.bn_aggr(mv, s)
 
     s, mv = run_isa(op, [x], ((p, 6), F32), ((p, 2), F32))
-    x64 = to_f32(x).astype(np.float64)
-    scale = 8 * f * EPS32 * (1 + (x64**2).sum(axis=1, keepdims=True))
-    assert_close(s, ref.bn_stats(x64), F32, slack=scale, what="bn_stats")
-    assert_close(mv, np.stack([x64.mean(axis=1), x64.var(axis=1)], axis=1), F32, slack=scale, what="bn_aggr")
+    check_bn_stats_and_aggr(s, mv, x)
 
 
 @EX
@@ -597,9 +549,7 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
 def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis=-1, dtype=None) [B2 §3.7]: exp(x - max) / sum in fp32, cast once; finite inputs."""
     x = data.draw(arrays(dtype, (p, f), finite=True))
-    got = run_nl(lambda t: nl.softmax(t, axis=1), x)
-    want = ref.softmax(to_f32(x))
-    assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
+    check_softmax(run_nl(lambda t: nl.softmax(t, axis=1), x), x, dtype)
 
 
 @EX
@@ -609,11 +559,7 @@ def test_nl_rms_norm(data, p, f, dtype):
     finite inputs."""
     x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**30))
     w = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**30))
-    got = run_nl(lambda t, ww: nl.rms_norm(t, ww, 1, f), x, w)
-    x64, w64 = to_f32(x).astype(np.float64), to_f32(w).astype(np.float64)
-    r = 1 / np.sqrt((x64**2).sum(axis=1, keepdims=True) / f + 1e-6)
-    want = x64 * r * w64
-    assert_close(got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(want) + 1e-30, what="rms_norm")
+    check_rms_norm(run_nl(lambda t, ww: nl.rms_norm(t, ww, 1, f), x, w), x, w, dtype)
 
 
 # ---- coverage: every public Beta-2 op has a property test ---------------------------------------------------------
@@ -678,12 +624,8 @@ COVERED = {
 def test_every_public_op_has_a_property_test(module):
     """Fails when a public Beta-2 nki.language / nki.isa callable has neither a property test here nor a
     reasoned NON_OPS entry (a new op needs a test: add it to COVERED with the test that drives it)."""
-    names = public_callables(module)
-    missing = sorted(n for n in names if n not in COVERED and n not in NON_OPS)
-    assert not missing, f"public {module.__name__} ops without a differential test: {missing}"
     tests = {n for n in (*globals(), *vars(data_tests)) if n.startswith("test_")}
-    dangling = sorted({t for t in COVERED.values() if t not in tests})
-    assert not dangling, f"COVERED names tests that do not exist: {dangling}"
+    assert_every_op_covered(module, COVERED, NON_OPS, tests)
 
 
 @pytest.mark.slow

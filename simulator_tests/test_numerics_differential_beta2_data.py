@@ -15,19 +15,25 @@ import numpy as np
 import pytest
 from _numerics_beta2 import (
     EX,
-    EXAMPLES,
-    dtypes_any,
-    dtypes_float,
     eng,
     engines,
-    frees,
-    parts,
     run_isa,
     run_nl,
     to_hbm,
     to_sbuf,
 )
-from _numerics_draw import EPS32, arrays, assert_bits, assert_close, assert_same
+from _numerics_draw import (
+    EPS32,
+    EXAMPLES,
+    arrays,
+    assert_bits,
+    assert_close,
+    assert_same,
+    dtypes_any,
+    dtypes_float,
+    frees,
+    parts,
+)
 from _numerics_ref import (
     BF16,
     F16,

@@ -10,19 +10,16 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply
+from _nki_support import apply, stream_shuffle_kernel
+from _numerics_checks import check_rms_norm, check_softmax
+from _numerics_draw import EXAMPLES, dtypes_any, dtypes_float, frees, parts
 from _numerics_props import (
     EPS32,
     EX,
-    EXAMPLES,
     arrays,
     assert_bits,
     assert_close,
     assert_same,
-    dtypes_any,
-    dtypes_float,
-    frees,
-    parts,
 )
 from _numerics_ref import (
     BF16,
@@ -193,19 +190,11 @@ def test_nisa_nc_stream_shuffle(data, f, dtype):
     old = data.draw(arrays(dtype, (p, f)))
     mask = data.draw(st.lists(st.one_of(st.integers(0, 31), st.just(255)), min_size=32, max_size=32))
 
-    @nki.jit
-    def k(s, d):
-        out = nl.ndarray((p, f), dtype=s.dtype, buffer=nl.shared_hbm)
-        dst = nl.load(d)
-        nisa.nc_stream_shuffle(src=nl.load(s), dst=dst, shuffle_mask=mask)
-        nl.store(out, value=dst)
-        return out
-
     want = old.copy()
     for i, m in enumerate(mask):
         if m != 255:
             want[i] = src[m]
-    assert_bits(k(src, old), want, "nc_stream_shuffle")
+    assert_bits(stream_shuffle_kernel(src, old, mask), want, "nc_stream_shuffle")
 
 
 @EX
@@ -414,9 +403,7 @@ def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis): exp(x - max) / sum exp(x - max) in fp32, cast once [B1-NL]; finite
     inputs; tolerance: the fp32 evaluation of exp and of an f-term sum, relative to the result."""
     x = data.draw(arrays(dtype, (p, f), finite=True))
-    got = apply(lambda t: nl.softmax(t, axis=1), x)
-    want = ref.softmax(to_f32(x))
-    assert_close(got, want, dtype, slack=(4 * f + 16) * EPS32 * (want + 1e-30), what="softmax")
+    check_softmax(apply(lambda t: nl.softmax(t, axis=1), x), x, dtype)
 
 
 @EX
@@ -427,9 +414,4 @@ def test_nl_rms_norm(data, p, f, dtype):
     x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**30))
     w = data.draw(arrays(dtype, (1, f), finite=True, lo=0.0, hi=2.0**30))
     got = apply(lambda t, ww: nl.rms_norm(t, nl.broadcast_to(ww, shape=(p, f)), axis=1, n=f), x, w)
-    x64, w64 = to_f32(x).astype(np.float64), to_f32(w).astype(np.float64)
-    r = 1 / np.sqrt((x64**2).sum(axis=1, keepdims=True) / f + 1e-6)
-    want = x64 * r * w64
-    assert_close(
-        got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(x64 * r * w64) + 1e-30, what="rms_norm"
-    )
+    check_rms_norm(got, x, w, dtype)

@@ -20,6 +20,7 @@ import pytest
 
 import devkit
 from devkit.errors import BoundsError, KernelError
+from devkit.kernels.beta2.tutorial import tiled_matmul  # three nested affine loops, all replayable
 from devkit.nki.beta2 import loopsafety
 from devkit.nki.runner import run_kernel
 from devkit.sim import replay2
@@ -28,27 +29,6 @@ from devkit.trace import Trace
 
 NO_REPLAY = SimOptions(numerics=False, replay_loops=False)
 BF16 = nl.bfloat16
-
-
-@nki.jit
-def tiled_matmul(lhsT, rhs):
-    """Three nested affine loops; every level is long enough to replay."""
-    k_dim, m_dim = lhsT.shape
-    _, n_dim = rhs.shape
-    out = nl.ndarray((m_dim, n_dim), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(m_dim // 128):
-        for n in nl.affine_range(n_dim // 512):
-            acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(k_dim // 128):
-                a = nl.ndarray((128, 128), dtype=lhsT.dtype, buffer=nl.sbuf)
-                b = nl.ndarray((128, 512), dtype=rhs.dtype, buffer=nl.sbuf)
-                nisa.dma_copy(dst=a, src=lhsT[k * 128 : (k + 1) * 128, m * 128 : (m + 1) * 128])
-                nisa.dma_copy(dst=b, src=rhs[k * 128 : (k + 1) * 128, n * 512 : (n + 1) * 512])
-                nisa.nc_matmul(dst=acc, stationary=a, moving=b)
-            res = nl.ndarray((128, 512), dtype=out.dtype, buffer=nl.sbuf)
-            nisa.tensor_copy(dst=res, src=acc)
-            nisa.dma_copy(dst=out[m * 128 : (m + 1) * 128, n * 512 : (n + 1) * 512], src=res)
-    return out
 
 
 @nki.jit

@@ -1,6 +1,7 @@
 """Negative tests: every instruction-level rule (reference/nki_api.md §2.8 items 1-6, 9, 10, plus the
 allocation, scope and loop rules) raises its KernelError subclass, and blames the kernel's own line
-(``.filename`` is this file, ``.lineno`` the line marked ``# <- blame``)."""
+(``.filename`` the module that defines the kernel -- this file, or the hazard suite whose specimen is
+reused -- and ``.lineno`` the line marked ``# <- blame``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import pytest
 from _nki_support import BF16, FAST, assert_blames
 from hypothesis import given
 from hypothesis import strategies as st
+from test_hazard_races import reduction_written_as_a_plain_assignment
+from test_hazard_rules import use_after_the_loop
+from test_hazard_uninit import exp_of_fresh_sbuf
 
 import devkit
 from devkit.errors import (
@@ -557,6 +561,8 @@ def test_activation_reciprocal_takes_no_bias_on_trn1():
 
 
 # ---- allocation, scope, initialisation and loop rules -------------------------------------------------
+# (the uninitialised read, use out of scope and affine-range race specimens are the hazard suites' own,
+# imported above: one kernel per fault, blamed on its line in the module that defines it)
 
 
 @nki.jit
@@ -582,34 +588,6 @@ def store_into_input(a):
 
 
 @nki.jit
-def read_uninitialised(a):
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
-    r = nl.exp(t)  # <- blame
-    nl.store(out, value=r)
-    return out
-
-
-@nki.jit
-def use_out_of_scope(a):
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    for _i in nl.affine_range(2):
-        t = nl.load(a)
-    nl.store(out, value=t)  # <- blame
-    return out
-
-
-@nki.jit
-def affine_range_write_race(a):
-    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
-    acc = nl.zeros((128, 512), dtype=nl.float32)
-    for _i in nl.affine_range(4):
-        acc[...] = nl.add(acc, nl.load(a))  # <- blame
-    nl.store(out, value=acc)
-    return out
-
-
-@nki.jit
 def static_oob_index(a):
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
     i_p, i_f = nl.mgrid[0:128, 0:520]
@@ -630,9 +608,9 @@ def unknown_dtype(a):
         (one_dim_sbuf_tile, TileShapeError),
         (shared_hbm_in_loop, KernelArgumentError),
         (store_into_input, ImmutableInputError),
-        (read_uninitialised, UninitializedReadError),
-        (use_out_of_scope, ScopeError),
-        (affine_range_write_race, RaceError),
+        (exp_of_fresh_sbuf, UninitializedReadError),
+        (use_after_the_loop, ScopeError),
+        (reduction_written_as_a_plain_assignment, RaceError),
         (static_oob_index, BoundsError),
         (unknown_dtype, DtypeError),
     ],

@@ -7,7 +7,8 @@ an element overwrites it, later ones add), and ragged edges are plain slices (no
 
 Modules: :mod:`~devkit.kernels.beta2.matmul` (dense baselines), :mod:`~devkit.kernels.beta2.neuronmm` (fused
 X.U.V), :mod:`~devkit.kernels.beta2.mlp` (SVD and dense MLP), :mod:`~devkit.kernels.beta2._blocks` (the
-emitters).  Each kernel is named ``<beta-1 name>_b2`` and declared in :mod:`devkit.kernels.registry` with
+emitters), :mod:`~devkit.kernels.beta2.tutorial` (the tutorial's tiled matmul, for tests and benchmarks).
+Each kernel is named ``<beta-1 name>_b2`` and declared in :mod:`devkit.kernels.registry` with
 ``generation="beta2"``.
 
 Importing this package on a machine without a real ``nki`` package binds ``nki`` to the devkit simulator
