@@ -380,15 +380,18 @@ def ensure_conftest(directory: Path) -> Path | None:
 
 #: Fixtures the generated tests use that a conftest.py from before generation-marked tests lacks.
 _CONFTEST_NEEDS = ("def device(", "def latency_options(", "nki_generation")
+#: A conftest that installs the kit's current hooks and fixtures (the template's) says this.
+_CONFTEST_CURRENT = "conftest_hooks("
 
 
 def stale_conftest(directory: Path) -> str | None:
     """Why ``directory/conftest.py`` cannot serve the tests :func:`render` writes (None when it can): one
-    kept from an earlier devkit lacks the ``device`` / ``latency_options`` fixtures and the generation skip."""
+    kept from an earlier devkit lacks the ``device`` / ``latency_options`` fixtures and the generation skip
+    (one that installs :func:`devkit.hw.conftest_hooks`, or that defines them itself, can)."""
     path = Path(directory) / "conftest.py"
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     missing = [n.removeprefix("def ").rstrip("(") for n in _CONFTEST_NEEDS if n not in text]
-    if not missing:
+    if not missing or _CONFTEST_CURRENT in text:
         return None
     return (
         f"{path} predates the generated tests (no {', '.join(missing)}): the tests will error; delete it and "
