@@ -159,20 +159,12 @@ def svd_mlp_plans(
                 f"svd_mlp: {name} has shape {list(t.shape)}, expected {list(want)} "
                 f"(x [S, H] = {list(x.shape)}, ranks gate {rg} up {ru} down {rd}, I {i_dim})"
             )
-    g = given(blocks)
     s_tok = s_tok if tokens is None else max(1, tokens)
     shape = {"S": s_tok, "H": h, "r": max(rg, ru, rd), "I": i_dim}
     defaults = tuning.blocks_for("svd_mlp", shape, tuning.dtype_name(x.dtype), target)
-    s = itemsize(x.dtype)
-    p1 = plans.resolve_xuv(
-        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, g, "svd_mlp", "swiglu", True, pairs=2
+    return plans.resolve_svd_mlp(
+        s_tok, h, max(rg, ru), rd, i_dim, itemsize(x.dtype), usable, defaults, given(blocks)
     )
-    p2 = plans.resolve_xuv(s_tok, i_dim, rd, h, s, usable, p1.blocks, g, "svd_mlp", "natural", False)
-    if p2.blocks != p1.blocks:
-        p1 = plans.resolve_xuv(
-            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, g, "svd_mlp", "swiglu", True, pairs=2
-        )
-    return p1, p2
 
 
 def dense_mlp_plan(
