@@ -42,6 +42,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def fixed_panel_bytes(k: int, cols: int, rhs_cols: int, itemsize: int) -> int:
+    """SBUF bytes per partition of the fixed-block tutorial matmuls (hoisted, blocked): a full-K lhsT panel
+    ``cols`` wide plus double-buffered rhs staging (``2 x 2 x rhs_cols`` elements)."""
+    return cdiv(k, P) * cols * itemsize + 2 * 2 * rhs_cols * itemsize
+
+
 @dataclass(frozen=True)
 class Plan:
     """Resolved blocks of one kernel call and the SBUF bytes per partition they need."""

@@ -360,7 +360,7 @@ def _panel_limit(cols: int) -> Callable[[Shape, int], int]:
     """SBUF bytes of a full-K lhsT panel ``cols`` wide plus double-buffered rhs tiles (hoisted/blocked)."""
 
     def need(s: Shape, itemsize: int) -> int:
-        return -(-s["K"] // plans.P) * cols * itemsize + 2 * 2 * plans.FMAX * 2 * itemsize
+        return plans.fixed_panel_bytes(s["K"], cols, 2 * plans.FMAX, itemsize)
 
     return need
 

@@ -87,6 +87,22 @@ def matmul_plan(
     return plans.resolve_matmul(k, m, n, itemsize(lhsT.dtype), usable, defaults, given(blocks), kernel)
 
 
+def fixed_panel_dims(
+    lhsT: Any, rhs: Any, cols: int, rhs_cols: int, usable: int, kernel: str, instead: str
+) -> tuple[int, int, int]:
+    """``(K, M, N)`` of a fixed-block matmul holding a full-K ``cols``-wide lhsT panel
+    (:func:`devkit.kernels.plans.fixed_panel_bytes`); a BlockError naming ``instead`` when it cannot fit
+    ``usable`` bytes per partition."""
+    k, m, n = matmul_dims(lhsT, rhs)
+    need = plans.fixed_panel_bytes(k, cols, rhs_cols, itemsize(lhsT.dtype))
+    if need > usable:
+        raise plans.BlockError(
+            f"{kernel}: SBUF limit: needs {need} bytes per partition (a full-K lhsT panel), "
+            f"only {usable} usable; use {instead} for this K"
+        )
+    return k, m, n
+
+
 def xuv_dims(name: str, x_shape: tuple[int, ...], u: Any, v: Any, x_rows: bool) -> tuple[int, int, int, int]:
     """``(S, H, r, N)`` of a fused X.U.V call (``x`` [S, H], or ``xT`` [H, S] when not ``x_rows``)."""
     s_tok, h = x_shape if x_rows else (x_shape[1], x_shape[0])
