@@ -270,7 +270,7 @@ def xuv_sequential(x: Any, u: Any, v: Any) -> Any:
     """The "NKI XUV" baseline: ``x @ u`` then ``@ v`` as two :func:`~kernels.matmul.matmul_optimized`
     passes with every intermediate through HBM, plus the transposes they need (x -> x^T before the
     first pass, XU -> (XU)^T before the second).  -> [S, N] in the input dtype."""
-    B.check_same_dtype(x, u, v)
+    resolve.check_same_dtype(x, u, v)
     s_tok, h, r, n = resolve.xuv_dims("xuv_sequential", tuple(x.shape), u, v, True)
     dt = x.dtype
     out = nl.ndarray((s_tok, n), dtype=dt, buffer=nl.shared_hbm)
