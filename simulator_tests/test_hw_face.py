@@ -18,7 +18,7 @@ def _names_used(paths: list[Path]) -> set[str]:
 def test_the_face_exports_every_name_the_template_and_the_hw_tests_use():
     sources = [ROOT / "devkit" / "templates" / "hw_test.py.j2", *sorted((ROOT / "hw_tests").glob("*.py"))]
     used = _names_used(sources)
-    assert {"Case", "run_numerics", "run_latency", "sdk_runner", "fake_runner"} <= used  # the real uses
+    assert {"Case", "promoted_tests", "conftest_hooks", "find_project"} <= used  # the real uses
     missing = sorted(used - set(hw.__all__))
     assert not missing, f"hw_tests/ or the template use names devkit.hw does not export: {missing}"
     for name in hw.__all__:
@@ -36,3 +36,15 @@ def test_the_face_and_the_workflow_modules_are_the_same_objects():
 
     assert hw.Case is harness.Case and hw.ResultsStore is store.ResultsStore
     assert hw.load_sdk is host.load_sdk and hw.HardwareUnavailableError is HardwareUnavailableError
+
+
+def test_promoted_tests_run_every_case_marked_with_the_generation():
+    cases = [hw.Case("k", {"N": 64}, "float32"), hw.Case("k", {"N": 128}, "float32")]
+    numerics, latency = hw.promoted_tests(cases, generation="beta2", warmup=1, iters=2, seed=0)
+    assert (numerics.__name__, latency.__name__) == ("test_numerics", "test_latency")
+    for test in (numerics, latency):
+        marks = {m.name: m for m in test.pytestmark}
+        assert marks["nki_generation"].args == ("beta2",)
+        assert marks["parametrize"].args[0] == "case" and list(marks["parametrize"].args[1]) == cases
+    other, _ = hw.promoted_tests(cases[:1], generation="beta1", warmup=0, iters=1, seed=0)  # another module
+    assert other is not numerics and len(other.pytestmark) == len(numerics.pytestmark) == 2  # no shared marks

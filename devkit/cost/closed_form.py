@@ -54,11 +54,12 @@ class Movement:
         )
 
 
-def _overflow(sbuf_bytes: int, target: Target | None) -> int:
+def _overflow(sbuf_bytes: int, target: str | Target | None) -> int:
+    """Bytes of ``sbuf_bytes`` beyond the target's usable SBUF (0 without a target)."""
     if target is None:
         return 0
-    capacity = target.sbuf.usable_bytes_per_partition * target.sbuf.partitions
-    return max(0, sbuf_bytes - capacity)
+    tgt = resolve_target(target)
+    return max(0, sbuf_bytes - tgt.sbuf.usable_bytes_per_partition * tgt.sbuf.partitions)
 
 
 def blocked_matmul(
@@ -99,8 +100,7 @@ def blocked_matmul(
         sbuf = (block_k * block_m + block_k * block_n) * s + m * block_n * so
     else:
         raise ValueError(f"reuse must be 'none', 'lhsT' or 'rhs', got {reuse!r}")
-    tgt = resolve_target(target) if target is not None else None
-    spill = 2 * _overflow(sbuf, tgt) * n_blocks_k * n_blocks_n if reuse == "rhs" else 0
+    spill = 2 * _overflow(sbuf, target) * n_blocks_k * n_blocks_n if reuse == "rhs" else 0
     return Movement(
         flops=2 * m * n * k,
         hbm_read_bytes=reads,
@@ -133,8 +133,7 @@ def fused_xuv(
     reads = s_tokens * h * s + token_blocks * (h * r + r * n) * s
     bk = min(block_tokens, s_tokens)
     sbuf = (r * bk + block_h * bk + block_h * block_r + block_r * block_n + bk * block_n) * s
-    tgt = resolve_target(target) if target is not None else None
-    spill = 2 * _overflow(sbuf, tgt) * token_blocks
+    spill = 2 * _overflow(sbuf, target) * token_blocks
     return Movement(
         flops=2 * s_tokens * r * (h + n),
         hbm_read_bytes=reads,
@@ -163,29 +162,9 @@ def sequential_xuv(
     ``rhs = V [r, N]``.  With ``transpose_in_hbm`` the framework's ``.t()`` of ``XU`` between the calls
     reads and writes ``S * r`` elements once more (neuronmm.md s2.10).
     """
-    first = blocked_matmul(
-        h,
-        s_tokens,
-        r,
-        dtype=dtype,
-        block_m=block_m,
-        block_n=block_n,
-        block_k=block_k,
-        reuse="rhs",
-        target=target,
-    )
-    second = blocked_matmul(
-        r,
-        s_tokens,
-        n,
-        dtype=dtype,
-        block_m=block_m,
-        block_n=block_n,
-        block_k=block_k,
-        reuse="rhs",
-        target=target,
-    )
-    total = first + second
+    passes = {"dtype": dtype, "block_m": block_m, "block_n": block_n, "block_k": block_k, "target": target}
+    xu = blocked_matmul(h, s_tokens, r, reuse="rhs", **passes)  # lhsT = X^T [H, S], rhs = U [H, r]
+    total = xu + blocked_matmul(r, s_tokens, n, reuse="rhs", **passes)  # lhsT = (XU)^T [r, S], rhs = V
     if transpose_in_hbm:
         sr = s_tokens * r * itemsize(dtype)
         total = total + Movement(0, sr, sr, 0)

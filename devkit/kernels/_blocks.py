@@ -45,7 +45,6 @@ from devkit.kernels.layout import (
     transpose_groups,
 )
 from devkit.kernels.plans import FMAX, PSUM_BANKS, X_COLS, BlockError, P, cdiv, usable_sbuf
-from devkit.kernels.resolve import check_same_dtype  # noqa: F401  (re-exported for the kernels)
 from devkit.targets import DEFAULT_TARGET
 
 __all__ = [

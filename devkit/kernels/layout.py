@@ -27,19 +27,27 @@ def banks_leaving_one(banks: int) -> int:
     return max(1, min(banks, PSUM_BANKS - 1))
 
 
+def _token_groups(
+    n_tok: int, banks: int, npairs: int, tok_tile: int, other_tile: int, other_tiles: int
+) -> tuple[list[Tiles], int]:
+    """Token groups of ``tok_tile``-token tiles (as many per group as a pair's banks allow) and the group's
+    extent in the other dimension, ``other_tiles`` (default: the banks left per token tile) x ``other_tile``."""
+    per_pair = max(1, banks // npairs)
+    toks = tile_sizes(n_tok, tok_tile)
+    per_group = min(len(toks), per_pair)
+    groups = [
+        [(i * tok_tile, toks[i]) for i in range(g0, min(g0 + per_group, len(toks)))]
+        for g0 in range(0, len(toks), per_group)
+    ]
+    return groups, (other_tiles or max(1, per_pair // per_group)) * other_tile
+
+
 def moving_layout(
     n_tok: int, banks: int, npairs: int = 1, col_group_tiles: int = 0
 ) -> tuple[list[Tiles], int]:
     """PSUM group layout of a weights-moving product: token groups (each a list of ``(offset, size)``
     128-token tiles) and the group width in columns (``TN`` 512-column tiles)."""
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, P)
-    tm = min(len(toks), per_pair)
-    tn = col_group_tiles or max(1, per_pair // tm)
-    groups = [
-        [(i * P, toks[i]) for i in range(g0, min(g0 + tm, len(toks)))] for g0 in range(0, len(toks), tm)
-    ]
-    return groups, tn * FMAX
+    return _token_groups(n_tok, banks, npairs, P, FMAX, col_group_tiles)
 
 
 def stationary_layout(
@@ -47,14 +55,7 @@ def stationary_layout(
 ) -> tuple[list[Tiles], int]:
     """PSUM group layout of a weights-stationary product: token groups (lists of ``(offset, size)``
     512-token tiles) and the group height in output rows (``G`` 128-row tiles)."""
-    per_pair = max(1, banks // npairs)
-    toks = tile_sizes(n_tok, FMAX)
-    tt = min(len(toks), per_pair)
-    g_tiles = row_group_tiles or max(1, per_pair // tt)
-    groups = [
-        [(i * FMAX, toks[i]) for i in range(g0, min(g0 + tt, len(toks)))] for g0 in range(0, len(toks), tt)
-    ]
-    return groups, g_tiles * P
+    return _token_groups(n_tok, banks, npairs, FMAX, P, row_group_tiles)
 
 
 def col_tiles_of(wsz: int) -> Tiles:

@@ -104,13 +104,12 @@ def matmul_optimized(
 def matmul_blocked(lhsT: Any, rhs: Any) -> Any:
     """Blocked free dimensions: a 256-column lhsT panel (2 stationary tiles) against 1024-column rhs
     groups (2 moving tiles), 4 PSUM banks; rhs is loaded one 128-row tile per DMA."""
-    k, m, n = dims(lhsT, rhs)
+    k, m, n = _fixed_panel(lhsT, rhs, 256, 1024, "matmul_blocked")
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
     kt = B.cdiv(k, B.P)
     lhs3 = B.rows3(lhsT)
     rhs3 = B.rows3(rhs)
-    _fits(kt * 256 * B.itemsize(dt) + 2 * 1024 * B.itemsize(dt) * 2, "matmul_blocked")
 
     def mblock(bi: Any, m0: Any, bm: int) -> None:
         panel = nl.ndarray((B.P, kt, bm), dtype=dt, buffer=nl.sbuf)
@@ -127,13 +126,12 @@ def matmul_blocked(lhsT: Any, rhs: Any) -> Any:
 def matmul_hoisted(lhsT: Any, rhs: Any) -> Any:
     """Hoisted loads: each 128-column lhsT strip (all of K) is loaded once and reused across every
     512-column rhs tile; rhs tiles are loaded one 128 x 512 tile per DMA."""
-    k, m, n = dims(lhsT, rhs)
+    k, m, n = _fixed_panel(lhsT, rhs, B.P, B.FMAX, "matmul_hoisted")
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
     kt = B.cdiv(k, B.P)
     lhs3 = B.rows3(lhsT)
     rhs3 = B.rows3(rhs)
-    _fits(kt * B.P * B.itemsize(dt) + 2 * B.FMAX * B.itemsize(dt) * 2, "matmul_hoisted")
 
     def mtile(mi: Any, m0: Any, ms: int) -> None:
         panel = nl.ndarray((B.P, kt, ms), dtype=dt, buffer=nl.sbuf)
@@ -169,10 +167,8 @@ def matmul_tiled(lhsT: Any, rhs: Any) -> Any:
     return out
 
 
-def _fits(need: int, kernel: str) -> None:
+def _fixed_panel(lhsT: Any, rhs: Any, cols: int, rhs_cols: int, kernel: str) -> tuple[int, int, int]:
+    """Shapes of a kernel holding a full-K ``cols``-wide lhsT panel next to ``rhs_cols``-wide rhs tiles;
+    raises BlockError when that cannot fit SBUF."""
     usable = B.usable_sbuf_bytes()
-    if need > usable:
-        raise plans.BlockError(
-            f"{kernel}: SBUF limit: needs {need} bytes per partition (a full-K lhsT panel), "
-            f"only {usable} usable; use matmul_optimized for this K"
-        )
+    return resolve.fixed_panel_dims(lhsT, rhs, cols, rhs_cols, usable, kernel, "matmul_optimized")

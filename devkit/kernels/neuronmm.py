@@ -49,13 +49,6 @@ from devkit.kernels.matmul import matmul_into, matmul_plan_for, store_natural
 from devkit.kernels.resolve import block_args
 
 
-def xuv_plan_for(
-    name: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], out: str, x_rows: bool
-) -> plans.Plan:
-    """Resolve the block plan of a fused X.U.V kernel (raises BlockError if explicit blocks do not fit)."""
-    return resolve.xuv_plan(name, x, u, v, blocks, out, x_rows, B.usable_sbuf_bytes(), tuning.target_name())
-
-
 def build_panel(x: Any, x3: Any, x_rows: bool, tok0: Any, n_tok: int, h: int) -> Any:
     """SBUF ``X^T`` panel [128, ceil(H/128), n_tok] of tokens ``tok0 ...`` (from x [S, H] or xT [H, S])."""
     panel = nl.ndarray((B.P, B.cdiv(h, B.P), n_tok), dtype=x.dtype, buffer=nl.sbuf)
@@ -196,7 +189,9 @@ def fused_xuv(
     name: str, x: Any, u: Any, v: Any, blocks: dict[str, Any], x_rows: bool, transposed: bool
 ) -> Any:
     """Body of the fused kernels: resolve ``name``'s plan, allocate the [S, N] (or [N, S]) output, run it."""
-    plan = xuv_plan_for(name, x, u, v, blocks, "transposed" if transposed else "natural", x_rows)
+    out_layout = "transposed" if transposed else "natural"
+    usable, target = B.usable_sbuf_bytes(), tuning.target_name()
+    plan = resolve.xuv_plan(name, x, u, v, blocks, out_layout, x_rows, usable, target)
     s_tok = x.shape[0] if x_rows else x.shape[1]
     shape = (v.shape[1], s_tok) if transposed else (s_tok, v.shape[1])
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -275,7 +270,7 @@ def xuv_sequential(x: Any, u: Any, v: Any) -> Any:
     """The "NKI XUV" baseline: ``x @ u`` then ``@ v`` as two :func:`~kernels.matmul.matmul_optimized`
     passes with every intermediate through HBM, plus the transposes they need (x -> x^T before the
     first pass, XU -> (XU)^T before the second).  -> [S, N] in the input dtype."""
-    B.check_same_dtype(x, u, v)
+    resolve.check_same_dtype(x, u, v)
     s_tok, h, r, n = resolve.xuv_dims("xuv_sequential", tuple(x.shape), u, v, True)
     dt = x.dtype
     out = nl.ndarray((s_tok, n), dtype=dt, buffer=nl.shared_hbm)

@@ -42,6 +42,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def fixed_panel_bytes(k: int, cols: int, rhs_cols: int, itemsize: int) -> int:
+    """SBUF bytes per partition of the fixed-block tutorial matmuls (hoisted, blocked): a full-K lhsT panel
+    ``cols`` wide plus double-buffered rhs staging (``2 x 2 x rhs_cols`` elements)."""
+    return cdiv(k, P) * cols * itemsize + 2 * 2 * rhs_cols * itemsize
+
+
 @dataclass(frozen=True)
 class Plan:
     """Resolved blocks of one kernel call and the SBUF bytes per partition they need."""
@@ -296,6 +302,36 @@ def resolve_xuv(
     if not plan.fits:
         raise BlockError(plan.sbuf_message())
     return plan
+
+
+def resolve_svd_mlp(
+    s_tok: int,
+    h: int,
+    r_gate_up: int,
+    r_down: int,
+    i_dim: int,
+    itemsize: int,
+    usable: int,
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, Any],
+) -> tuple[Plan, Plan]:
+    """(gate/up, down) plans of the SVD MLP with one set of block values for both passes: the gate/up pass
+    (``r_gate_up`` the larger of the two ranks, the SwiGLU epilogue, two U/V pairs sharing X) resolved
+    first, the down pass from its blocks, and the gate/up pass again from the down pass's when those had
+    to shrink further."""
+
+    def gate_up(start: Mapping[str, Any]) -> Plan:
+        return resolve_xuv(
+            s_tok, h, r_gate_up, i_dim, itemsize, usable, start, overrides, "svd_mlp", "swiglu", True, pairs=2
+        )
+
+    p1 = gate_up(defaults)
+    p2 = resolve_xuv(
+        s_tok, i_dim, r_down, h, itemsize, usable, p1.blocks, overrides, "svd_mlp", "natural", False
+    )
+    if p2.blocks != p1.blocks:
+        p1 = gate_up(p2.blocks)
+    return p1, p2
 
 
 # --------------------------------------------------------------------------------------------------

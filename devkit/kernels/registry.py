@@ -342,28 +342,8 @@ def _svd_mlp_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: in
 def _svd_mlp_resolve(
     s: Shape, itemsize: int, usable: int, defaults: Mapping[str, Any], given: Mapping[str, Any]
 ) -> plans.Plan:
-    p1 = plans.resolve_xuv(
-        s["S"], s["H"], s["r"], s["I"], itemsize, usable, defaults, given, "svd_mlp", "swiglu", True, 2
-    )
-    p2 = plans.resolve_xuv(
-        s["S"], s["I"], s["r"], s["H"], itemsize, usable, p1.blocks, given, "svd_mlp", "natural", False
-    )
-    if p2.blocks != p1.blocks:
-        p1 = plans.resolve_xuv(
-            s["S"],
-            s["H"],
-            s["r"],
-            s["I"],
-            itemsize,
-            usable,
-            p2.blocks,
-            given,
-            "svd_mlp",
-            "transposed",
-            True,
-            2,
-        )
-    return p1
+    """The gate/up plan of the kernel's resolution (:func:`devkit.kernels.plans.resolve_svd_mlp`)."""
+    return plans.resolve_svd_mlp(s["S"], s["H"], s["r"], s["r"], s["I"], itemsize, usable, defaults, given)[0]
 
 
 def _dense_mlp_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
@@ -380,7 +360,7 @@ def _panel_limit(cols: int) -> Callable[[Shape, int], int]:
     """SBUF bytes of a full-K lhsT panel ``cols`` wide plus double-buffered rhs tiles (hoisted/blocked)."""
 
     def need(s: Shape, itemsize: int) -> int:
-        return -(-s["K"] // plans.P) * cols * itemsize + 2 * 2 * plans.FMAX * 2 * itemsize
+        return plans.fixed_panel_bytes(s["K"], cols, 2 * plans.FMAX, itemsize)
 
     return need
 
@@ -421,65 +401,64 @@ _declare(
     sweep=Sweep("M", (256, 1024, 4096), {"K": 8192, "N": 16384}),
 )
 
-_declare(
+
+def _declare_xuv(
+    name: str,
+    description: str,
+    reference: Callable[..., np.ndarray],
+    *,
+    x_rows: bool = True,
+    out: str | None = None,
+    **fields: Any,
+) -> None:
+    """One of the X.U.V kernels of :mod:`devkit.kernels.neuronmm`: ``x`` [S, H] (``xT`` [H, S] unless
+    ``x_rows``), ``u`` [H, r], ``v`` [r, N], chain tolerances, the XUV shape space; with ``out`` ("natural"
+    [S, N] or "transposed" [N, S]) a fused kernel: the XUV block parameters, plan and resolver."""
+    if out is not None:
+        fields["block_params"] = _XUV_BLOCK_CANDIDATES
+        fields["plan"] = _xuv_plan(name, out, x_rows)
+        fields["resolve"] = _xuv_resolve(name, out, x_rows)
+    _declare(
+        name,
+        "devkit.kernels.neuronmm",
+        description=description,
+        default_shape=_XUV_SHAPE if x_rows else _XTUV_SHAPE,
+        arg_shapes=_xuv_shapes if x_rows else _xtuv_shapes,
+        reference=reference,
+        tolerances=_TOL_CHAIN,
+        arg_names=("x" if x_rows else "xT", "u", "v"),
+        shape_space=_XUV_SPACE,
+        **fields,
+    )
+
+
+_declare_xuv(
     "xuv_fused",
-    "devkit.kernels.neuronmm",
-    description="fused x @ u @ v -> [S, N] with the (XU)^T strip cached in SBUF",
-    default_shape=_XUV_SHAPE,
-    arg_shapes=_xuv_shapes,
-    reference=ref_xuv,
-    tolerances=_TOL_CHAIN,
-    arg_names=("x", "u", "v"),
-    block_params=_XUV_BLOCK_CANDIDATES,
-    plan=_xuv_plan("xuv_fused", "natural", True),
-    resolve=_xuv_resolve("xuv_fused", "natural", True),
-    shape_space=_XUV_SPACE,
+    "fused x @ u @ v -> [S, N] with the (XU)^T strip cached in SBUF",
+    ref_xuv,
+    out="natural",
     sweep=_XUV_SWEEP,
     baselines=_XUV_BASELINES,
 )
-
-_declare(
+_declare_xuv(
     "xuv_fused_t",
-    "devkit.kernels.neuronmm",
-    description="fused (x @ u @ v)^T -> [N, S] (implicit transposition of the output)",
-    default_shape=_XUV_SHAPE,
-    arg_shapes=_xuv_shapes,
-    reference=ref_xuv_t,
-    tolerances=_TOL_CHAIN,
-    arg_names=("x", "u", "v"),
-    block_params=_XUV_BLOCK_CANDIDATES,
-    plan=_xuv_plan("xuv_fused_t", "transposed", True),
-    resolve=_xuv_resolve("xuv_fused_t", "transposed", True),
-    shape_space=_XUV_SPACE,
+    "fused (x @ u @ v)^T -> [N, S] (implicit transposition of the output)",
+    ref_xuv_t,
+    out="transposed",
     sweep=_XUV_SWEEP,
     baselines=_XUV_BASELINES,
 )
-
-_declare(
+_declare_xuv(
     "xtuv_fused",
-    "devkit.kernels.neuronmm",
-    description="fused xT.T @ u @ v -> [S, N] for an input laid out [H, S] (no transposes)",
-    default_shape=_XTUV_SHAPE,
-    arg_shapes=_xtuv_shapes,
-    reference=ref_xtuv,
-    tolerances=_TOL_CHAIN,
-    arg_names=("xT", "u", "v"),
-    block_params=_XUV_BLOCK_CANDIDATES,
-    plan=_xuv_plan("xtuv_fused", "natural", False),
-    resolve=_xuv_resolve("xtuv_fused", "natural", False),
-    shape_space=_XUV_SPACE,
+    "fused xT.T @ u @ v -> [S, N] for an input laid out [H, S] (no transposes)",
+    ref_xtuv,
+    x_rows=False,
+    out="natural",
 )
-
-_declare(
+_declare_xuv(
     "xuv_sequential",
-    "devkit.kernels.neuronmm",
-    description="NKI XUV baseline: two matmul_optimized passes, intermediates and transposes through HBM",
-    default_shape=_XUV_SHAPE,
-    arg_shapes=_xuv_shapes,
-    reference=ref_xuv,
-    tolerances=_TOL_CHAIN,
-    arg_names=("x", "u", "v"),
-    shape_space=_XUV_SPACE,
+    "NKI XUV baseline: two matmul_optimized passes, intermediates and transposes through HBM",
+    ref_xuv,
 )
 
 _declare(

@@ -87,6 +87,22 @@ def matmul_plan(
     return plans.resolve_matmul(k, m, n, itemsize(lhsT.dtype), usable, defaults, given(blocks), kernel)
 
 
+def fixed_panel_dims(
+    lhsT: Any, rhs: Any, cols: int, rhs_cols: int, usable: int, kernel: str, instead: str
+) -> tuple[int, int, int]:
+    """``(K, M, N)`` of a fixed-block matmul holding a full-K ``cols``-wide lhsT panel
+    (:func:`devkit.kernels.plans.fixed_panel_bytes`); a BlockError naming ``instead`` when it cannot fit
+    ``usable`` bytes per partition."""
+    k, m, n = matmul_dims(lhsT, rhs)
+    need = plans.fixed_panel_bytes(k, cols, rhs_cols, itemsize(lhsT.dtype))
+    if need > usable:
+        raise plans.BlockError(
+            f"{kernel}: SBUF limit: needs {need} bytes per partition (a full-K lhsT panel), "
+            f"only {usable} usable; use {instead} for this K"
+        )
+    return k, m, n
+
+
 def xuv_dims(name: str, x_shape: tuple[int, ...], u: Any, v: Any, x_rows: bool) -> tuple[int, int, int, int]:
     """``(S, H, r, N)`` of a fused X.U.V call (``x`` [S, H], or ``xT`` [H, S] when not ``x_rows``)."""
     s_tok, h = x_shape if x_rows else (x_shape[1], x_shape[0])
@@ -159,20 +175,12 @@ def svd_mlp_plans(
                 f"svd_mlp: {name} has shape {list(t.shape)}, expected {list(want)} "
                 f"(x [S, H] = {list(x.shape)}, ranks gate {rg} up {ru} down {rd}, I {i_dim})"
             )
-    g = given(blocks)
     s_tok = s_tok if tokens is None else max(1, tokens)
     shape = {"S": s_tok, "H": h, "r": max(rg, ru, rd), "I": i_dim}
     defaults = tuning.blocks_for("svd_mlp", shape, tuning.dtype_name(x.dtype), target)
-    s = itemsize(x.dtype)
-    p1 = plans.resolve_xuv(
-        s_tok, h, max(rg, ru), i_dim, s, usable, defaults, g, "svd_mlp", "swiglu", True, pairs=2
+    return plans.resolve_svd_mlp(
+        s_tok, h, max(rg, ru), rd, i_dim, itemsize(x.dtype), usable, defaults, given(blocks)
     )
-    p2 = plans.resolve_xuv(s_tok, i_dim, rd, h, s, usable, p1.blocks, g, "svd_mlp", "natural", False)
-    if p2.blocks != p1.blocks:
-        p1 = plans.resolve_xuv(
-            s_tok, h, max(rg, ru), i_dim, s, usable, p2.blocks, g, "svd_mlp", "swiglu", True, pairs=2
-        )
-    return p1, p2
 
 
 def dense_mlp_plan(

@@ -57,20 +57,6 @@ def usable_sbuf_bytes() -> int:
     return int(size) if size is not None else usable_sbuf(target_name())
 
 
-def check_same_dtype(*tensors: Any) -> Any:
-    """The common dtype of the kernel inputs (mixed dtypes are rejected); every input must be 2-D."""
-    for i, t in enumerate(tensors):
-        if len(t.shape) != 2:
-            raise BlockError(
-                f"input {i + 1} has shape {list(t.shape)}; these kernels take 2-D matrices, e.g. [rows, cols]"
-            )
-    dt = tensors[0].dtype
-    for t in tensors[1:]:
-        if t.dtype != dt:
-            raise BlockError(f"all inputs must share one dtype, got {dt} and {t.dtype}")
-    return dt
-
-
 def spans(total: int, span: int) -> Iterator[tuple[int, int, int]]:
     """``(index, offset, size)`` of the consecutive spans of ``total`` elements (the last one may be short)."""
     for i in range(cdiv(total, span)):

@@ -12,7 +12,7 @@ from typing import Any
 import nki
 import nki.language as nl
 
-from devkit.kernels import plans, tuning
+from devkit.kernels import plans, resolve, tuning
 from devkit.kernels.beta2 import _blocks as B
 from devkit.kernels.resolve import matmul_dims as dims
 
@@ -89,17 +89,9 @@ def matmul_optimized_b2(
 
 def _fixed_panel(lhsT: Any, rhs: Any, cols: int, kernel: str) -> tuple[int, int, int]:
     """Shapes of a kernel holding a full-K ``cols``-wide lhsT panel (and double-buffered rhs tiles); raises
-    BlockError when that cannot fit SBUF (the need is :func:`devkit.kernels.registry` ``_panel_limit``'s)."""
-    k, m, n = dims(lhsT, rhs)
-    s = B.itemsize(lhsT.dtype)
-    need = B.cdiv(k, B.P) * cols * s + 2 * 2 * B.FMAX * 2 * s
+    BlockError when that cannot fit SBUF (the registry's ``_panel_limit``)."""
     usable = B.usable_sbuf_bytes()
-    if need > usable:
-        raise plans.BlockError(
-            f"{kernel}: SBUF limit: needs {need} bytes per partition (a full-K lhsT panel), "
-            f"only {usable} usable; use matmul_optimized_b2 for this K"
-        )
-    return k, m, n
+    return resolve.fixed_panel_dims(lhsT, rhs, cols, 2 * B.FMAX, usable, kernel, "matmul_optimized_b2")
 
 
 @nki.jit

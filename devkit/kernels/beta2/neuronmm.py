@@ -24,23 +24,6 @@ from devkit.kernels.beta2.matmul import matmul_into, matmul_plan_for, store_natu
 from devkit.kernels.layout import banks_leaving_one
 
 
-def xuv_plan_for(
-    family: str,
-    x: Any,
-    u: Any,
-    v: Any,
-    blocks: dict[str, Any],
-    out: str,
-    x_rows: bool,
-    tokens: int | None = None,
-) -> plans.Plan:
-    """Resolve the block plan of a fused X.U.V kernel (the shared resolver, this core's SBUF and target;
-    ``tokens``: this program's share of S)."""
-    return resolve.xuv_plan(
-        family, x, u, v, blocks, out, x_rows, B.usable_sbuf_bytes(), B.target_name(), tokens
-    )
-
-
 def my_tokens(s_tok: int) -> tuple[int, int, int]:
     """``(first token, tokens, tokens per program)`` of this program: under LNC 2 the two programs take
     contiguous halves of S (multiples of 128 tokens; :func:`devkit.kernels.resolve.program_share`)."""
@@ -179,7 +162,9 @@ def fused_xuv(
     """Body of the fused kernels: resolve the family's plan, allocate the [S, N] (or [N, S]) output, run it."""
     s_tok = x.shape[0] if x_rows else x.shape[1]
     first, tokens, share = my_tokens(s_tok)
-    plan = xuv_plan_for(family, x, u, v, blocks, "transposed" if transposed else "natural", x_rows, share)
+    out_layout = "transposed" if transposed else "natural"
+    usable, target = B.usable_sbuf_bytes(), B.target_name()
+    plan = resolve.xuv_plan(family, x, u, v, blocks, out_layout, x_rows, usable, target, share)
     shape = (v.shape[1], s_tok) if transposed else (s_tok, v.shape[1])
     out = nl.ndarray(shape, dtype=x.dtype, buffer=nl.shared_hbm)
     xuv_into(out, x, u, v, plan, x_rows, transposed, first, tokens)
