@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from devkit.sim.replay import _blocks, _moving, _shifted, _sig
+from devkit.sim.replay import _blocks, _moving, _shifted
 from devkit.trace import Instr
 
 if TYPE_CHECKING:
@@ -192,10 +192,7 @@ def plan(rec: Recorder) -> Template | None:
         # an instruction
         _, i1, ops1, acc1, reuse1 = e1
         _, i2, ops2, acc2, reuse2 = e2
-        try:
-            if _sig(i1) != _sig(i2):
-                return None
-        except TypeError:
+        if not _same_sig(i1, i2):
             return None
         if acc1 != acc2 or len(ops1) != len(ops2):
             return None
@@ -255,12 +252,43 @@ def plan(rec: Recorder) -> Template | None:
     return Template(length, it2.events, protos, sorted(freed_in[1]), lifetimes, moving)
 
 
+def _same_sig(a: Instr, b: Instr) -> bool:
+    """Whether two instructions have the same :func:`devkit.sim.replay._sig` (False where comparing them
+    raises TypeError), without building the signatures.  Instructions synthesised from one template share
+    their operand and attribute objects."""
+    try:
+        # the fields of _sig in its order; attributes as a mapping (the sorted items compare alike, and
+        # no attributes and empty ones are the same)
+        return (
+            a.engine == b.engine
+            and a.opcode == b.opcode
+            and a.flops == b.flops
+            and a.lineno == b.lineno
+            and a.filename == b.filename
+            and (a.ins is b.ins or a.ins == b.ins)
+            and (a.outs is b.outs or a.outs == b.outs)
+            and (a.attrs is b.attrs or (a.attrs or None) == (b.attrs or None))
+        )
+    except TypeError:
+        return False
+
+
 def _rel_deps(i: Instr, reuse: frozenset, prev_first: int, first: int, length: int) -> tuple:
     """Dependencies through tiles and outer tensors, relative to the iteration (address-reuse ones are
     recomputed when replaying); older ones must come through outer tensors, which replay re-tracks."""
-    internal = tuple(sorted(d - first for d in i.deps if first <= d < first + length and d not in reuse))
-    carried = tuple(sorted(d - prev_first for d in i.deps if prev_first <= d < first and d not in reuse))
-    return internal, carried
+    end = first + length
+    internal = []
+    carried = []
+    for d in i.deps:
+        if reuse and d in reuse:
+            continue
+        if first <= d < end:
+            internal.append(d - first)
+        elif prev_first <= d < first:
+            carried.append(d - prev_first)
+    internal.sort()
+    carried.sort()
+    return tuple(internal), tuple(carried)
 
 
 def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
@@ -326,7 +354,28 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 steps.append(("J", instr, offs, acc, opk))
     protos = tmpl.protos
     m.replays += 1
-    recording = bool(m.recorders) or any(r.active for r in m.recorders2)
+    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
+    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
+    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
+    # (m.recorders) takes the general path through the machine.
+    general = bool(m.recorders)
+    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
+    recording = general or bool(outer_iters)
+    direct = recording and not general
+    rec_ops: list = []  # per "I"/"J" step (direct recording): its operands as the recorders keep them
+    if direct:
+        snap = next(r for r in m.recorders2 if r.active)._snap
+        for s in steps:
+            if s[0] in ("I", "J"):
+                rec_ops.append(
+                    [
+                        (2, st.id, snap(st), box, is_write, x)
+                        if kind == "outer"
+                        else (0 if kind == "inner" else 1, x, st, box, is_write, None)
+                        for kind, st, box, is_write, x, _ in s[4]
+                    ]
+                )
+    evlists = [it.events for it in outer_iters]
     emit = m.sink.emit
     commit = m.commit_instr
     inherit_ids = m.deps.inherit
@@ -344,6 +393,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         places = {}
         inherit: dict[int, set[int]] = {}
         i = 0
+        n_ev = 0  # index into rec_ops
         for s in steps:
             tag = s[0]
             if tag == "J":
@@ -361,7 +411,13 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     t.attrs,
                 )
                 i += 1
-                if recording:
+                if direct:
+                    emit(instr)
+                    ev = ("I", instr, _rec_operands(rec_ops[n_ev], step, keys, prev_key), acc, _NO_IDS)
+                    n_ev += 1
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.reuse_now = set()
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
@@ -371,7 +427,11 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 p = places[o] = alloc.allocate(bytes_pp, origin)
                 # (never mutated here, nor by the machine: held as the tracker hands it over)
                 inherit[o] = inherit_ids(buf, p.addr, p.addr + p.nbytes)
-                if recording:
+                if direct:
+                    ev = ("A", keys[o], st)
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.note_alloc(keys[o], st)
             elif tag == "F":
                 _, inner, o, st, rel, alloc, buf = s
@@ -379,7 +439,11 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 ids = {base + r for r in rel}
                 alloc.free(p)
                 retire_ids(buf, p.addr, p.addr + p.nbytes, ids)
-                if recording:
+                if direct:
+                    ev = ("F", keys[o] if inner else prev_key[o], st, frozenset(ids))
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
                 _, t, offs, acc, opk, tracked, firsts = s
@@ -410,10 +474,25 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 instr = Instr(
                     iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
-                if recording:
+                if direct:
+                    emit(instr)
+                    reuse = m.reuse_now
+                    ev = (
+                        "I",
+                        instr,
+                        _rec_operands(rec_ops[n_ev], step, keys, prev_key),
+                        acc,
+                        frozenset(reuse) if reuse else _NO_IDS,
+                    )
+                    n_ev += 1
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
                     emit(instr)
+        for it in outer_iters:
+            it.n_instrs += length
         prev_base = base
         prev_place = {o: places[o] for o in tmpl.carried}
         prev_key = {o: keys[o] for o in tmpl.carried}
@@ -447,6 +526,25 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         got = leftover.get(o)
         if got:
             m.reuse_deps[new] = got
+
+
+#: the reuse set of an event without address-reuse dependencies (shared: frozensets are immutable)
+_NO_IDS: frozenset[int] = frozenset()
+
+
+def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+    """:func:`_operands` with each storage already snapshotted, as :meth:`Recorder.add` records them:
+    ``ops`` holds ``(0 inner / 1 previous iteration's / 2 outer, ordinal or key, snapshot, box, is_write,
+    moving dims)``."""
+    out = []
+    for kind, x, st, box, is_write, moving in ops:
+        if kind == 0:
+            out.append((keys[x], st, box, is_write))
+        elif kind == 1:
+            out.append((prev_key[x], st, box, is_write))
+        else:
+            out.append((x, st, _shifted(box, moving, step), is_write))
+    return out
 
 
 def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
