@@ -403,17 +403,15 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             tag = s[0]
             if tag == "J":
                 _, t, offs, acc, opk = s
+                n_offs = len(offs)
+                if n_offs == 2:  # (the common case, without a comprehension's frame)
+                    dep_t = (base + offs[0], base + offs[1])
+                elif n_offs == 1:
+                    dep_t = (base + offs[0],)
+                else:
+                    dep_t = tuple([base + d for d in offs])
                 instr = Instr(
-                    base + i,
-                    t.engine,
-                    t.opcode,
-                    t.ins,
-                    t.outs,
-                    t.flops,
-                    tuple([base + d for d in offs]),
-                    t.filename,
-                    t.lineno,
-                    t.attrs,
+                    base + i, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 i += 1
                 if direct:
@@ -441,7 +439,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             elif tag == "F":
                 _, inner, o, st, rel, alloc, buf = s
                 p = places.pop(o) if inner else prev_place.pop(o)
-                ids = {base + r for r in rel}
+                if len(rel) == 2:  # (the common case, without a comprehension's frame)
+                    ids = {base + rel[0], base + rel[1]}
+                else:
+                    ids = {base + r for r in rel}
                 alloc.free(p)
                 retire_ids(buf, p.addr, p.addr + p.nbytes, ids)
                 if direct:
@@ -473,7 +474,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     deps.discard(iid)
                     dep_t = tuple(sorted(deps))
                 elif extra:
-                    dep_t = tuple(sorted(extra.union([base + d for d in offs])))
+                    deps = set(extra)
+                    for d in offs:
+                        deps.add(base + d)
+                    dep_t = tuple(sorted(deps))
                 else:
                     dep_t = tuple([base + d for d in offs])
                 instr = Instr(
