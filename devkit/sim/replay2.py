@@ -166,6 +166,7 @@ def plan(rec: Recorder) -> Template | None:
         return None
     placed = [[e[1] for e in it.events if e[0] == "A"] for it in rec.iters]
     ords = [{k: i for i, k in enumerate(p)} for p in placed]
+    ord0, ord1, ord2 = ords
     instrs = [[e for e in it.events if e[0] == "I"] for it in rec.iters]
     if len(it1.events) != len(it2.events):
         return None
@@ -211,11 +212,21 @@ def plan(rec: Recorder) -> Template | None:
         ):
             if w1 != w2 or len(b1) != len(b2):
                 return None
-            c1 = _classify(k1, ords[1], ords[0])
-            c2 = _classify(k2, ords[2], ords[1])
-            if c1 != c2:
+            # _classify, inlined: a tile of this iteration (its ordinal), of the previous one, or outer
+            in1 = ord1.get(k1)
+            in2 = ord2.get(k2)
+            if in1 != in2:
                 return None
-            if c1[0] == "outer":
+            if in1 is not None:
+                if b1 != b2:
+                    return None
+                if not s2.on_chip or s2.kind in ("direct", "constant", "input"):
+                    return None
+                continue
+            pr1 = ord0.get(k1)
+            if pr1 != ord1.get(k2):
+                return None
+            if pr1 is None:  # outer
                 # the same tensor, created before the loop, at a region moving by a constant step
                 if k1 != k2 or k0 != k1 or k1 > it0.first_sid or s1.kind == "direct" or len(b0) != len(b1):
                     return None
@@ -239,13 +250,18 @@ def plan(rec: Recorder) -> Template | None:
             instr, ops, acc = e[1], e[2], e[3]
             rel = instr.id - it1.first_id
             for key, st, box, is_write in ops:
-                c = _classify(key, own, older)
-                if (t == 1 and c[0] != "inner") or (t == 2 and c[0] != "prev"):
+                # (_classify, inlined) iteration 1's tiles: "inner" in iteration 1, "prev" in 2
+                o = own.get(key)
+                if t == 2:
+                    if o is not None:
+                        continue
+                    o = older.get(key)
+                if o is None:
                     continue
                 for blk in _blocks(st, box):
-                    r = lifetimes.get((c[1], blk))
+                    r = lifetimes.get((o, blk))
                     if r is None:
-                        lifetimes[(c[1], blk)] = [rel, rel, acc and is_write]
+                        lifetimes[(o, blk)] = [rel, rel, acc and is_write]
                     else:
                         r[1] = rel
                         r[2] = r[2] or (acc and is_write)
