@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from devkit.sim.replay import _blocks, _moving, _shifted
+from devkit.sim.replay import _blocks, _shifted
 from devkit.trace import Instr
 
 if TYPE_CHECKING:
@@ -169,7 +169,7 @@ def plan(rec: Recorder) -> Template | None:
     placed = [[e[1] for e in it.events if e[0] == "A"] for it in rec.iters]
     ords = [{k: i for i, k in enumerate(p)} for p in placed]
     ord0, ord1, ord2 = ords
-    instrs = [[e for e in it.events if e[0] == "I"] for it in rec.iters]
+    instrs0 = [e for e in it0.events if e[0] == "I"]  # iteration 0's instructions (for the steps)
     if len(it1.events) != len(it2.events):
         return None
     moving: dict[
@@ -191,7 +191,7 @@ def plan(rec: Recorder) -> Template | None:
             c2 = _classify(e2[1], ords[2], ords[1])
             if c1 != c2 or c1[0] == "outer":
                 return None
-            if {i - it1.first_id for i in e1[3]} != {i - it2.first_id for i in e2[3]}:
+            if {i + length for i in e1[3]} != e2[3]:  # the same ids relative to the iteration start
                 return None
             freed_in[0 if c2[0] == "inner" else 1].add(c2[1])
             continue
@@ -206,7 +206,7 @@ def plan(rec: Recorder) -> Template | None:
             i2, reuse2, it1.first_id, it2.first_id, length
         ):
             return None
-        i0_ops = instrs[0][i1.id - it1.first_id][2]
+        i0_ops = instrs0[i1.id - it1.first_id][2]
         if len(i0_ops) != len(ops1):
             return None
         for n_op, ((k0, _s0, b0, _w0), (k1, s1, b1, w1), (k2, s2, b2, w2)) in enumerate(
@@ -234,11 +234,15 @@ def plan(rec: Recorder) -> Template | None:
                     return None
                 if s2.ref() is None and not (s2.is_input or s2.kind == "constant"):
                     return None
-                d12 = [(c - a, d - b) for (a, b), (c, d) in zip(b1, b2)]
-                d01 = [(c - a, d - b) for (a, b), (c, d) in zip(b0, b1)]
-                if any(x != y for x, y in d12) or d12 != d01:
-                    return None
-                moving[(i2.id - it2.first_id, n_op)] = _moving(tuple(x for x, _ in d12))
+                # per dimension: both ends move by one step, the same from iteration 0 to 1 as from 1 to 2
+                mv = []
+                for dim, ((lo0, hi0), (lo1, hi1), (lo2, hi2)) in enumerate(zip(b0, b1, b2)):
+                    step = lo2 - lo1
+                    if hi2 - hi1 != step or lo1 - lo0 != step or hi1 - hi0 != step:
+                        return None
+                    if step:
+                        mv.append((dim, step))
+                moving[(i2.id - it2.first_id, n_op)] = tuple(mv)  # (as replay._moving gives them)
                 continue
             if not s2.on_chip or s2.kind in ("direct", "constant", "input"):
                 return None
