@@ -410,6 +410,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
+    # Without recorders the placements and address-reuse records of an iteration (A, F) go first, then its
+    # instructions (I, J): they touch disjoint state (allocators and tombstones / instruction ids, outer
+    # tensors' records), and doing each kind together is faster.  Recorders see the events in order.
+    order = steps if recording else [s for s in steps if s[0] in "AF"] + [s for s in steps if s[0] in "IJ"]
     for j in range(3, n_iters - 1):
         base = m.take_instr_ids(length)
         if base != prev_base + length:
@@ -421,7 +425,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         inherit: dict[int, set[int]] = {}
         i = 0
         n_ev = 0  # index into rec_ops
-        for s in steps:
+        for s in order:
             tag = s[0]
             if tag == "J":
                 _, t, offs, acc, opk = s
