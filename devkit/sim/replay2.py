@@ -601,8 +601,8 @@ def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -
 
 @contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
-    """Synthesising allocates many short-lived objects and no reference cycles: the cyclic garbage
-    collector's passes over them would find nothing (its earlier state is restored afterwards)."""
+    """Planning and synthesising allocate many short-lived objects and no reference cycles: the cyclic
+    garbage collector's passes over them would find nothing (its earlier state is restored afterwards)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -633,10 +633,13 @@ def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> I
                 rec.stop()
                 if k == 2:
                     m.recorders2.remove(rec)
-                    tmpl = plan(rec) if may_replay() else None
-                    if tmpl is not None:
+                    tmpl = None
+                    if may_replay():
                         with _cyclic_gc_paused():
-                            synthesise(m, rec, tmpl, n)
+                            tmpl = plan(rec)
+                            if tmpl is not None:
+                                synthesise(m, rec, tmpl, n)
+                    if tmpl is not None:
                         k = n - 2
                     else:
                         m.replay_fallbacks += 1
