@@ -85,11 +85,11 @@ def _cost_only(kernel: object, args: argparse.Namespace) -> None:
 
     full_options = SimOptions(numerics=False, replay_loops=False)
     dt_full, full = best_cpu(lambda: devkit.estimate(kernel, *specs, target="trn2", options=full_options), 1)
-    same = (full.instructions, full.latency_us) == (rep.instructions, rep.latency_us)
+    same = full.to_dict() == rep.to_dict()  # every JSON field of the estimate
     print(
         f"  executing every iteration (replay_loops=False): {dt_full:.2f} s = {full.instructions / dt_full:,.0f} "
         f"instr/s; modelled latency {rep.latency_us:.3f} us with replay, {full.latency_us:.3f} us without "
-        f"({'identical' if same else 'DIFFERENT'})"
+        f"(estimate JSON {'identical' if same else 'DIFFERENT'})"
     )
 
 

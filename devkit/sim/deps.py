@@ -383,9 +383,14 @@ class _IntervalMap:
 
     def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
         """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
-        merged = ids_new | self.take(lo, hi)
-        i = bisect.bisect_left(self.starts, lo)
-        self.starts.insert(i, lo)
+        starts = self.starts
+        i = bisect.bisect_left(starts, lo)
+        if (i == len(starts) or starts[i] >= hi) and (i == 0 or self.ends[i - 1] <= lo):
+            merged = set(ids_new)  # the common case: nothing overlaps (take would find nothing)
+        else:
+            merged = ids_new | self.take(lo, hi)
+            i = bisect.bisect_left(starts, lo)
+        starts.insert(i, lo)
         self.ends.insert(i, hi)
         self.ids.insert(i, merged)
         self.top.insert(i, max(merged) if merged else -1)

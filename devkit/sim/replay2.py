@@ -27,12 +27,14 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 
 from __future__ import annotations
 
+import gc
 import weakref
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from devkit.sim.replay import _blocks, _moving, _shifted, _sig
+from devkit.sim.replay import _blocks, _shifted
 from devkit.trace import Instr
 
 if TYPE_CHECKING:
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
 
 #: executed: 0, 1, 2 and the last; fewer iterations leave nothing to synthesise
 MIN_ITERATIONS = 5
+#: synthesised instructions are sent to the trace sink in batches of at least this many (at iteration
+#: ends), which keeps the scheduler's and the simulator's working sets apart: faster than interleaving
+_BATCH = 512
 
 
 @dataclass
@@ -163,7 +168,8 @@ def plan(rec: Recorder) -> Template | None:
         return None
     placed = [[e[1] for e in it.events if e[0] == "A"] for it in rec.iters]
     ords = [{k: i for i, k in enumerate(p)} for p in placed]
-    instrs = [[e for e in it.events if e[0] == "I"] for it in rec.iters]
+    ord0, ord1, ord2 = ords
+    instrs0 = [e for e in it0.events if e[0] == "I"]  # iteration 0's instructions (for the steps)
     if len(it1.events) != len(it2.events):
         return None
     moving: dict[
@@ -185,17 +191,14 @@ def plan(rec: Recorder) -> Template | None:
             c2 = _classify(e2[1], ords[2], ords[1])
             if c1 != c2 or c1[0] == "outer":
                 return None
-            if {i - it1.first_id for i in e1[3]} != {i - it2.first_id for i in e2[3]}:
+            if {i + length for i in e1[3]} != e2[3]:  # the same ids relative to the iteration start
                 return None
             freed_in[0 if c2[0] == "inner" else 1].add(c2[1])
             continue
         # an instruction
         _, i1, ops1, acc1, reuse1 = e1
         _, i2, ops2, acc2, reuse2 = e2
-        try:
-            if _sig(i1) != _sig(i2):
-                return None
-        except TypeError:
+        if not _same_sig(i1, i2):
             return None
         if acc1 != acc2 or len(ops1) != len(ops2):
             return None
@@ -203,7 +206,7 @@ def plan(rec: Recorder) -> Template | None:
             i2, reuse2, it1.first_id, it2.first_id, length
         ):
             return None
-        i0_ops = instrs[0][i1.id - it1.first_id][2]
+        i0_ops = instrs0[i1.id - it1.first_id][2]
         if len(i0_ops) != len(ops1):
             return None
         for n_op, ((k0, _s0, b0, _w0), (k1, s1, b1, w1), (k2, s2, b2, w2)) in enumerate(
@@ -211,21 +214,35 @@ def plan(rec: Recorder) -> Template | None:
         ):
             if w1 != w2 or len(b1) != len(b2):
                 return None
-            c1 = _classify(k1, ords[1], ords[0])
-            c2 = _classify(k2, ords[2], ords[1])
-            if c1 != c2:
+            # _classify, inlined: a tile of this iteration (its ordinal), of the previous one, or outer
+            in1 = ord1.get(k1)
+            in2 = ord2.get(k2)
+            if in1 != in2:
                 return None
-            if c1[0] == "outer":
+            if in1 is not None:
+                if b1 != b2:
+                    return None
+                if not s2.on_chip or s2.kind in ("direct", "constant", "input"):
+                    return None
+                continue
+            pr1 = ord0.get(k1)
+            if pr1 != ord1.get(k2):
+                return None
+            if pr1 is None:  # outer
                 # the same tensor, created before the loop, at a region moving by a constant step
                 if k1 != k2 or k0 != k1 or k1 > it0.first_sid or s1.kind == "direct" or len(b0) != len(b1):
                     return None
                 if s2.ref() is None and not (s2.is_input or s2.kind == "constant"):
                     return None
-                d12 = [(c - a, d - b) for (a, b), (c, d) in zip(b1, b2)]
-                d01 = [(c - a, d - b) for (a, b), (c, d) in zip(b0, b1)]
-                if any(x != y for x, y in d12) or d12 != d01:
-                    return None
-                moving[(i2.id - it2.first_id, n_op)] = _moving(tuple(x for x, _ in d12))
+                # per dimension: both ends move by one step, the same from iteration 0 to 1 as from 1 to 2
+                mv = []
+                for dim, ((lo0, hi0), (lo1, hi1), (lo2, hi2)) in enumerate(zip(b0, b1, b2)):
+                    step = lo2 - lo1
+                    if hi2 - hi1 != step or lo1 - lo0 != step or hi1 - hi0 != step:
+                        return None
+                    if step:
+                        mv.append((dim, step))
+                moving[(i2.id - it2.first_id, n_op)] = tuple(mv)  # (as replay._moving gives them)
                 continue
             if not s2.on_chip or s2.kind in ("direct", "constant", "input"):
                 return None
@@ -239,13 +256,18 @@ def plan(rec: Recorder) -> Template | None:
             instr, ops, acc = e[1], e[2], e[3]
             rel = instr.id - it1.first_id
             for key, st, box, is_write in ops:
-                c = _classify(key, own, older)
-                if (t == 1 and c[0] != "inner") or (t == 2 and c[0] != "prev"):
+                # (_classify, inlined) iteration 1's tiles: "inner" in iteration 1, "prev" in 2
+                o = own.get(key)
+                if t == 2:
+                    if o is not None:
+                        continue
+                    o = older.get(key)
+                if o is None:
                     continue
                 for blk in _blocks(st, box):
-                    r = lifetimes.get((c[1], blk))
+                    r = lifetimes.get((o, blk))
                     if r is None:
-                        lifetimes[(c[1], blk)] = [rel, rel, acc and is_write]
+                        lifetimes[(o, blk)] = [rel, rel, acc and is_write]
                     else:
                         r[1] = rel
                         r[2] = r[2] or (acc and is_write)
@@ -255,12 +277,43 @@ def plan(rec: Recorder) -> Template | None:
     return Template(length, it2.events, protos, sorted(freed_in[1]), lifetimes, moving)
 
 
+def _same_sig(a: Instr, b: Instr) -> bool:
+    """Whether two instructions have the same :func:`devkit.sim.replay._sig` (False where comparing them
+    raises TypeError), without building the signatures.  Instructions synthesised from one template share
+    their operand and attribute objects."""
+    try:
+        # the fields of _sig in its order; attributes as a mapping (the sorted items compare alike, and
+        # no attributes and empty ones are the same)
+        return (
+            a.engine == b.engine
+            and a.opcode == b.opcode
+            and a.flops == b.flops
+            and a.lineno == b.lineno
+            and a.filename == b.filename
+            and (a.ins is b.ins or a.ins == b.ins)
+            and (a.outs is b.outs or a.outs == b.outs)
+            and (a.attrs is b.attrs or (a.attrs or None) == (b.attrs or None))
+        )
+    except TypeError:
+        return False
+
+
 def _rel_deps(i: Instr, reuse: frozenset, prev_first: int, first: int, length: int) -> tuple:
     """Dependencies through tiles and outer tensors, relative to the iteration (address-reuse ones are
     recomputed when replaying); older ones must come through outer tensors, which replay re-tracks."""
-    internal = tuple(sorted(d - first for d in i.deps if first <= d < first + length and d not in reuse))
-    carried = tuple(sorted(d - prev_first for d in i.deps if prev_first <= d < first and d not in reuse))
-    return internal, carried
+    end = first + length
+    internal = []
+    carried = []
+    for d in i.deps:
+        if reuse and d in reuse:
+            continue
+        if first <= d < end:
+            internal.append(d - first)
+        elif prev_first <= d < first:
+            carried.append(d - prev_first)
+    internal.sort()
+    carried.sort()
+    return tuple(internal), tuple(carried)
 
 
 def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
@@ -326,14 +379,41 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 steps.append(("J", instr, offs, acc, opk))
     protos = tmpl.protos
     m.replays += 1
-    recording = bool(m.recorders) or any(r.active for r in m.recorders2)
+    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
+    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
+    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
+    # (m.recorders) takes the general path through the machine.
+    general = bool(m.recorders)
+    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
+    recording = general or bool(outer_iters)
+    direct = recording and not general
+    rec_ops: list = []  # per "I"/"J" step (direct recording): its operands as the recorders keep them
+    if direct:
+        snap = next(r for r in m.recorders2 if r.active)._snap
+        for s in steps:
+            if s[0] in ("I", "J"):
+                rec_ops.append(
+                    [
+                        (2, st.id, snap(st), box, is_write, x)
+                        if kind == "outer"
+                        else (0 if kind == "inner" else 1, x, st, box, is_write, None)
+                        for kind, st, box, is_write, x, _ in s[4]
+                    ]
+                )
+    evlists = [it.events for it in outer_iters]
     emit = m.sink.emit
+    batch: list[Instr] = []
+    put = batch.append
     commit = m.commit_instr
     inherit_ids = m.deps.inherit
     retire_ids = m.deps.retire_ids
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
+    # Without recorders the placements and address-reuse records of an iteration (A, F) go first, then its
+    # instructions (I, J): they touch disjoint state (allocators and tombstones / instruction ids, outer
+    # tensors' records), and doing each kind together is faster.  Recorders see the events in order.
+    order = steps if recording else [s for s in steps if s[0] in "AF"] + [s for s in steps if s[0] in "IJ"]
     for j in range(3, n_iters - 1):
         base = m.take_instr_ids(length)
         if base != prev_base + length:
@@ -344,42 +424,58 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         places = {}
         inherit: dict[int, set[int]] = {}
         i = 0
-        for s in steps:
+        n_ev = 0  # index into rec_ops
+        for s in order:
             tag = s[0]
             if tag == "J":
                 _, t, offs, acc, opk = s
+                n_offs = len(offs)
+                if n_offs == 2:  # (the common case, without a comprehension's frame)
+                    dep_t = (base + offs[0], base + offs[1])
+                elif n_offs == 1:
+                    dep_t = (base + offs[0],)
+                else:
+                    dep_t = tuple([base + d for d in offs])
                 instr = Instr(
-                    base + i,
-                    t.engine,
-                    t.opcode,
-                    t.ins,
-                    t.outs,
-                    t.flops,
-                    tuple([base + d for d in offs]),
-                    t.filename,
-                    t.lineno,
-                    t.attrs,
+                    base + i, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 i += 1
-                if recording:
+                if direct:
+                    put(instr)
+                    ev = ("I", instr, _rec_operands(rec_ops[n_ev], step, keys, prev_key), acc, _NO_IDS)
+                    n_ev += 1
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.reuse_now = set()
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
-                    emit(instr)
+                    put(instr)
             elif tag == "A":
                 _, o, st, alloc, buf, bytes_pp, origin = s
                 p = places[o] = alloc.allocate(bytes_pp, origin)
                 # (never mutated here, nor by the machine: held as the tracker hands it over)
                 inherit[o] = inherit_ids(buf, p.addr, p.addr + p.nbytes)
-                if recording:
+                if direct:
+                    ev = ("A", keys[o], st)
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.note_alloc(keys[o], st)
             elif tag == "F":
                 _, inner, o, st, rel, alloc, buf = s
                 p = places.pop(o) if inner else prev_place.pop(o)
-                ids = {base + r for r in rel}
+                if len(rel) == 2:  # (the common case, without a comprehension's frame)
+                    ids = {base + rel[0], base + rel[1]}
+                else:
+                    ids = {base + r for r in rel}
                 alloc.free(p)
                 retire_ids(buf, p.addr, p.addr + p.nbytes, ids)
-                if recording:
+                if direct:
+                    ev = ("F", keys[o] if inner else prev_key[o], st, frozenset(ids))
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
                 _, t, offs, acc, opk, tracked, firsts = s
@@ -404,20 +500,44 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     deps.discard(iid)
                     dep_t = tuple(sorted(deps))
                 elif extra:
-                    dep_t = tuple(sorted(extra.union([base + d for d in offs])))
+                    deps = set(extra)
+                    for d in offs:
+                        deps.add(base + d)
+                    dep_t = tuple(sorted(deps))
                 else:
                     dep_t = tuple([base + d for d in offs])
                 instr = Instr(
                     iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
-                if recording:
+                if direct:
+                    put(instr)
+                    reuse = m.reuse_now
+                    ev = (
+                        "I",
+                        instr,
+                        _rec_operands(rec_ops[n_ev], step, keys, prev_key),
+                        acc,
+                        frozenset(reuse) if reuse else _NO_IDS,
+                    )
+                    n_ev += 1
+                    for events in evlists:
+                        events.append(ev)
+                elif recording:
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
-                    emit(instr)
+                    put(instr)
+        for it in outer_iters:
+            it.n_instrs += length
+        if len(batch) >= _BATCH:
+            for x in batch:
+                emit(x)
+            batch.clear()
         prev_base = base
         prev_place = {o: places[o] for o in tmpl.carried}
         prev_key = {o: keys[o] for o in tmpl.carried}
         leftover = {o: inherit.get(o) for o in tmpl.carried}
+    for x in batch:
+        emit(x)
     # lifetimes of the synthesised tiles (and of iteration 2's carried ones, which end in iteration 3)
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
     count = n_iters - 4
@@ -449,6 +569,25 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             m.reuse_deps[new] = got
 
 
+#: the reuse set of an event without address-reuse dependencies (shared: frozensets are immutable)
+_NO_IDS: frozenset[int] = frozenset()
+
+
+def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+    """:func:`_operands` with each storage already snapshotted, as :meth:`Recorder.add` records them:
+    ``ops`` holds ``(0 inner / 1 previous iteration's / 2 outer, ordinal or key, snapshot, box, is_write,
+    moving dims)``."""
+    out = []
+    for kind, x, st, box, is_write, moving in ops:
+        if kind == 0:
+            out.append((keys[x], st, box, is_write))
+        elif kind == 1:
+            out.append((prev_key[x], st, box, is_write))
+        else:
+            out.append((x, st, _shifted(box, moving, step), is_write))
+    return out
+
+
 def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
     """The operand records of a synthesised instruction, for the loops recording around this one."""
     out = []
@@ -458,6 +597,19 @@ def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -
         else:
             out.append((keys[x] if kind == "inner" else prev_key[x], st, box, is_write))
     return out
+
+
+@contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """Planning and synthesising allocate many short-lived objects and no reference cycles: the cyclic
+    garbage collector's passes over them would find nothing (its earlier state is restored afterwards)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> Iterator[int]:
@@ -481,9 +633,13 @@ def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> I
                 rec.stop()
                 if k == 2:
                     m.recorders2.remove(rec)
-                    tmpl = plan(rec) if may_replay() else None
+                    tmpl = None
+                    if may_replay():
+                        with _cyclic_gc_paused():
+                            tmpl = plan(rec)
+                            if tmpl is not None:
+                                synthesise(m, rec, tmpl, n)
                     if tmpl is not None:
-                        synthesise(m, rec, tmpl, n)
                         k = n - 2
                     else:
                         m.replay_fallbacks += 1
