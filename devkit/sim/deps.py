@@ -36,10 +36,13 @@ class _Space:
     queries wide on every index scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec", "parts", "reads", "renamable")
+    __slots__ = ("all", "indexes", "keyspec", "open", "parts", "reads", "renamable")
 
     def __init__(self, keyspec: tuple, renamable: bool = False, split_reads: bool = False) -> None:
         self.all: dict[int, list] = {}
+        #: per engine, its latest write record (a plain record or a run, see :func:`_extend`), kept out of
+        #: the bucket indexes while later writes may still extend it; queries scan it directly
+        self.open: dict[str, list] = {}
         #: a write that covers earlier reads starts a new value the compiler may place elsewhere
         self.renamable = renamable
         #: with ``split_reads`` (the dependency tracker's spaces) this space holds the write records and
@@ -50,6 +53,7 @@ class _Space:
 
     def set_keyspec(self, keyspec: tuple) -> None:
         self.keyspec = keyspec
+        self.open = {}  # every record is indexed below, the open ones included
         self.parts: tuple[IndexSpec, ...] = tuple(
             (spec,) if isinstance(spec[0], int) else tuple(spec) for spec in keyspec
         )
@@ -114,16 +118,20 @@ class _Space:
         _, wide, lists = best
         if len(lists) <= 1:
             if not lists:
-                return scan(wide, box)
-            return scan(wide + lists[0] if wide else lists[0], box)
-        # a record spanning several of the buckets is filed under each: report it once
-        found = scan(wide, box) if wide else []
-        seen: set[int] = set()
-        for lst in lists:
-            for rec in scan(lst, box):
-                if id(rec) not in seen:
-                    seen.add(id(rec))
-                    found.append(rec)
+                found = scan(wide, box)
+            else:
+                found = scan(wide + lists[0] if wide else lists[0], box)
+        else:
+            # a record spanning several of the buckets is filed under each: report it once
+            found = scan(wide, box) if wide else []
+            seen: set[int] = set()
+            for lst in lists:
+                for rec in scan(lst, box):
+                    if id(rec) not in seen:
+                        seen.add(id(rec))
+                        found.append(rec)
+        if self.open:
+            found += scan(self.open.values(), box)  # (open records are in no index)
         return found
 
     @staticmethod
@@ -177,6 +185,9 @@ class _Space:
     def remove(self, rec: list) -> None:
         if self.all.pop(id(rec), None) is None:
             return
+        if self.open and self.open.get(rec[2]) is rec:
+            del self.open[rec[2]]  # never indexed
+            return
         for ks, (buckets, wide) in zip(self._all_keys(rec[0]), self.indexes):
             for k in (None,) if ks is None else ks:
                 lst = wide if k is None else buckets.get(k)
@@ -188,6 +199,18 @@ class _Space:
                         break
                 if k is not None and not lst:
                     del buckets[k]
+
+    def add_write(self, box: Box, iid: int, engine: str) -> None:
+        """Record a write: it extends ``engine``'s open write record into a run when it is that record's
+        next member (:func:`_extend`); otherwise the open record is indexed and this write takes its place."""
+        o = self.open.get(engine)
+        if o is not None:
+            if _extend(o, box, iid):
+                return
+            self._index(o)
+        rec = [box, iid, engine, True]
+        self.all[id(rec)] = rec
+        self.open[engine] = rec
 
     @property
     def empty(self) -> bool:
@@ -292,6 +315,123 @@ def _overlapping_4(cands: Any, box: Box) -> list[list]:
 
 #: the scan for a box of each rank (records_overlapping for the others)
 _SCANS = {2: _overlapping_2, 3: _overlapping_3, 4: _overlapping_4}
+
+
+# Runs.  A loop writing one column (row, tile ...) per iteration leaves one write record per iteration;
+# those records are summarised as one *run* record while they continue a regular pattern:
+#     [hull, first_id, engine, True, axis, step, width, count, id_step]
+# member j (0 <= j < count) is the write of instruction ``first_id + j * id_step`` to ``hull`` with
+# ``axis`` narrowed to ``[lo + j * step, lo + j * step + width)`` (lo: the hull's start on ``axis``).
+# Members never overlap (step >= width), so a run answers exactly what its members would: the
+# dependency ids of a query, and which members a write covers (the run is then split around them).
+# A plain record has 4 items, a run 9; adding the same shift to every id (loop replay) shifts a run's
+# first_id alone, as it does a plain record's id.
+
+RUN_LEN = 9
+
+
+def _extend(rec: list, box: Box, iid: int) -> bool:
+    """Make the write ``(box, iid)`` a member of ``rec`` (a plain write record or a run of the same
+    engine) if it is its next member; False (``rec`` unchanged) otherwise."""
+    hull = rec[0]
+    if len(rec) == RUN_LEN:
+        axis, step, width, count, id_step = rec[4], rec[5], rec[6], rec[7], rec[8]
+        lo = hull[axis][0] + count * step
+        if iid != rec[1] + count * id_step or box[axis] != (lo, lo + width):
+            return False
+        if box[:axis] != hull[:axis] or box[axis + 1 :] != hull[axis + 1 :]:
+            return False
+        rec[0] = (*hull[:axis], (hull[axis][0], lo + width), *hull[axis + 1 :])
+        rec[7] = count + 1
+        return True
+    if len(box) != len(hull) or iid <= rec[1]:
+        return False
+    axis = -1
+    for d, (old, new) in enumerate(zip(hull, box)):
+        if old != new:
+            if axis >= 0:
+                return False  # moves along two axes
+            axis = d
+    if axis < 0:
+        return False
+    (a, b), (c, e) = hull[axis], box[axis]
+    width = b - a
+    step = c - a
+    if e - c != width or step < width:
+        return False  # a different size, or overlapping (or preceding) the earlier write
+    rec[0] = (*hull[:axis], (a, e), *hull[axis + 1 :])
+    rec += (axis, step, width, 2, iid - rec[1])
+    return True
+
+
+def _member_range(rec: list, box: Box) -> tuple[int, int]:
+    """Members ``j0 .. j1`` (inclusive; empty if j0 > j1) of run ``rec`` that overlap ``box`` (whose
+    overlap with the run's hull is already known)."""
+    axis, step, width, count = rec[4], rec[5], rec[6], rec[7]
+    lo = rec[0][axis][0]
+    qlo, qhi = box[axis]
+    return max(0, (qlo - width - lo) // step + 1), min(count - 1, (qhi - lo - 1) // step)
+
+
+def _run_ids(rec: list, j0: int, j1: int) -> range:
+    """Instruction ids of members ``j0 .. j1`` of run ``rec``."""
+    first, id_step = rec[1], rec[8]
+    return range(first + j0 * id_step, first + j1 * id_step + 1, id_step)
+
+
+def _run_piece(rec: list, j0: int, j1: int) -> list:
+    """A record holding members ``j0 .. j1`` (non-empty) of run ``rec``: a run, or a plain record."""
+    hull, first, engine = rec[0], rec[1], rec[2]
+    axis, step, width, id_step = rec[4], rec[5], rec[6], rec[8]
+    lo = hull[axis][0]
+    span = (lo + j0 * step, lo + j1 * step + width)
+    box = (*hull[:axis], span, *hull[axis + 1 :])
+    if j0 == j1:
+        return [box, first + j0 * id_step, engine, True]
+    return [box, first + j0 * id_step, engine, True, axis, step, width, j1 - j0 + 1, id_step]
+
+
+def _write_over_run(sp: _Space, rec: list, box: Box, rename: bool, deps: set[int]) -> None:
+    """A write of ``box`` meets run ``rec`` (their hulls overlap): its dependencies on the members it
+    overlaps, and the members it covers removed (as :meth:`DependencyTracker.access` does per record)."""
+    j0, j1 = _member_range(rec, box)
+    if j0 > j1:
+        return  # between members
+    axis, step, width = rec[4], rec[5], rec[6]
+    hull = rec[0]
+    c0, c1 = 1, 0  # members covered: none unless the write covers the run's other axes
+    for d, ((a, b), (c, e)) in enumerate(zip(box, hull)):
+        if d != axis and (c < a or e > b):
+            break
+    else:
+        lo = hull[axis][0]
+        qlo, qhi = box[axis]
+        c0, c1 = max(j0, -((lo - qlo) // step)), min(j1, (qhi - width - lo) // step)
+    if c0 > c1 or not rename:
+        deps.update(_run_ids(rec, j0, j1))
+    else:
+        if j0 < c0:
+            deps.update(_run_ids(rec, j0, c0 - 1))
+        if c1 < j1:
+            deps.update(_run_ids(rec, c1 + 1, j1))
+    if c0 <= c1:
+        sp.remove(rec)
+        for p0, p1 in ((0, c0 - 1), (c1 + 1, rec[7] - 1)):
+            if p0 <= p1:
+                piece = _run_piece(rec, p0, p1)
+                sp.all[id(piece)] = piece
+                sp._index(piece)
+
+
+def record_ids(recs: Any) -> set[int]:
+    """The instruction ids held by access records ``recs`` (plain records and runs)."""
+    out: set[int] = set()
+    for rec in recs:
+        if len(rec) == RUN_LEN:
+            out.update(_run_ids(rec, 0, rec[7] - 1))
+        else:
+            out.add(rec[1])
+    return out
 
 
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
@@ -420,7 +560,7 @@ class DependencyTracker:
     def ids_of(self, key: object) -> set[int]:
         """Ids of the access records held under ``key`` (what :meth:`retire` would leave behind)."""
         sp = self._spaces.get(key)
-        return {rec[1] for rec in sp.records()} if sp is not None else set()
+        return record_ids(sp.records()) if sp is not None else set()
 
     def take_space(self, key: object) -> _Space | None:
         """Remove and return the records under ``key`` (loop replay moves them to another key)."""
@@ -434,7 +574,7 @@ class DependencyTracker:
         sp = self._spaces.pop(key, None)
         if sp is None:
             return
-        ids = {rec[1] for rec in sp.records()}
+        ids = record_ids(sp.records())
         if ids:
             tomb = self._tombstones.get(buffer)
             if tomb is None:
@@ -504,15 +644,23 @@ class DependencyTracker:
             rename = sp.renamable
             for part in (sp, reads) if reads.all else (sp,):
                 for rec in part.overlapping(box):
+                    if len(rec) == RUN_LEN:
+                        _write_over_run(part, rec, box, rename, deps)
+                        continue
                     covered = _covers(box, rec[0])
                     if not (rename and covered):
                         deps.add(rec[1])
                     if covered:
                         part.remove(rec)
-            sp.add([box, iid, engine, True])
+            sp.add_write(box, iid, engine)
         else:
             for rec in sp.overlapping(box):
-                deps.add(rec[1])
+                if len(rec) == RUN_LEN:
+                    j0, j1 = _member_range(rec, box)
+                    if j0 <= j1:
+                        deps.update(_run_ids(rec, j0, j1))
+                else:
+                    deps.add(rec[1])
             rec = reads.exact.get((box, engine))
             if rec is not None:
                 rec[1] = iid
