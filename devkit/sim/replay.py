@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devkit.trace import Instr
@@ -63,6 +64,9 @@ class ReplayHost(Protocol):
     def replay_access(
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None: ...
+
+    def replay_accessor(self, st: Storage) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
+        """``replay_access`` bound to ``st`` (valid for the length of one replay)."""
 
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None: ...
 
@@ -192,17 +196,25 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     # per template instruction, precomputed: dependency offsets inside the iteration and into the
     # previous one, and the accesses to tensors that outlive the iteration
     plans_ = []
+    accessors: dict[int, Callable] = {}
     for i, tmpl in enumerate(it1.instrs):
         internal = tuple(sorted(d - a1 for d in tmpl.deps if a1 <= d < b1))
         carried = tuple(sorted(d - a0 for d in tmpl.deps if a0 <= d < b0))
         # accesses to tensors that outlive the iteration; kernel inputs and constants are never tracked
-        outer = [
-            (st, box, _moving(kind[1]), is_write)
-            for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i])
-            if kind[0] == "outer" and not (st.is_input or st.kind == "constant")
-        ]
+        outer = []
+        # the operand records for recording loops around this one: (key, storage, box, is_write, how
+        # it moves: None for inner operands, the moving dimensions of outer ones)
+        ops = []
+        for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
+            moving = _moving(kind[1]) if kind[0] == "outer" else None
+            ops.append((key, st, box, is_write, kind[0] == "inner", moving))
+            if moving is not None and not (st.is_input or st.kind == "constant"):
+                fn = accessors.get(st.id)
+                if fn is None:
+                    fn = accessors[st.id] = m.replay_accessor(st)
+                outer.append((fn, box, moving, is_write))
         plans_.append(
-            (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i))
+            (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i), ops)
         )
     prev_base = a1
     m.replays += 1
@@ -215,7 +227,7 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
         placements: dict[int, Any] = {}
         at_base = base.__add__
         at_prev = prev_base.__add__
-        for i, (tmpl, internal, carried, outer, acc, place, free) in enumerate(plans_):
+        for i, (tmpl, internal, carried, outer, acc, place, free, ops) in enumerate(plans_):
             iid = base + i
             if place or outer:
                 deps: set[int] = set(map(at_base, internal))
@@ -226,10 +238,8 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     # used that memory last (address reuse), as it would when executed
                     for ordinal in place:
                         placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
-                for st, box, moving, is_write in outer:
-                    m.replay_access(
-                        st, _shifted(box, moving, step), iid, tmpl.engine, is_write, deps, acc and is_write
-                    )
+                for fn, box, moving, is_write in outer:
+                    fn(_shifted(box, moving, step), iid, tmpl.engine, is_write, deps, acc and is_write)
                 deps.discard(iid)
                 dep_ids = tuple(sorted(deps))
             else:
@@ -249,10 +259,10 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
             )
             if recording:
                 operands: list[Operand] = []
-                for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
-                    if kind[0] == "outer":
-                        box = _shifted(box, _moving(kind[1]), step)
-                    elif kind[0] == "inner":
+                for key, st, box, is_write, inner, moving in ops:
+                    if moving is not None:
+                        box = _shifted(box, moving, step)
+                    elif inner:
                         key = (key, tag, j)
                     operands.append((key, st, box, is_write))
                 m.commit_instr(instr, operands, acc)
