@@ -13,6 +13,7 @@ comparisons, not a scan of every earlier access.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterator
 from typing import Any
 
 Box = tuple[tuple[int, int], ...]
@@ -68,10 +69,25 @@ class _Space:
         return len(self.all) + (len(self.reads.all) if self.reads is not None else 0)
 
     def records(self) -> list[list]:
-        out = list(self.all.values())
+        """The access records, a run as its members (copies of a run's members: for reading only)."""
+        out = []
+        for rec in self.all.values():
+            if len(rec) == RUN_LEN:
+                out += (_run_piece(rec, j, j) for j in range(rec[7]))
+            else:
+                out.append(rec)
         if self.reads is not None:
             out += self.reads.all.values()
         return out
+
+    def shift_ids(self, delta: int) -> None:
+        """Every record's instruction ids become ``id + delta`` (loop replay moves a tile's records to a
+        later synthesised iteration)."""
+        for rec in self.all.values():
+            rec[1] += delta
+        if self.reads is not None:
+            for rec in self.reads.all.values():
+                rec[1] += delta
 
     def _all_keys(self, box: Box) -> list:
         """The bucket keys of ``box`` in every index (the last answer is kept: a query and the add that
@@ -469,66 +485,120 @@ def _covers(outer: Box, inner: Box) -> bool:
     return True
 
 
-class _IntervalMap:
-    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids."""
+#: tombstone entries are grouped in blocks of 2**BLOCK_SHIFT bytes by start address, so that adding or
+#: taking one moves a block's handful of entries, not every entry of the buffer (a loop replay through a
+#: ring of small tiles leaves ~15,000 of them in SBUF)
+BLOCK_SHIFT = 12
 
-    __slots__ = ("ends", "ids", "starts", "top")
+
+class _IntervalMap:
+    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids (and its largest id).
+
+    Entries live in blocks keyed by ``start >> BLOCK_SHIFT``; a block holds the parallel sorted lists
+    ``[starts, ends, ids, tops]`` of the entries starting in it (an entry may reach into later blocks).
+    """
+
+    __slots__ = ("blocks", "order")
 
     def __init__(self) -> None:
-        self.starts: list[int] = []
-        self.ends: list[int] = []
-        self.ids: list[set[int]] = []
-        self.top: list[int] = []  # largest id of each entry
+        self.blocks: dict[int, list[list]] = {}
+        self.order: list[int] = []  # the keys of ``blocks``, sorted
+
+    def entries(self) -> Iterator[list[list]]:
+        """The blocks' ``[starts, ends, ids, tops]`` lists (for in-place id updates)."""
+        return iter(self.blocks.values())
+
+    def _insert(self, lo: int, hi: int, ids: set[int], top: int) -> None:
+        key = lo >> BLOCK_SHIFT
+        blk = self.blocks.get(key)
+        if blk is None:
+            self.blocks[key] = [[lo], [hi], [ids], [top]]
+            bisect.insort(self.order, key)
+            return
+        starts = blk[0]
+        i = bisect.bisect_left(starts, lo)
+        starts.insert(i, lo)
+        blk[1].insert(i, hi)
+        blk[2].insert(i, ids)
+        blk[3].insert(i, top)
+
+    def _delete(self, key: int, blk: list[list], i: int) -> None:
+        starts = blk[0]
+        if len(starts) == 1:
+            del self.blocks[key]
+            del self.order[bisect.bisect_left(self.order, key)]
+            return
+        del starts[i], blk[1][i], blk[2][i], blk[3][i]
 
     def take(self, lo: int, hi: int) -> set[int]:
         """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
-        starts, ends, ids, top = self.starts, self.ends, self.ids, self.top
-        i = bisect.bisect_right(starts, lo) - 1
-        if i < 0 or ends[i] <= lo:
-            i += 1
-        n = len(starts)
-        if i == n or starts[i] >= hi:
-            return set()  # nothing overlaps
-        if starts[i] >= lo and ends[i] <= hi and (i + 1 == n or starts[i + 1] >= hi):
-            # the common case of reuse: one freed range inside [lo, hi), taken whole
-            out = ids[i]
-            del starts[i], ends[i], ids[i], top[i]
-            return out
-        out: set[int] = set()
-        j = i
-        keep_s: list[int] = []
-        keep_e: list[int] = []
-        keep_i: list[set[int]] = []
-        keep_t: list[int] = []
-        while j < len(starts) and starts[j] < hi:
-            a, b, ids_j, t_j = starts[j], ends[j], ids[j], top[j]
+        blocks = self.blocks
+        if not blocks:
+            return set()
+        order = self.order
+        key = lo >> BLOCK_SHIFT
+        # the overlapping entries as (block key, block, index), in address order
+        found: list[tuple[int, list[list], int]] = []
+        # the last entry starting at or before lo (it may reach over lo)
+        blk = blocks.get(key)
+        i = bisect.bisect_right(blk[0], lo) - 1 if blk is not None else -1
+        if i >= 0:
+            if blk[1][i] > lo:  # type: ignore[index]
+                found.append((key, blk, i))  # type: ignore[arg-type]
+        else:
+            k = bisect.bisect_left(order, key) - 1
+            if k >= 0:
+                pkey = order[k]
+                pblk = blocks[pkey]
+                j = len(pblk[0]) - 1
+                if pblk[1][j] > lo:
+                    found.append((pkey, pblk, j))
+        # entries starting in (lo, hi)
+        k = bisect.bisect_left(order, key)
+        n_order = len(order)
+        while k < n_order:
+            bkey = order[k]
+            blk2 = blocks[bkey]
+            starts = blk2[0]
+            if starts[0] >= hi:
+                break
+            j = bisect.bisect_right(starts, lo) if bkey == key else 0
+            n = len(starts)
+            while j < n and starts[j] < hi:
+                found.append((bkey, blk2, j))
+                j += 1
+            if j < n:
+                break  # the next start is at or past hi
+            k += 1
+        if not found:
+            return set()
+        if len(found) == 1:
+            bkey, b, j = found[0]
+            a, e = b[0][j], b[1][j]
+            if a >= lo and e <= hi:  # the common case of reuse: one freed range inside [lo, hi), taken whole
+                out = b[2][j]
+                self._delete(bkey, b, j)
+                return out
+        out = set()
+        keep: list[tuple[int, int, set[int], int]] = []
+        for _bkey, b, j in found:
+            a, e, ids_j, t_j = b[0][j], b[1][j], b[2][j], b[3][j]
             out |= ids_j
             if a < lo:
-                keep_s.append(a)
-                keep_e.append(lo)
-                keep_i.append(ids_j)
-                keep_t.append(t_j)
-            if b > hi:
-                keep_s.append(hi)
-                keep_e.append(b)
-                keep_i.append(ids_j)
-                keep_t.append(t_j)
-            j += 1
-        if j > i:
-            starts[i:j] = keep_s
-            ends[i:j] = keep_e
-            ids[i:j] = keep_i
-            top[i:j] = keep_t
+                keep.append((a, lo, ids_j, t_j))
+            if e > hi:
+                keep.append((hi, e, ids_j, t_j))
+        # delete back to front, so that the indexes found stay valid
+        for bkey, b, j in reversed(found):
+            self._delete(bkey, b, j)
+        for a, e, ids_j, t_j in keep:
+            self._insert(a, e, ids_j, t_j)
         return out
 
     def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
         """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
         merged = ids_new | self.take(lo, hi)
-        i = bisect.bisect_left(self.starts, lo)
-        self.starts.insert(i, lo)
-        self.ends.insert(i, hi)
-        self.ids.insert(i, merged)
-        self.top.insert(i, max(merged) if merged else -1)
+        self._insert(lo, hi, merged, max(merged) if merged else -1)
 
 
 class DependencyTracker:
@@ -600,12 +670,12 @@ class DependencyTracker:
         """Ids in ``[lo, hi)`` held by address-reuse records become ``id + delta`` (after loop replay the
         latest iteration is a synthesised one)."""
         for tomb in self._tombstones.values():
-            ids_list, tops = tomb.ids, tomb.top
-            for k, top in enumerate(tops):
-                if top >= lo:
-                    new = {i + delta if lo <= i < hi else i for i in ids_list[k]}
-                    ids_list[k] = new
-                    tops[k] = max(new)
+            for _, _, ids_list, tops in tomb.entries():
+                for k, top in enumerate(tops):
+                    if top >= lo:
+                        new = {i + delta if lo <= i < hi else i for i in ids_list[k]}
+                        ids_list[k] = new
+                        tops[k] = max(new)
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:

@@ -24,8 +24,8 @@ touch directly allocated memory or whose two recorded iterations differ.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from devkit.trace import Instr
