@@ -80,6 +80,13 @@ class _Space:
             out += self.reads.all.values()
         return out
 
+    def ids(self) -> set[int]:
+        """The instruction ids of every record (a run's members included)."""
+        out = record_ids(self.all.values())
+        if self.reads is not None:
+            out.update(rec[1] for rec in self.reads.all.values())
+        return out
+
     def shift_ids(self, delta: int) -> None:
         """Every record's instruction ids become ``id + delta`` (loop replay moves a tile's records to a
         later synthesised iteration)."""
@@ -268,6 +275,16 @@ class _Reads(_Space):
         self.all[id(rec)] = rec
         self.pending.append(rec)
         self.exact[(rec[0], rec[2])] = rec
+
+    def add_read(self, box: Box, iid: int, engine: str) -> None:
+        """Record a read by ``iid``: it replaces the record of an earlier read of ``box`` by ``engine``."""
+        rec = [box, iid, engine, False]
+        known = self.exact.setdefault((box, engine), rec)
+        if known is rec:
+            self.all[id(rec)] = rec
+            self.pending.append(rec)
+        else:
+            known[1] = iid
 
     def remove(self, rec: list) -> None:
         if self.pending:
@@ -630,7 +647,7 @@ class DependencyTracker:
     def ids_of(self, key: object) -> set[int]:
         """Ids of the access records held under ``key`` (what :meth:`retire` would leave behind)."""
         sp = self._spaces.get(key)
-        return record_ids(sp.records()) if sp is not None else set()
+        return sp.ids() if sp is not None else set()
 
     def take_space(self, key: object) -> _Space | None:
         """Remove and return the records under ``key`` (loop replay moves them to another key)."""
@@ -644,7 +661,7 @@ class DependencyTracker:
         sp = self._spaces.pop(key, None)
         if sp is None:
             return
-        ids = record_ids(sp.records())
+        ids = sp.ids()
         if ids:
             tomb = self._tombstones.get(buffer)
             if tomb is None:
@@ -724,15 +741,17 @@ class DependencyTracker:
                         part.remove(rec)
             sp.add_write(box, iid, engine)
         else:
-            for rec in sp.overlapping(box):
-                if len(rec) == RUN_LEN:
-                    j0, j1 = _member_range(rec, box)
-                    if j0 <= j1:
-                        deps.update(_run_ids(rec, j0, j1))
+            writes = sp.all
+            if writes:
+                if len(writes) <= SMALL:  # (as overlapping() would, without the call)
+                    recs = _SCANS.get(len(box), records_overlapping)(writes.values(), box)
                 else:
-                    deps.add(rec[1])
-            rec = reads.exact.get((box, engine))
-            if rec is not None:
-                rec[1] = iid
-            else:
-                reads.add([box, iid, engine, False])
+                    recs = sp.overlapping(box)
+                for rec in recs:
+                    if len(rec) == RUN_LEN:
+                        j0, j1 = _member_range(rec, box)
+                        if j0 <= j1:
+                            deps.update(_run_ids(rec, j0, j1))
+                    else:
+                        deps.add(rec[1])
+            reads.add_read(box, iid, engine)

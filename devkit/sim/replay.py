@@ -105,6 +105,7 @@ class LoopRecorder:
 
 
 def _sig(i: Instr) -> tuple:
+    """What must agree between two iterations' instructions (the loop replay of NKI 0.x compares these)."""
     return (
         i.engine,
         i.opcode,
@@ -114,6 +115,20 @@ def _sig(i: Instr) -> tuple:
         i.ins,
         i.outs,
         tuple(sorted((i.attrs or {}).items(), key=lambda kv: kv[0])) if i.attrs else None,
+    )
+
+
+def _same(a: Instr, b: Instr) -> bool:
+    """Whether ``a`` and ``b`` are the same instruction but for their ids and dependencies."""
+    return (
+        a.engine == b.engine
+        and a.opcode == b.opcode
+        and a.flops == b.flops
+        and a.lineno == b.lineno
+        and a.filename == b.filename
+        and a.ins == b.ins
+        and a.outs == b.outs
+        and (a.attrs or None) == (b.attrs or None)
     )
 
 
@@ -129,7 +144,7 @@ def plan(rec: LoopRecorder) -> list | None:
     out = []
     for a, b, oa, ob in zip(it0.instrs, it1.instrs, it0.operands, it1.operands):
         try:
-            if _sig(a) != _sig(b):
+            if not _same(a, b):
                 return None
         except TypeError:
             return None
@@ -154,10 +169,12 @@ def plan(rec: LoopRecorder) -> list | None:
                     return None
                 if sa.kind == "direct":
                     return None
-                delta = tuple((c - a_, d - b_) for (a_, b_), (c, d) in zip(ba, bb))
-                if any(x != y for x, y in delta):
-                    return None  # the region changes size: not an affine shift
-                kinds.append(("outer", tuple(x for x, _ in delta)))
+                delta = []
+                for (a_, b_), (c, d) in zip(ba, bb):
+                    if c - a_ != d - b_:
+                        return None  # the region changes size: not an affine shift
+                    delta.append(c - a_)
+                kinds.append(("outer", tuple(delta)))
         out.append(kinds)
     return out
 
