@@ -13,7 +13,7 @@ comparisons, not a scan of every earlier access.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 Box = tuple[tuple[int, int], ...]
@@ -552,8 +552,21 @@ class _IntervalMap:
         blocks = self.blocks
         if not blocks:
             return set()
-        order = self.order
         key = lo >> BLOCK_SHIFT
+        blk = blocks.get(key)
+        if blk is not None and hi <= (key + 1) << BLOCK_SHIFT:
+            # the common cases, inside one block: one entry starting at lo and ending by hi (taken
+            # whole), or nothing (lo past the end of the entry before it, hi at or before the next)
+            starts = blk[0]
+            i = bisect.bisect_right(starts, lo) - 1
+            if i >= 0 and (i + 1 == len(starts) or starts[i + 1] >= hi):
+                if starts[i] == lo and blk[1][i] <= hi:
+                    out = blk[2][i]
+                    self._delete(key, blk, i)
+                    return out
+                if blk[1][i] <= lo:
+                    return set()
+        order = self.order
         # the overlapping entries as (block key, block, index), in address order
         found: list[tuple[int, list[list], int]] = []
         # the last entry starting at or before lo (it may reach over lo)
@@ -612,9 +625,12 @@ class _IntervalMap:
             self._insert(a, e, ids_j, t_j)
         return out
 
-    def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
-        """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
-        merged = ids_new | self.take(lo, hi)
+    def put(self, lo: int, hi: int, ids_new: Iterable[int]) -> None:
+        """Record ``[lo, hi)`` (merging with whatever it overlaps; ``ids_new`` is copied)."""
+        merged = set(ids_new)
+        taken = self.take(lo, hi)
+        if taken:
+            merged |= taken
         self._insert(lo, hi, merged, max(merged) if merged else -1)
 
 
@@ -748,10 +764,18 @@ class DependencyTracker:
                 else:
                     recs = sp.overlapping(box)
                 for rec in recs:
-                    if len(rec) == RUN_LEN:
-                        j0, j1 = _member_range(rec, box)
+                    if len(rec) == RUN_LEN:  # (_member_range and _run_ids, inlined)
+                        _, first, _, _, axis, step, width, count, id_step = rec
+                        lo = rec[0][axis][0]
+                        qlo, qhi = box[axis]
+                        j0 = (qlo - width - lo) // step + 1
+                        j1 = (qhi - lo - 1) // step
+                        if j0 < 0:
+                            j0 = 0
+                        if j1 >= count:
+                            j1 = count - 1
                         if j0 <= j1:
-                            deps.update(_run_ids(rec, j0, j1))
+                            deps.update(range(first + j0 * id_step, first + j1 * id_step + 1, id_step))
                     else:
                         deps.add(rec[1])
             reads.add_read(box, iid, engine)

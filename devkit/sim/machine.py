@@ -730,11 +730,14 @@ class Machine:
             return
         self._track(st, box, iid, engine, is_write, deps, accumulate)
 
-    def replay_accessor(self, st: Storage) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
+    def replay_accessor(
+        self, st: Storage, blocks: list[tuple[int, ...]] | None = None
+    ) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
         """:meth:`replay_access` for one storage, with what it looks up per call resolved once (loop replay
         calls it for every synthesised access of a tensor that outlives the iteration).  The generic path
         serves storages whose tracking is not settled yet (not accessed under its first layout, address
-        reuse pending) and any call after the storage's tracker space was replaced."""
+        reuse pending) and any call after the storage's tracker space was replaced.  ``blocks``: the
+        logical tiles every access touches, when the caller knows they do not move."""
         generic = functools.partial(self.replay_access, st)
         if st.is_input or st.kind == "constant" or st.kind == "direct":
             return generic
@@ -767,7 +770,7 @@ class Machine:
             if spaces.get(key) is not sp or st.id in self.reuse_deps:
                 generic(box, iid, engine, is_write, deps, accumulate)
                 return
-            touch(st, blocks_of(box, pa), tile_bytes, iid, accumulate)
+            touch(st, blocks if blocks is not None else blocks_of(box, pa), tile_bytes, iid, accumulate)
             access(sp, box, iid, engine, is_write, deps)
 
         return on_chip_access

@@ -65,8 +65,11 @@ class ReplayHost(Protocol):
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None: ...
 
-    def replay_accessor(self, st: Storage) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
-        """``replay_access`` bound to ``st`` (valid for the length of one replay)."""
+    def replay_accessor(
+        self, st: Storage, blocks: list[tuple[int, ...]] | None = None
+    ) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
+        """``replay_access`` bound to ``st`` (valid for the length of one replay); ``blocks``: the logical
+        tiles of ``st`` every access touches, if they do not move."""
 
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None: ...
 
@@ -213,23 +216,29 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     # per template instruction, precomputed: dependency offsets inside the iteration and into the
     # previous one, and the accesses to tensors that outlive the iteration
     plans_ = []
-    accessors: dict[int, Callable] = {}
+    accessors: dict[tuple, Callable] = {}
     for i, tmpl in enumerate(it1.instrs):
         internal = tuple(sorted(d - a1 for d in tmpl.deps if a1 <= d < b1))
         carried = tuple(sorted(d - a0 for d in tmpl.deps if a0 <= d < b0))
         # accesses to tensors that outlive the iteration; kernel inputs and constants are never tracked
         outer = []
         # the operand records for recording loops around this one: (key, storage, box, is_write, how
-        # it moves: None for inner operands, the moving dimensions of outer ones)
+        # it moves: None for inner operands, the moving dimensions of outer ones; its index in outer)
         ops = []
         for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
             moving = _moving(kind[1]) if kind[0] == "outer" else None
-            ops.append((key, st, box, is_write, kind[0] == "inner", moving))
+            k = None
             if moving is not None and not (st.is_input or st.kind == "constant"):
-                fn = accessors.get(st.id)
+                pa = st.par_axis or 0
+                # the logical tiles an access touches stay put unless a block coordinate moves
+                blocks = _blocks(st, box) if st.on_chip and all(d >= pa for d, _ in moving) else None
+                ak = (st.id, None if blocks is None else tuple(blocks))
+                fn = accessors.get(ak)
                 if fn is None:
-                    fn = accessors[st.id] = m.replay_accessor(st)
-                outer.append((fn, box, moving, is_write))
+                    fn = accessors[ak] = m.replay_accessor(st, blocks)
+                k = len(outer)
+                outer.append((fn, box, moving, is_write, it1.accumulate[i] and is_write))
+            ops.append((key, st, box, is_write, kind[0] == "inner", moving, k))
         plans_.append(
             (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i), ops)
         )
@@ -246,7 +255,8 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
         at_prev = prev_base.__add__
         for i, (tmpl, internal, carried, outer, acc, place, free, ops) in enumerate(plans_):
             iid = base + i
-            if place or outer:
+            outer_done = bool(place or outer)
+            if outer_done:
                 deps: set[int] = set(map(at_base, internal))
                 if carried:
                     deps.update(map(at_prev, carried))
@@ -255,8 +265,14 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     # used that memory last (address reuse), as it would when executed
                     for ordinal in place:
                         placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
-                for fn, box, moving, is_write in outer:
-                    fn(_shifted(box, moving, step), iid, tmpl.engine, is_write, deps, acc and is_write)
+                engine = tmpl.engine
+                if recording:
+                    boxes = [_shifted(box, moving, step) for _, box, moving, _, _ in outer]
+                    for (fn, _, _, is_write, accumulates), box in zip(outer, boxes):
+                        fn(box, iid, engine, is_write, deps, accumulates)
+                else:
+                    for fn, box, moving, is_write, accumulates in outer:
+                        fn(_shifted(box, moving, step), iid, engine, is_write, deps, accumulates)
                 deps.discard(iid)
                 dep_ids = tuple(sorted(deps))
             else:
@@ -276,8 +292,10 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
             )
             if recording:
                 operands: list[Operand] = []
-                for key, st, box, is_write, inner, moving in ops:
-                    if moving is not None:
+                for key, st, box, is_write, inner, moving, k in ops:
+                    if k is not None and outer_done:
+                        box = boxes[k]
+                    elif moving is not None:
                         box = _shifted(box, moving, step)
                     elif inner:
                         key = (key, tag, j)
@@ -309,6 +327,10 @@ def _shifted(box: tuple[tuple[int, int], ...], moving: tuple[tuple[int, int], ..
     """``box`` moved ``step`` iterations along its ``moving`` dimensions."""
     if not moving:
         return box
+    if len(moving) == 1:
+        ((d, s),) = moving
+        lo, hi = box[d]
+        return (*box[:d], (lo + s * step, hi + s * step), *box[d + 1 :])
     out = list(box)
     for d, s in moving:
         lo, hi = box[d]
