@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from devkit.sim.deps import DependencyTracker, _IntervalMap, keyspec_for, record_ids, records_overlapping
+from devkit.sim.deps import (
+    FLAT_LIMIT,
+    DependencyTracker,
+    _BlockedIntervalMap,
+    _IntervalMap,
+    keyspec_for,
+    record_ids,
+    records_overlapping,
+)
 
 SHAPE = (2, 3, 128, 64)  # block, block, partition, free
 
@@ -160,7 +169,7 @@ class _PlainMap:
         self.entries.append((lo, hi, merged))
 
 
-def _entries(m: _IntervalMap) -> list[tuple[int, int, frozenset]]:
+def _entries(m) -> list[tuple[int, int, frozenset]]:
     out = []
     for starts, ends, ids, tops in m.entries():
         for a, b, i, t in zip(starts, ends, ids, tops):
@@ -180,9 +189,15 @@ def _entries(m: _IntervalMap) -> list[tuple[int, int, frozenset]]:
         max_size=80,
     )
 )
-def test_blocked_reuse_map_matches_a_flat_scan(ops):
-    """Puts and takes of ranges inside one block, across block boundaries and spanning many blocks."""
-    m, ref = _IntervalMap(), _PlainMap()
+def test_reuse_maps_match_a_flat_scan(ops):
+    """Puts and takes of ranges inside one block, across block boundaries and spanning many blocks, in
+    the flat map and in the blocked one."""
+    for kind in (_IntervalMap, _BlockedIntervalMap):
+        _check_against_scan(kind(), ops)
+
+
+def _check_against_scan(m, ops):
+    ref = _PlainMap()
     for k, (is_put, lo, size) in enumerate(ops):
         if is_put:
             m.put(lo, lo + size, {k, k + 1000})
@@ -192,11 +207,12 @@ def test_blocked_reuse_map_matches_a_flat_scan(ops):
         assert _entries(m) == sorted(ref.entries)
 
 
-def test_ring_of_small_tiles_reuses_addresses_exactly():
+@pytest.mark.parametrize("kind", [_IntervalMap, _BlockedIntervalMap])
+def test_ring_of_small_tiles_reuses_addresses_exactly(kind):
     """The loop-replay pattern: thousands of small tiles placed round a ring, each inheriting the ids of
     the tile that last used its bytes."""
     rng = random.Random(5)
-    m, ref = _IntervalMap(), _PlainMap()
+    m, ref = kind(), _PlainMap()
     pos = 0
     for k in range(3000):
         size = rng.choice([12, 12, 12, 64, 4096])
@@ -208,3 +224,16 @@ def test_ring_of_small_tiles_reuses_addresses_exactly():
         pos += size
     assert _entries(m) == sorted(ref.entries)
     assert record_ids([]) == set()
+
+
+def test_a_buffer_with_many_freed_ranges_moves_to_the_blocked_map_with_the_same_answers():
+    tracker = DependencyTracker()
+    ref = _PlainMap()
+    for k in range(FLAT_LIMIT + 10):
+        tracker.retire_ids("sbuf", 16 * k, 16 * k + 12, {k})
+        ref.put(16 * k, 16 * k + 12, {k})
+    assert isinstance(tracker._tombstones["sbuf"], _BlockedIntervalMap)
+    tracker.shift_ids(5, 10, 100)  # ids 5..9 become 105..109
+    for lo, hi in ((0, 40), (70, 170), (4000, 9000), (16 * FLAT_LIMIT, 16 * FLAT_LIMIT + 400)):
+        want = {i + 100 if 5 <= i < 10 else i for i in ref.take(lo, hi)}
+        assert tracker.inherit("sbuf", lo, hi) == want

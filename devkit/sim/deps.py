@@ -502,13 +502,15 @@ def _covers(outer: Box, inner: Box) -> bool:
     return True
 
 
-#: tombstone entries are grouped in blocks of 2**BLOCK_SHIFT bytes by start address, so that adding or
+#: a buffer's freed ranges move from the flat map to the blocked one past this many entries
+FLAT_LIMIT = 1024
+#: blocked map: entries grouped in blocks of 2**BLOCK_SHIFT bytes by start address, so that adding or
 #: taking one moves a block's handful of entries, not every entry of the buffer (a loop replay through a
 #: ring of small tiles leaves ~15,000 of them in SBUF)
 BLOCK_SHIFT = 12
 
 
-class _IntervalMap:
+class _BlockedIntervalMap:
     """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids (and its largest id).
 
     Entries live in blocks keyed by ``start >> BLOCK_SHIFT``; a block holds the parallel sorted lists
@@ -520,6 +522,14 @@ class _IntervalMap:
     def __init__(self) -> None:
         self.blocks: dict[int, list[list]] = {}
         self.order: list[int] = []  # the keys of ``blocks``, sorted
+
+    @classmethod
+    def of(cls, flat: _IntervalMap) -> _BlockedIntervalMap:
+        """The entries of ``flat`` (the same set objects) in a blocked map."""
+        out = cls()
+        for a, b, ids, top in zip(flat.starts, flat.ends, flat.ids, flat.top):
+            out._insert(a, b, ids, top)
+        return out
 
     def entries(self) -> Iterator[list[list]]:
         """The blocks' ``[starts, ends, ids, tops]`` lists (for in-place id updates)."""
@@ -539,13 +549,10 @@ class _IntervalMap:
         blk[2].insert(i, ids)
         blk[3].insert(i, top)
 
-    def _delete(self, key: int, blk: list[list], i: int) -> None:
-        starts = blk[0]
-        if len(starts) == 1:
-            del self.blocks[key]
-            del self.order[bisect.bisect_left(self.order, key)]
-            return
-        del starts[i], blk[1][i], blk[2][i], blk[3][i]
+    @staticmethod
+    def _delete(blk: list[list], i: int) -> None:
+        # (an emptied block stays: tiles come and go at the same addresses)
+        del blk[0][i], blk[1][i], blk[2][i], blk[3][i]
 
     def take(self, lo: int, hi: int) -> set[int]:
         """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
@@ -560,11 +567,13 @@ class _IntervalMap:
             starts = blk[0]
             i = bisect.bisect_right(starts, lo) - 1
             if i >= 0 and (i + 1 == len(starts) or starts[i + 1] >= hi):
-                if starts[i] == lo and blk[1][i] <= hi:
-                    out = blk[2][i]
-                    self._delete(key, blk, i)
+                ends = blk[1]
+                if starts[i] == lo and ends[i] <= hi:
+                    ids = blk[2]
+                    out = ids[i]
+                    del starts[i], ends[i], ids[i], blk[3][i]
                     return out
-                if blk[1][i] <= lo:
+                if ends[i] <= lo:
                     return set()
         order = self.order
         # the overlapping entries as (block key, block, index), in address order
@@ -577,6 +586,8 @@ class _IntervalMap:
                 found.append((key, blk, i))  # type: ignore[arg-type]
         else:
             k = bisect.bisect_left(order, key) - 1
+            while k >= 0 and not blocks[order[k]][0]:
+                k -= 1  # (emptied blocks)
             if k >= 0:
                 pkey = order[k]
                 pblk = blocks[pkey]
@@ -590,6 +601,9 @@ class _IntervalMap:
             bkey = order[k]
             blk2 = blocks[bkey]
             starts = blk2[0]
+            if not starts:
+                k += 1
+                continue
             if starts[0] >= hi:
                 break
             j = bisect.bisect_right(starts, lo) if bkey == key else 0
@@ -607,7 +621,7 @@ class _IntervalMap:
             a, e = b[0][j], b[1][j]
             if a >= lo and e <= hi:  # the common case of reuse: one freed range inside [lo, hi), taken whole
                 out = b[2][j]
-                self._delete(bkey, b, j)
+                self._delete(b, j)
                 return out
         out = set()
         keep: list[tuple[int, int, set[int], int]] = []
@@ -619,8 +633,8 @@ class _IntervalMap:
             if e > hi:
                 keep.append((hi, e, ids_j, t_j))
         # delete back to front, so that the indexes found stay valid
-        for bkey, b, j in reversed(found):
-            self._delete(bkey, b, j)
+        for _bkey, b, j in reversed(found):
+            self._delete(b, j)
         for a, e, ids_j, t_j in keep:
             self._insert(a, e, ids_j, t_j)
         return out
@@ -631,7 +645,88 @@ class _IntervalMap:
         taken = self.take(lo, hi)
         if taken:
             merged |= taken
-        self._insert(lo, hi, merged, max(merged) if merged else -1)
+        top = max(merged) if merged else -1
+        blk = self.blocks.get(lo >> BLOCK_SHIFT)
+        if blk is None:
+            self._insert(lo, hi, merged, top)
+            return
+        starts = blk[0]  # (_insert, inlined)
+        i = bisect.bisect_left(starts, lo)
+        starts.insert(i, lo)
+        blk[1].insert(i, hi)
+        blk[2].insert(i, merged)
+        blk[3].insert(i, top)
+
+
+class _IntervalMap:
+    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids, in four parallel
+    sorted lists: the fastest form for the few hundred freed ranges of a typical buffer (a tracker
+    switches a buffer to :class:`_BlockedIntervalMap` past :data:`FLAT_LIMIT` entries)."""
+
+    __slots__ = ("ends", "ids", "starts", "top")
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        self.ids: list[set[int]] = []
+        self.top: list[int] = []  # largest id of each entry
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def entries(self) -> Iterator[list[list]]:
+        """``[starts, ends, ids, tops]`` lists (for in-place id updates; one, here)."""
+        return iter(((self.starts, self.ends, self.ids, self.top),))
+
+    def take(self, lo: int, hi: int) -> set[int]:
+        """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
+        starts, ends, ids, top = self.starts, self.ends, self.ids, self.top
+        i = bisect.bisect_right(starts, lo) - 1
+        if i < 0 or ends[i] <= lo:
+            i += 1
+        n = len(starts)
+        if i == n or starts[i] >= hi:
+            return set()  # nothing overlaps
+        if starts[i] >= lo and ends[i] <= hi and (i + 1 == n or starts[i + 1] >= hi):
+            # the common case of reuse: one freed range inside [lo, hi), taken whole
+            out = ids[i]
+            del starts[i], ends[i], ids[i], top[i]
+            return out
+        out: set[int] = set()
+        j = i
+        keep_s: list[int] = []
+        keep_e: list[int] = []
+        keep_i: list[set[int]] = []
+        keep_t: list[int] = []
+        while j < len(starts) and starts[j] < hi:
+            a, b, ids_j, t_j = starts[j], ends[j], ids[j], top[j]
+            out |= ids_j
+            if a < lo:
+                keep_s.append(a)
+                keep_e.append(lo)
+                keep_i.append(ids_j)
+                keep_t.append(t_j)
+            if b > hi:
+                keep_s.append(hi)
+                keep_e.append(b)
+                keep_i.append(ids_j)
+                keep_t.append(t_j)
+            j += 1
+        if j > i:
+            starts[i:j] = keep_s
+            ends[i:j] = keep_e
+            ids[i:j] = keep_i
+            top[i:j] = keep_t
+        return out
+
+    def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
+        """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
+        merged = ids_new | self.take(lo, hi)
+        i = bisect.bisect_left(self.starts, lo)
+        self.starts.insert(i, lo)
+        self.ends.insert(i, hi)
+        self.ids.insert(i, merged)
+        self.top.insert(i, max(merged) if merged else -1)
 
 
 class DependencyTracker:
@@ -646,7 +741,7 @@ class DependencyTracker:
         self._spaces: dict[object, _Space] = {}
         # per on-chip buffer: byte ranges of freed tensors whose last accesses a tensor placed there
         # later must wait for (write-after-read / write-after-write through address reuse)
-        self._tombstones: dict[str, _IntervalMap] = {}
+        self._tombstones: dict[str, _IntervalMap | _BlockedIntervalMap] = {}
 
     def space(self, key: object, keyspec: tuple) -> _Space:
         """The access records under ``key``: an int is a compiler-allocated on-chip tensor (its values
@@ -683,6 +778,8 @@ class DependencyTracker:
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)
+            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+                self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def retire_ids(self, buffer: str, lo: int, hi: int, ids: set[int]) -> None:
         """Freed bytes ``[lo, hi)`` of ``buffer`` were last used by ``ids``."""
@@ -691,6 +788,8 @@ class DependencyTracker:
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)  # (put merges into a new set: ids is not kept)
+            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+                self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:
         """Ids a tensor newly placed at ``[lo, hi)`` must wait for; the covered tombstone parts go away."""
