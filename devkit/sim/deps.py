@@ -732,9 +732,12 @@ class _IntervalMap:
 class DependencyTracker:
     """Turns the regions an instruction reads and writes into the ids it depends on.
 
-    Each record is ``[box, instr_id, engine, is_write]``.  A write removes the records it fully covers
-    (later accesses to that region depend on the write, which already depends on them); a read
-    replaces an earlier read of the same box by the same engine (engines run in program order).
+    Each record is ``[box, instr_id, engine, is_write]``, or a run of writes (see "Runs" above: one
+    record for an engine's writes that step regularly along one axis, answering per member).  A write
+    removes the records it fully covers (later accesses to that region depend on the write, which
+    already depends on them); a read replaces an earlier read of the same box by the same engine
+    (engines run in program order).  Freed on-chip ranges keep the ids of their last users in a flat
+    sorted map per buffer, blocked by address once it holds more than :data:`FLAT_LIMIT` ranges.
     """
 
     def __init__(self) -> None:
