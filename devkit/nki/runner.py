@@ -20,6 +20,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import DtypeError, KernelArgumentError
+from devkit.sim import gcpolicy
 from devkit.sim.machine import Machine
 from devkit.sim.options import Geometry, SimOptions
 from devkit.sim.storage import ever_written
@@ -227,7 +228,7 @@ def run_kernel(
     legacy = mutable_inputs or not _returns_value(func)
     mutable = _mutable_params(func)
     names = _param_names(func)
-    with m, _blas_threads():
+    with m, _blas_threads(), gcpolicy.during_simulation():
         wrapped = []
         for i, a in enumerate(args):
             nm = names[i] if i < len(names) else f"arg{i}"

@@ -13,6 +13,7 @@ comparisons, not a scan of every earlier access.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 Box = tuple[tuple[int, int], ...]
@@ -36,10 +37,13 @@ class _Space:
     queries wide on every index scan everything.
     """
 
-    __slots__ = ("all", "indexes", "keyspec", "parts", "reads", "renamable")
+    __slots__ = ("all", "indexes", "keyspec", "open", "parts", "reads", "renamable")
 
     def __init__(self, keyspec: tuple, renamable: bool = False, split_reads: bool = False) -> None:
         self.all: dict[int, list] = {}
+        #: per engine, its latest write record (a plain record or a run, see :func:`_extend`), kept out of
+        #: the bucket indexes while later writes may still extend it; queries scan it directly
+        self.open: dict[str, list] = {}
         #: a write that covers earlier reads starts a new value the compiler may place elsewhere
         self.renamable = renamable
         #: with ``split_reads`` (the dependency tracker's spaces) this space holds the write records and
@@ -50,6 +54,7 @@ class _Space:
 
     def set_keyspec(self, keyspec: tuple) -> None:
         self.keyspec = keyspec
+        self.open = {}  # every record is indexed below, the open ones included
         self.parts: tuple[IndexSpec, ...] = tuple(
             (spec,) if isinstance(spec[0], int) else tuple(spec) for spec in keyspec
         )
@@ -64,10 +69,32 @@ class _Space:
         return len(self.all) + (len(self.reads.all) if self.reads is not None else 0)
 
     def records(self) -> list[list]:
-        out = list(self.all.values())
+        """The access records, a run as its members (copies of a run's members: for reading only)."""
+        out = []
+        for rec in self.all.values():
+            if len(rec) == RUN_LEN:
+                out += (_run_piece(rec, j, j) for j in range(rec[7]))
+            else:
+                out.append(rec)
         if self.reads is not None:
             out += self.reads.all.values()
         return out
+
+    def ids(self) -> set[int]:
+        """The instruction ids of every record (a run's members included)."""
+        out = record_ids(self.all.values())
+        if self.reads is not None:
+            out.update(rec[1] for rec in self.reads.all.values())
+        return out
+
+    def shift_ids(self, delta: int) -> None:
+        """Every record's instruction ids become ``id + delta`` (loop replay moves a tile's records to a
+        later synthesised iteration)."""
+        for rec in self.all.values():
+            rec[1] += delta
+        if self.reads is not None:
+            for rec in self.reads.all.values():
+                rec[1] += delta
 
     def _all_keys(self, box: Box) -> list:
         """The bucket keys of ``box`` in every index (the last answer is kept: a query and the add that
@@ -114,16 +141,20 @@ class _Space:
         _, wide, lists = best
         if len(lists) <= 1:
             if not lists:
-                return scan(wide, box)
-            return scan(wide + lists[0] if wide else lists[0], box)
-        # a record spanning several of the buckets is filed under each: report it once
-        found = scan(wide, box) if wide else []
-        seen: set[int] = set()
-        for lst in lists:
-            for rec in scan(lst, box):
-                if id(rec) not in seen:
-                    seen.add(id(rec))
-                    found.append(rec)
+                found = scan(wide, box)
+            else:
+                found = scan(wide + lists[0] if wide else lists[0], box)
+        else:
+            # a record spanning several of the buckets is filed under each: report it once
+            found = scan(wide, box) if wide else []
+            seen: set[int] = set()
+            for lst in lists:
+                for rec in scan(lst, box):
+                    if id(rec) not in seen:
+                        seen.add(id(rec))
+                        found.append(rec)
+        if self.open:
+            found += scan(self.open.values(), box)  # (open records are in no index)
         return found
 
     @staticmethod
@@ -177,6 +208,9 @@ class _Space:
     def remove(self, rec: list) -> None:
         if self.all.pop(id(rec), None) is None:
             return
+        if self.open and self.open.get(rec[2]) is rec:
+            del self.open[rec[2]]  # never indexed
+            return
         for ks, (buckets, wide) in zip(self._all_keys(rec[0]), self.indexes):
             for k in (None,) if ks is None else ks:
                 lst = wide if k is None else buckets.get(k)
@@ -188,6 +222,18 @@ class _Space:
                         break
                 if k is not None and not lst:
                     del buckets[k]
+
+    def add_write(self, box: Box, iid: int, engine: str) -> None:
+        """Record a write: it extends ``engine``'s open write record into a run when it is that record's
+        next member (:func:`_extend`); otherwise the open record is indexed and this write takes its place."""
+        o = self.open.get(engine)
+        if o is not None:
+            if _extend(o, box, iid):
+                return
+            self._index(o)
+        rec = [box, iid, engine, True]
+        self.all[id(rec)] = rec
+        self.open[engine] = rec
 
     @property
     def empty(self) -> bool:
@@ -229,6 +275,16 @@ class _Reads(_Space):
         self.all[id(rec)] = rec
         self.pending.append(rec)
         self.exact[(rec[0], rec[2])] = rec
+
+    def add_read(self, box: Box, iid: int, engine: str) -> None:
+        """Record a read by ``iid``: it replaces the record of an earlier read of ``box`` by ``engine``."""
+        rec = [box, iid, engine, False]
+        known = self.exact.setdefault((box, engine), rec)
+        if known is rec:
+            self.all[id(rec)] = rec
+            self.pending.append(rec)
+        else:
+            known[1] = iid
 
     def remove(self, rec: list) -> None:
         if self.pending:
@@ -294,6 +350,123 @@ def _overlapping_4(cands: Any, box: Box) -> list[list]:
 _SCANS = {2: _overlapping_2, 3: _overlapping_3, 4: _overlapping_4}
 
 
+# Runs.  A loop writing one column (row, tile ...) per iteration leaves one write record per iteration;
+# those records are summarised as one *run* record while they continue a regular pattern:
+#     [hull, first_id, engine, True, axis, step, width, count, id_step]
+# member j (0 <= j < count) is the write of instruction ``first_id + j * id_step`` to ``hull`` with
+# ``axis`` narrowed to ``[lo + j * step, lo + j * step + width)`` (lo: the hull's start on ``axis``).
+# Members never overlap (step >= width), so a run answers exactly what its members would: the
+# dependency ids of a query, and which members a write covers (the run is then split around them).
+# A plain record has 4 items, a run 9; adding the same shift to every id (loop replay) shifts a run's
+# first_id alone, as it does a plain record's id.
+
+RUN_LEN = 9
+
+
+def _extend(rec: list, box: Box, iid: int) -> bool:
+    """Make the write ``(box, iid)`` a member of ``rec`` (a plain write record or a run of the same
+    engine) if it is its next member; False (``rec`` unchanged) otherwise."""
+    hull = rec[0]
+    if len(rec) == RUN_LEN:
+        axis, step, width, count, id_step = rec[4], rec[5], rec[6], rec[7], rec[8]
+        lo = hull[axis][0] + count * step
+        if iid != rec[1] + count * id_step or box[axis] != (lo, lo + width):
+            return False
+        if box[:axis] != hull[:axis] or box[axis + 1 :] != hull[axis + 1 :]:
+            return False
+        rec[0] = (*hull[:axis], (hull[axis][0], lo + width), *hull[axis + 1 :])
+        rec[7] = count + 1
+        return True
+    if len(box) != len(hull) or iid <= rec[1]:
+        return False
+    axis = -1
+    for d, (old, new) in enumerate(zip(hull, box)):
+        if old != new:
+            if axis >= 0:
+                return False  # moves along two axes
+            axis = d
+    if axis < 0:
+        return False
+    (a, b), (c, e) = hull[axis], box[axis]
+    width = b - a
+    step = c - a
+    if e - c != width or step < width:
+        return False  # a different size, or overlapping (or preceding) the earlier write
+    rec[0] = (*hull[:axis], (a, e), *hull[axis + 1 :])
+    rec += (axis, step, width, 2, iid - rec[1])
+    return True
+
+
+def _member_range(rec: list, box: Box) -> tuple[int, int]:
+    """Members ``j0 .. j1`` (inclusive; empty if j0 > j1) of run ``rec`` that overlap ``box`` (whose
+    overlap with the run's hull is already known)."""
+    axis, step, width, count = rec[4], rec[5], rec[6], rec[7]
+    lo = rec[0][axis][0]
+    qlo, qhi = box[axis]
+    return max(0, (qlo - width - lo) // step + 1), min(count - 1, (qhi - lo - 1) // step)
+
+
+def _run_ids(rec: list, j0: int, j1: int) -> range:
+    """Instruction ids of members ``j0 .. j1`` of run ``rec``."""
+    first, id_step = rec[1], rec[8]
+    return range(first + j0 * id_step, first + j1 * id_step + 1, id_step)
+
+
+def _run_piece(rec: list, j0: int, j1: int) -> list:
+    """A record holding members ``j0 .. j1`` (non-empty) of run ``rec``: a run, or a plain record."""
+    hull, first, engine = rec[0], rec[1], rec[2]
+    axis, step, width, id_step = rec[4], rec[5], rec[6], rec[8]
+    lo = hull[axis][0]
+    span = (lo + j0 * step, lo + j1 * step + width)
+    box = (*hull[:axis], span, *hull[axis + 1 :])
+    if j0 == j1:
+        return [box, first + j0 * id_step, engine, True]
+    return [box, first + j0 * id_step, engine, True, axis, step, width, j1 - j0 + 1, id_step]
+
+
+def _write_over_run(sp: _Space, rec: list, box: Box, rename: bool, deps: set[int]) -> None:
+    """A write of ``box`` meets run ``rec`` (their hulls overlap): its dependencies on the members it
+    overlaps, and the members it covers removed (as :meth:`DependencyTracker.access` does per record)."""
+    j0, j1 = _member_range(rec, box)
+    if j0 > j1:
+        return  # between members
+    axis, step, width = rec[4], rec[5], rec[6]
+    hull = rec[0]
+    c0, c1 = 1, 0  # members covered: none unless the write covers the run's other axes
+    for d, ((a, b), (c, e)) in enumerate(zip(box, hull)):
+        if d != axis and (c < a or e > b):
+            break
+    else:
+        lo = hull[axis][0]
+        qlo, qhi = box[axis]
+        c0, c1 = max(j0, -((lo - qlo) // step)), min(j1, (qhi - width - lo) // step)
+    if c0 > c1 or not rename:
+        deps.update(_run_ids(rec, j0, j1))
+    else:
+        if j0 < c0:
+            deps.update(_run_ids(rec, j0, c0 - 1))
+        if c1 < j1:
+            deps.update(_run_ids(rec, c1 + 1, j1))
+    if c0 <= c1:
+        sp.remove(rec)
+        for p0, p1 in ((0, c0 - 1), (c1 + 1, rec[7] - 1)):
+            if p0 <= p1:
+                piece = _run_piece(rec, p0, p1)
+                sp.all[id(piece)] = piece
+                sp._index(piece)
+
+
+def record_ids(recs: Any) -> set[int]:
+    """The instruction ids held by access records ``recs`` (plain records and runs)."""
+    out: set[int] = set()
+    for rec in recs:
+        if len(rec) == RUN_LEN:
+            out.update(_run_ids(rec, 0, rec[7] - 1))
+        else:
+            out.add(rec[1])
+    return out
+
+
 def keyspec_for(shape: tuple[int, ...], par_axis: int | None) -> tuple:
     """Indexes for a tensor's logical index space: each block dim exactly, plus the trailing free dim
     coarsely (a loop writing one column of a block per iteration, as a depthwise convolution does, must not
@@ -329,8 +502,166 @@ def _covers(outer: Box, inner: Box) -> bool:
     return True
 
 
+#: a buffer's freed ranges move from the flat map to the blocked one past this many entries
+FLAT_LIMIT = 1024
+#: blocked map: entries grouped in blocks of 2**BLOCK_SHIFT bytes by start address, so that adding or
+#: taking one moves a block's handful of entries, not every entry of the buffer (a loop replay through a
+#: ring of small tiles leaves ~15,000 of them in SBUF)
+BLOCK_SHIFT = 12
+
+
+class _BlockedIntervalMap:
+    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids (and its largest id).
+
+    Entries live in blocks keyed by ``start >> BLOCK_SHIFT``; a block holds the parallel sorted lists
+    ``[starts, ends, ids, tops]`` of the entries starting in it (an entry may reach into later blocks).
+    """
+
+    __slots__ = ("blocks", "order")
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, list[list]] = {}
+        self.order: list[int] = []  # the keys of ``blocks``, sorted
+
+    @classmethod
+    def of(cls, flat: _IntervalMap) -> _BlockedIntervalMap:
+        """The entries of ``flat`` (the same set objects) in a blocked map."""
+        out = cls()
+        for a, b, ids, top in zip(flat.starts, flat.ends, flat.ids, flat.top):
+            out._insert(a, b, ids, top)
+        return out
+
+    def entries(self) -> Iterator[list[list]]:
+        """The blocks' ``[starts, ends, ids, tops]`` lists (for in-place id updates)."""
+        return iter(self.blocks.values())
+
+    def _insert(self, lo: int, hi: int, ids: set[int], top: int) -> None:
+        key = lo >> BLOCK_SHIFT
+        blk = self.blocks.get(key)
+        if blk is None:
+            self.blocks[key] = [[lo], [hi], [ids], [top]]
+            bisect.insort(self.order, key)
+            return
+        starts = blk[0]
+        i = bisect.bisect_left(starts, lo)
+        starts.insert(i, lo)
+        blk[1].insert(i, hi)
+        blk[2].insert(i, ids)
+        blk[3].insert(i, top)
+
+    @staticmethod
+    def _delete(blk: list[list], i: int) -> None:
+        # (an emptied block stays: tiles come and go at the same addresses)
+        del blk[0][i], blk[1][i], blk[2][i], blk[3][i]
+
+    def take(self, lo: int, hi: int) -> set[int]:
+        """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
+        blocks = self.blocks
+        if not blocks:
+            return set()
+        key = lo >> BLOCK_SHIFT
+        blk = blocks.get(key)
+        if blk is not None and hi <= (key + 1) << BLOCK_SHIFT:
+            # the common cases, inside one block: one entry starting at lo and ending by hi (taken
+            # whole), or nothing (lo past the end of the entry before it, hi at or before the next)
+            starts = blk[0]
+            i = bisect.bisect_right(starts, lo) - 1
+            if i >= 0 and (i + 1 == len(starts) or starts[i + 1] >= hi):
+                ends = blk[1]
+                if starts[i] == lo and ends[i] <= hi:
+                    ids = blk[2]
+                    out = ids[i]
+                    del starts[i], ends[i], ids[i], blk[3][i]
+                    return out
+                if ends[i] <= lo:
+                    return set()
+        order = self.order
+        # the overlapping entries as (block key, block, index), in address order
+        found: list[tuple[int, list[list], int]] = []
+        # the last entry starting at or before lo (it may reach over lo)
+        blk = blocks.get(key)
+        i = bisect.bisect_right(blk[0], lo) - 1 if blk is not None else -1
+        if i >= 0:
+            if blk[1][i] > lo:  # type: ignore[index]
+                found.append((key, blk, i))  # type: ignore[arg-type]
+        else:
+            k = bisect.bisect_left(order, key) - 1
+            while k >= 0 and not blocks[order[k]][0]:
+                k -= 1  # (emptied blocks)
+            if k >= 0:
+                pkey = order[k]
+                pblk = blocks[pkey]
+                j = len(pblk[0]) - 1
+                if pblk[1][j] > lo:
+                    found.append((pkey, pblk, j))
+        # entries starting in (lo, hi)
+        k = bisect.bisect_left(order, key)
+        n_order = len(order)
+        while k < n_order:
+            bkey = order[k]
+            blk2 = blocks[bkey]
+            starts = blk2[0]
+            if not starts:
+                k += 1
+                continue
+            if starts[0] >= hi:
+                break
+            j = bisect.bisect_right(starts, lo) if bkey == key else 0
+            n = len(starts)
+            while j < n and starts[j] < hi:
+                found.append((bkey, blk2, j))
+                j += 1
+            if j < n:
+                break  # the next start is at or past hi
+            k += 1
+        if not found:
+            return set()
+        if len(found) == 1:
+            bkey, b, j = found[0]
+            a, e = b[0][j], b[1][j]
+            if a >= lo and e <= hi:  # the common case of reuse: one freed range inside [lo, hi), taken whole
+                out = b[2][j]
+                self._delete(b, j)
+                return out
+        out = set()
+        keep: list[tuple[int, int, set[int], int]] = []
+        for _bkey, b, j in found:
+            a, e, ids_j, t_j = b[0][j], b[1][j], b[2][j], b[3][j]
+            out |= ids_j
+            if a < lo:
+                keep.append((a, lo, ids_j, t_j))
+            if e > hi:
+                keep.append((hi, e, ids_j, t_j))
+        # delete back to front, so that the indexes found stay valid
+        for _bkey, b, j in reversed(found):
+            self._delete(b, j)
+        for a, e, ids_j, t_j in keep:
+            self._insert(a, e, ids_j, t_j)
+        return out
+
+    def put(self, lo: int, hi: int, ids_new: Iterable[int]) -> None:
+        """Record ``[lo, hi)`` (merging with whatever it overlaps; ``ids_new`` is copied)."""
+        merged = set(ids_new)
+        taken = self.take(lo, hi)
+        if taken:
+            merged |= taken
+        top = max(merged) if merged else -1
+        blk = self.blocks.get(lo >> BLOCK_SHIFT)
+        if blk is None:
+            self._insert(lo, hi, merged, top)
+            return
+        starts = blk[0]  # (_insert, inlined)
+        i = bisect.bisect_left(starts, lo)
+        starts.insert(i, lo)
+        blk[1].insert(i, hi)
+        blk[2].insert(i, merged)
+        blk[3].insert(i, top)
+
+
 class _IntervalMap:
-    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids."""
+    """Non-overlapping byte ranges ``[lo, hi)`` each carrying a set of instruction ids, in four parallel
+    sorted lists: the fastest form for the few hundred freed ranges of a typical buffer (a tracker
+    switches a buffer to :class:`_BlockedIntervalMap` past :data:`FLAT_LIMIT` entries)."""
 
     __slots__ = ("ends", "ids", "starts", "top")
 
@@ -339,6 +670,13 @@ class _IntervalMap:
         self.ends: list[int] = []
         self.ids: list[set[int]] = []
         self.top: list[int] = []  # largest id of each entry
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def entries(self) -> Iterator[list[list]]:
+        """``[starts, ends, ids, tops]`` lists (for in-place id updates; one, here)."""
+        return iter(((self.starts, self.ends, self.ids, self.top),))
 
     def take(self, lo: int, hi: int) -> set[int]:
         """Remove and return the ids of everything overlapping ``[lo, hi)`` (partial ranges are trimmed)."""
@@ -399,16 +737,19 @@ class _IntervalMap:
 class DependencyTracker:
     """Turns the regions an instruction reads and writes into the ids it depends on.
 
-    Each record is ``[box, instr_id, engine, is_write]``.  A write removes the records it fully covers
-    (later accesses to that region depend on the write, which already depends on them); a read
-    replaces an earlier read of the same box by the same engine (engines run in program order).
+    Each record is ``[box, instr_id, engine, is_write]``, or a run of writes (see "Runs" above: one
+    record for an engine's writes that step regularly along one axis, answering per member).  A write
+    removes the records it fully covers (later accesses to that region depend on the write, which
+    already depends on them); a read replaces an earlier read of the same box by the same engine
+    (engines run in program order).  Freed on-chip ranges keep the ids of their last users in a flat
+    sorted map per buffer, blocked by address once it holds more than :data:`FLAT_LIMIT` ranges.
     """
 
     def __init__(self) -> None:
         self._spaces: dict[object, _Space] = {}
         # per on-chip buffer: byte ranges of freed tensors whose last accesses a tensor placed there
         # later must wait for (write-after-read / write-after-write through address reuse)
-        self._tombstones: dict[str, _IntervalMap] = {}
+        self._tombstones: dict[str, _IntervalMap | _BlockedIntervalMap] = {}
 
     def space(self, key: object, keyspec: tuple) -> _Space:
         """The access records under ``key``: an int is a compiler-allocated on-chip tensor (its values
@@ -425,7 +766,7 @@ class DependencyTracker:
     def ids_of(self, key: object) -> set[int]:
         """Ids of the access records held under ``key`` (what :meth:`retire` would leave behind)."""
         sp = self._spaces.get(key)
-        return {rec[1] for rec in sp.records()} if sp is not None else set()
+        return sp.ids() if sp is not None else set()
 
     def take_space(self, key: object) -> _Space | None:
         """Remove and return the records under ``key`` (loop replay moves them to another key)."""
@@ -439,12 +780,14 @@ class DependencyTracker:
         sp = self._spaces.pop(key, None)
         if sp is None:
             return
-        ids = {rec[1] for rec in sp.records()}
+        ids = sp.ids()
         if ids:
             tomb = self._tombstones.get(buffer)
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)
+            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+                self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def retire_ids(self, buffer: str, lo: int, hi: int, ids: set[int]) -> None:
         """Freed bytes ``[lo, hi)`` of ``buffer`` were last used by ``ids``."""
@@ -453,6 +796,8 @@ class DependencyTracker:
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)  # (put merges into a new set: ids is not kept)
+            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+                self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:
         """Ids a tensor newly placed at ``[lo, hi)`` must wait for; the covered tombstone parts go away."""
@@ -465,12 +810,12 @@ class DependencyTracker:
         """Ids in ``[lo, hi)`` held by address-reuse records become ``id + delta`` (after loop replay the
         latest iteration is a synthesised one)."""
         for tomb in self._tombstones.values():
-            ids_list, tops = tomb.ids, tomb.top
-            for k, top in enumerate(tops):
-                if top >= lo:
-                    new = {i + delta if lo <= i < hi else i for i in ids_list[k]}
-                    ids_list[k] = new
-                    tops[k] = max(new)
+            for _, _, ids_list, tops in tomb.entries():
+                for k, top in enumerate(tops):
+                    if top >= lo:
+                        new = {i + delta if lo <= i < hi else i for i in ids_list[k]}
+                        ids_list[k] = new
+                        tops[k] = max(new)
 
     @staticmethod
     def access(sp: _Space, box: Box, iid: int, engine: str, is_write: bool, deps: set[int]) -> None:
@@ -509,17 +854,35 @@ class DependencyTracker:
             rename = sp.renamable
             for part in (sp, reads) if reads.all else (sp,):
                 for rec in part.overlapping(box):
+                    if len(rec) == RUN_LEN:
+                        _write_over_run(part, rec, box, rename, deps)
+                        continue
                     covered = _covers(box, rec[0])
                     if not (rename and covered):
                         deps.add(rec[1])
                     if covered:
                         part.remove(rec)
-            sp.add([box, iid, engine, True])
+            sp.add_write(box, iid, engine)
         else:
-            for rec in sp.overlapping(box):
-                deps.add(rec[1])
-            rec = reads.exact.get((box, engine))
-            if rec is not None:
-                rec[1] = iid
-            else:
-                reads.add([box, iid, engine, False])
+            writes = sp.all
+            if writes:
+                if len(writes) <= SMALL:  # (as overlapping() would, without the call)
+                    recs = _SCANS.get(len(box), records_overlapping)(writes.values(), box)
+                else:
+                    recs = sp.overlapping(box)
+                for rec in recs:
+                    if len(rec) == RUN_LEN:  # (_member_range and _run_ids, inlined)
+                        _, first, _, _, axis, step, width, count, id_step = rec
+                        lo = rec[0][axis][0]
+                        qlo, qhi = box[axis]
+                        j0 = (qlo - width - lo) // step + 1
+                        j1 = (qhi - lo - 1) // step
+                        if j0 < 0:
+                            j0 = 0
+                        if j1 >= count:
+                            j1 = count - 1
+                        if j0 <= j1:
+                            deps.update(range(first + j0 * id_step, first + j1 * id_step + 1, id_step))
+                    else:
+                        deps.add(rec[1])
+            reads.add_read(box, iid, engine)

@@ -9,12 +9,13 @@ op plus a copy) before the record reaches the trace.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -678,9 +679,7 @@ class Machine:
 
     def _touch(self, st: Storage, box: tuple, iid: int, accumulate: bool) -> None:
         """Liveness: instruction ``iid`` accesses the logical tiles of on-chip ``st`` that ``box`` spans."""
-        pa = st.par_axis
-        blocks = list(itertools.product(*[range(lo, hi) for lo, hi in box[:pa]])) if pa else [()]
-        self.liveness.touch(st, blocks, st.tile_bytes, iid, accumulate)
+        self.liveness.touch(st, blocks_of(box, st.par_axis), st.tile_bytes, iid, accumulate)
 
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None:
         """Send one instruction to the trace (and to the loop recorders of a cost-only run)."""
@@ -735,6 +734,51 @@ class Machine:
             return
         self._track(st, box, iid, engine, is_write, deps, accumulate)
 
+    def replay_accessor(
+        self, st: Storage, blocks: list[tuple[int, ...]] | None = None
+    ) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
+        """:meth:`replay_access` for one storage, with what it looks up per call resolved once (loop replay
+        calls it for every synthesised access of a tensor that outlives the iteration).  The generic path
+        serves storages whose tracking is not settled yet (not accessed under its first layout, address
+        reuse pending) and any call after the storage's tracker space was replaced.  ``blocks``: the
+        logical tiles every access touches, when the caller knows they do not move."""
+        generic = functools.partial(self.replay_access, st)
+        if st.is_input or st.kind == "constant" or st.kind == "direct":
+            return generic
+        if self._layouts.get(st.id) != (st.shape, st.itemsize):
+            return generic  # a reshaped alias (its boxes are mapped per call), or not tracked yet
+        key: object = st.id if st.on_chip else ("hbm", st.id)
+        spaces = self.deps._spaces
+        sp = spaces.get(key)
+        if sp is None or sp.keyspec == () or st.id in self.reuse_deps:
+            return generic
+        access = self.deps.access
+        if not st.on_chip:
+
+            def hbm_access(
+                box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
+            ) -> None:
+                if spaces.get(key) is not sp:
+                    generic(box, iid, engine, is_write, deps, accumulate)
+                    return
+                access(sp, box, iid, engine, is_write, deps)
+
+            return hbm_access
+        touch = self.liveness.touch
+        pa = st.par_axis
+        tile_bytes = st.tile_bytes
+
+        def on_chip_access(
+            box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
+        ) -> None:
+            if spaces.get(key) is not sp or st.id in self.reuse_deps:
+                generic(box, iid, engine, is_write, deps, accumulate)
+                return
+            touch(st, blocks if blocks is not None else blocks_of(box, pa), tile_bytes, iid, accumulate)
+            access(sp, box, iid, engine, is_write, deps)
+
+        return on_chip_access
+
     def _track(
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None:
@@ -758,6 +802,17 @@ class Machine:
             if sp.keyspec == () and not sp.all:
                 sp.set_keyspec(keyspec_for(st.shape, None))
         self.deps.access(sp, box, iid, engine, is_write, deps)
+
+
+def blocks_of(box: tuple, par_axis: int) -> list[tuple[int, ...]]:
+    """The logical tiles (block indices: the coordinates before the partition axis) that ``box`` spans."""
+    if not par_axis:
+        return [()]
+    head = box[:par_axis]
+    for lo, hi in head:
+        if hi - lo != 1:
+            return list(itertools.product(*[range(lo, hi) for lo, hi in head]))
+    return [tuple([lo for lo, _ in head])]
 
 
 def enclosing_box(

@@ -24,6 +24,7 @@ touch directly allocated memory or whose two recorded iterations differ.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -64,6 +65,12 @@ class ReplayHost(Protocol):
         self, st: Storage, box: tuple, iid: int, engine: str, is_write: bool, deps: set[int], accumulate: bool
     ) -> None: ...
 
+    def replay_accessor(
+        self, st: Storage, blocks: list[tuple[int, ...]] | None = None
+    ) -> Callable[[tuple, int, str, bool, set[int], bool], None]:
+        """``replay_access`` bound to ``st`` (valid for the length of one replay); ``blocks``: the logical
+        tiles of ``st`` every access touches, if they do not move."""
+
     def commit_instr(self, instr: Instr, operands: list, accumulate: bool) -> None: ...
 
 
@@ -101,6 +108,7 @@ class LoopRecorder:
 
 
 def _sig(i: Instr) -> tuple:
+    """What must agree between two iterations' instructions (the loop replay of NKI 0.x compares these)."""
     return (
         i.engine,
         i.opcode,
@@ -110,6 +118,20 @@ def _sig(i: Instr) -> tuple:
         i.ins,
         i.outs,
         tuple(sorted((i.attrs or {}).items(), key=lambda kv: kv[0])) if i.attrs else None,
+    )
+
+
+def _same(a: Instr, b: Instr) -> bool:
+    """Whether ``a`` and ``b`` are the same instruction but for their ids and dependencies."""
+    return (
+        a.engine == b.engine
+        and a.opcode == b.opcode
+        and a.flops == b.flops
+        and a.lineno == b.lineno
+        and a.filename == b.filename
+        and a.ins == b.ins
+        and a.outs == b.outs
+        and (a.attrs or None) == (b.attrs or None)
     )
 
 
@@ -125,7 +147,7 @@ def plan(rec: LoopRecorder) -> list | None:
     out = []
     for a, b, oa, ob in zip(it0.instrs, it1.instrs, it0.operands, it1.operands):
         try:
-            if _sig(a) != _sig(b):
+            if not _same(a, b):
                 return None
         except TypeError:
             return None
@@ -150,10 +172,12 @@ def plan(rec: LoopRecorder) -> list | None:
                     return None
                 if sa.kind == "direct":
                     return None
-                delta = tuple((c - a_, d - b_) for (a_, b_), (c, d) in zip(ba, bb))
-                if any(x != y for x, y in delta):
-                    return None  # the region changes size: not an affine shift
-                kinds.append(("outer", tuple(x for x, _ in delta)))
+                delta = []
+                for (a_, b_), (c, d) in zip(ba, bb):
+                    if c - a_ != d - b_:
+                        return None  # the region changes size: not an affine shift
+                    delta.append(c - a_)
+                kinds.append(("outer", tuple(delta)))
         out.append(kinds)
     return out
 
@@ -192,17 +216,31 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     # per template instruction, precomputed: dependency offsets inside the iteration and into the
     # previous one, and the accesses to tensors that outlive the iteration
     plans_ = []
+    accessors: dict[tuple, Callable] = {}
     for i, tmpl in enumerate(it1.instrs):
         internal = tuple(sorted(d - a1 for d in tmpl.deps if a1 <= d < b1))
         carried = tuple(sorted(d - a0 for d in tmpl.deps if a0 <= d < b0))
         # accesses to tensors that outlive the iteration; kernel inputs and constants are never tracked
-        outer = [
-            (st, box, _moving(kind[1]), is_write)
-            for (_key, st, box, is_write), kind in zip(it1.operands[i], kinds[i])
-            if kind[0] == "outer" and not (st.is_input or st.kind == "constant")
-        ]
+        outer = []
+        # the operand records for recording loops around this one: (key, storage, box, is_write, how
+        # it moves: None for inner operands, the moving dimensions of outer ones; its index in outer)
+        ops = []
+        for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
+            moving = _moving(kind[1]) if kind[0] == "outer" else None
+            k = None
+            if moving is not None and not (st.is_input or st.kind == "constant"):
+                pa = st.par_axis or 0
+                # the logical tiles an access touches stay put unless a block coordinate moves
+                blocks = _blocks(st, box) if st.on_chip and all(d >= pa for d, _ in moving) else None
+                ak = (st.id, None if blocks is None else tuple(blocks))
+                fn = accessors.get(ak)
+                if fn is None:
+                    fn = accessors[ak] = m.replay_accessor(st, blocks)
+                k = len(outer)
+                outer.append((fn, box, moving, is_write, it1.accumulate[i] and is_write))
+            ops.append((key, st, box, is_write, kind[0] == "inner", moving, k))
         plans_.append(
-            (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i))
+            (tmpl, internal, carried, outer, it1.accumulate[i], placed_at.get(i), freed_after.get(i), ops)
         )
     prev_base = a1
     m.replays += 1
@@ -215,9 +253,10 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
         placements: dict[int, Any] = {}
         at_base = base.__add__
         at_prev = prev_base.__add__
-        for i, (tmpl, internal, carried, outer, acc, place, free) in enumerate(plans_):
+        for i, (tmpl, internal, carried, outer, acc, place, free, ops) in enumerate(plans_):
             iid = base + i
-            if place or outer:
+            outer_done = bool(place or outer)
+            if outer_done:
                 deps: set[int] = set(map(at_base, internal))
                 if carried:
                     deps.update(map(at_prev, carried))
@@ -226,10 +265,14 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                     # used that memory last (address reuse), as it would when executed
                     for ordinal in place:
                         placements[ordinal] = m.place_replayed(allocs[ordinal][0], deps)
-                for st, box, moving, is_write in outer:
-                    m.replay_access(
-                        st, _shifted(box, moving, step), iid, tmpl.engine, is_write, deps, acc and is_write
-                    )
+                engine = tmpl.engine
+                if recording:
+                    boxes = [_shifted(box, moving, step) for _, box, moving, _, _ in outer]
+                    for (fn, _, _, is_write, accumulates), box in zip(outer, boxes):
+                        fn(box, iid, engine, is_write, deps, accumulates)
+                else:
+                    for fn, box, moving, is_write, accumulates in outer:
+                        fn(_shifted(box, moving, step), iid, engine, is_write, deps, accumulates)
                 deps.discard(iid)
                 dep_ids = tuple(sorted(deps))
             else:
@@ -249,10 +292,12 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
             )
             if recording:
                 operands: list[Operand] = []
-                for (key, st, box, is_write), kind in zip(it1.operands[i], kinds[i]):
-                    if kind[0] == "outer":
-                        box = _shifted(box, _moving(kind[1]), step)
-                    elif kind[0] == "inner":
+                for key, st, box, is_write, inner, moving, k in ops:
+                    if k is not None and outer_done:
+                        box = boxes[k]
+                    elif moving is not None:
+                        box = _shifted(box, moving, step)
+                    elif inner:
                         key = (key, tag, j)
                     operands.append((key, st, box, is_write))
                 m.commit_instr(instr, operands, acc)
@@ -282,6 +327,10 @@ def _shifted(box: tuple[tuple[int, int], ...], moving: tuple[tuple[int, int], ..
     """``box`` moved ``step`` iterations along its ``moving`` dimensions."""
     if not moving:
         return box
+    if len(moving) == 1:
+        ((d, s),) = moving
+        lo, hi = box[d]
+        return (*box[:d], (lo + s * step, hi + s * step), *box[d + 1 :])
     out = list(box)
     for d, s in moving:
         lo, hi = box[d]

@@ -556,8 +556,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         st.addr = prev_place[o].addr
         m.placements[new] = prev_place[o]
         if space is not None:
-            for r in space.records():
-                r[1] += shift
+            space.shift_ids(shift)
             m.deps.put_space(new, space)
         if live is not None:
             for r in live.values():
