@@ -45,7 +45,6 @@ from devkit.nki._isa_activation import _activation, _activation_fn, activation, 
 from devkit.nki._isa_common import (  # noqa: F401
     _ENGINE_NAME,
     _alu,
-    _elementwise_vec,
     _engine,
     _reduce_values,
     _same_partitions,
