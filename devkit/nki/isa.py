@@ -78,7 +78,6 @@ from devkit.nki._isa_copy import (  # noqa: F401
 from devkit.nki._isa_dma import dma_copy, dma_transpose  # noqa: F401
 from devkit.nki._isa_matmul import _MM_DTYPES, matmul_core, nc_matmul, nc_transpose  # noqa: F401
 from devkit.nki._isa_reduce import (  # noqa: F401
-    _find8,
     bn_aggr,
     bn_stats,
     max8,

@@ -24,6 +24,7 @@ from devkit.dtype_names import itemsize
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError
 from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
+from devkit.nki._isa_layer import Instruction, execute
 from devkit.nki.beta2._convention import _dst, _into, _member, instruction
 from devkit.nki.beta2.constants import dge_mode, engine, oob_mode, reduce_cmd
 from devkit.sim.tensor import Tensor
@@ -55,8 +56,8 @@ class Adapter:
     writes_dst: bool = False  # the Beta-1 instruction takes ``dst=`` itself (read-modify-write instructions)
     from_dst: tuple[str, ...] = ()  # Beta-1 arguments that are attributes of dst (``memset``'s ``shape``)
     casts: bool = True  # the Beta-1 instruction takes ``dtype=`` (the result is cast to dst's dtype)
-    beta1: str | Callable[..., Any] = (
-        ""  # the instruction-layer function, when not the Beta-1 one of that name
+    instruction: Instruction | None = (
+        None  # the instruction-layer declaration, when not the Beta-1 one of that name
     )
 
 
@@ -96,7 +97,13 @@ def build(spec: Adapter) -> Callable[..., None]:
     api = f"nisa.{spec.name}"
     sig = inspect.Signature(list(spec.params), return_annotation=None)
     bind = binder(spec.name, spec.params)
-    run = spec.beta1 if callable(spec.beta1) else getattr(_b1, spec.beta1 or spec.name)
+    ins = spec.instruction or getattr(getattr(_b1, spec.name), "instruction", None)
+    beta1 = getattr(_b1, spec.name)
+
+    def run(**a: Any) -> Any:
+        if ins is None:
+            return beta1(**a)
+        return execute(ins, api, (), a)
 
     def run_one(*args: Any, **kwargs: Any) -> None:
         try:
@@ -399,7 +406,7 @@ ADAPTERS: tuple[Adapter, ...] = (
             name=None,
         ),
         enums=_RCMD,
-        beta1=_b1_reduce._tensor_scalar_reduce,
+        instruction=_b1_reduce.ACCUMULATING_SCALAR_REDUCE,
     ),
     Adapter(
         "range_select",
