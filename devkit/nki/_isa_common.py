@@ -1,9 +1,9 @@
 """The NKI Beta-1 ISA's enums and the operand rules its instruction families share.
 
 Everything here is private to :mod:`devkit.nki.isa` (which re-exports the enums): engine selection,
-ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, the reads an
-instruction's tile operands make, predicate tiles, the shape of an element-wise instruction with
-scalar/vector operands, and the VectorE accumulator registers.
+ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, predicate tiles, the
+plans of element-wise instructions (broadcast tiles, or a tile with scalar/vector operands), and the VectorE
+accumulator registers.
 """
 
 from __future__ import annotations
@@ -161,15 +161,6 @@ def _val(x: Any, shape: tuple[int, ...] | None = None, *, to_float: bool = True)
             v = v.reshape((v.shape[0],) + (1,) * (len(shape) - 1))
         return v
     return np.float32(x) if to_float else x
-
-
-def _read_tiles(m: Any, loc: tuple[str, int], *operands: Any) -> list[Tensor]:
-    """The tiles among an instruction's ``operands`` (scalars left out), in order, each checked as read
-    at ``loc`` (uninitialised memory, races, direct-allocation overlap)."""
-    tiles = [v for v in operands if isinstance(v, Tensor)]
-    for v in tiles:
-        m.check_read(v, loc)
-    return tiles
 
 
 def _predicate(pred: Tensor, shape: tuple[int, ...], reverse: bool) -> np.ndarray:

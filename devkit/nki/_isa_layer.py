@@ -119,6 +119,12 @@ def execute(ins: Instruction, api: str, args: tuple, kwargs: dict) -> Tensor | N
     return issue(s, ins.numerics)
 
 
+def step(api: str, engine: str, opcode: str) -> Step:
+    """A fresh step for an instruction written out in a front end (an NKI 0.x-only instruction, whose public
+    function is its plan): the caller fills it in and passes it to :func:`issue` with its numerics."""
+    return Step(api, _x.machine(api), user_location(), engine, opcode)
+
+
 def issue(s: Step, numerics: Numerics) -> Tensor | None:
     """The steps every instruction shares, once its plan has filled in ``s``."""
     m, loc, dst = s.m, s.loc, s.dst

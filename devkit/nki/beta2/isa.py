@@ -22,9 +22,10 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     TileShapeError,
-    user_location,
 )
+from devkit.nki import _isa_layer as _layer
 from devkit.nki import isa as _b1
+from devkit.nki._isa_vector import _iota_values
 from devkit.nki.beta2 import lnc as _lnc
 from devkit.nki.beta2 import registers as _registers
 from devkit.nki.beta2.constants import (
@@ -161,16 +162,18 @@ def _plain_copy(dst: Any, src: Any) -> bool:
 
 def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
     """``dma_copy`` without a cast: the stored values move bit for bit."""
-    m = _x.machine("nisa.dma_copy")
-    loc = user_location()
-    m.check_read(src, loc)
-    m.check_write(dst, loc)
-    m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": False, "rmw": False}, loc)
-    if not m.numerics:
-        dst.mark_written()
-        return
-    v = src.read()
-    dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
+    s = _layer.step("nisa.dma_copy", DMA, "dma_copy")
+    s.reads = [src]
+    s.dst = dst
+    s.exact = True
+    s.attrs = {"indirect": False, "rmw": False}
+    _layer.issue(s, _moved_values)
+
+
+def _moved_values(s: _layer.Step) -> np.ndarray:
+    v = s.reads[0].read()
+    shape = s.dst.shape  # type: ignore[union-attr]
+    return v if v.shape == shape else v.reshape(shape)
 
 
 @_strict
@@ -261,18 +264,12 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
     """``dst[p, i...] = offset + p * channel_multiplier + sum(step * i)`` over a <=4-D ``[step, count]``
     pattern, computed in int32 and cast to dst's dtype (GpSimd, SBUF)."""
     api = "nisa.iota"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, GPSIMD, "iota")
     d = _dst(dst, api, buffers=("sbuf",))
-    shape, v = _affine_values(pattern, offset, channel_multiplier, d.partitions, api)
-    _check_fit(api, d, shape)
-    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
-    pend = m.emit(GPSIMD, "iota", [], [out], 0, None, loc)
-    vals = None
-    if m.numerics:
-        v32 = v.astype(np.int32)
-        vals = v32.astype(np.float32) if _dt.is_float(d.dtype) else v32
-    _into(api, d, _x.commit(m, pend, out, vals, None))
+    s.shape, s.args = _affine_values(pattern, offset, channel_multiplier, d.partitions, api)
+    _check_fit(api, d, s.shape)
+    s.dtype = d.dtype
+    _into(api, d, _layer.issue(s, _iota_values))  # type: ignore[arg-type]
 
 
 # ---- LNC-2 exchange and registers ----------------------------------------------------------------------------

@@ -97,12 +97,9 @@ def build(spec: Adapter) -> Callable[..., None]:
     api = f"nisa.{spec.name}"
     sig = inspect.Signature(list(spec.params), return_annotation=None)
     bind = binder(spec.name, spec.params)
-    ins = spec.instruction or getattr(getattr(_b1, spec.name), "instruction", None)
-    beta1 = getattr(_b1, spec.name)
+    ins = spec.instruction or getattr(_b1, spec.name).instruction
 
     def run(**a: Any) -> Any:
-        if ins is None:
-            return beta1(**a)
         return execute(ins, api, (), a)
 
     def run_one(*args: Any, **kwargs: Any) -> None:
