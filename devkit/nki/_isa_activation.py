@@ -25,7 +25,7 @@ from devkit.nki._isa_common import (
     _vector_operand,
     reduce_cmd,
 )
-from devkit.nki._isa_layer import Instruction, Step, beta1, execute
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import SCALAR
@@ -184,7 +184,7 @@ def _activation_values(s: Step) -> np.ndarray:
     return vals
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 ACTIVATION = Instruction("activation", SCALAR, "activation", _activation_plan, _activation_values)
 ACTIVATION_REDUCE = Instruction(
@@ -193,10 +193,14 @@ ACTIVATION_REDUCE = Instruction(
 #: the ScalarE instruction with every control (``activate2``'s ALU pre-steps and ``relu_param`` included)
 SCALAR_ENGINE = Instruction("activation", SCALAR, "activation", _scalar_engine, _activation_values)
 
-activation = beta1(ACTIVATION)
-activation_reduce = beta1(ACTIVATION_REDUCE)
-
 
 def _activation(api: str, *args: Any, **kwargs: Any) -> Tensor:
     """The ScalarE instruction named ``api`` in errors (``nki.isa.activate2``); arguments as ``_scalar_engine``."""
     return execute(SCALAR_ENGINE, api, args, kwargs)  # type: ignore[return-value]
+
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    ACTIVATION,
+    ACTIVATION_REDUCE,
+)

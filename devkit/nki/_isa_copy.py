@@ -2,9 +2,8 @@
 predicated), selections (``affine_select``, ``range_select``, ``select_reduce``), the partition shuffle
 and the per-core gather.
 
-Each is declared once as an :class:`~devkit.nki._isa_layer.Instruction` (a plan: operand and shape rules, and
-a numerics function) and run by :func:`~devkit.nki._isa_layer.execute`; the public Beta-1 functions at the end
-are generated from the declarations."""
+Declarations of the instruction layer (:mod:`devkit.nki._isa_layer`); :mod:`devkit.nki.isa` generates the
+public functions."""
 
 from __future__ import annotations
 
@@ -37,7 +36,7 @@ from devkit.nki._isa_common import (
     reduce_cmd,
     vector_step,
 )
-from devkit.nki._isa_layer import Instruction, Step, beta1, elementwise
+from devkit.nki._isa_layer import Instruction, Step, elementwise, run
 from devkit.nki._limits import fp32
 from devkit.sim import instr as _x
 from devkit.sim.index import MaskExpr
@@ -319,7 +318,7 @@ def _gather_values(s: Step) -> np.ndarray:
     return vals
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 TENSOR_COPY = Instruction("tensor_copy", VECTOR, "tensor_copy", _tensor_copy, elementwise)
 TENSOR_COPY_DYNAMIC_SRC = Instruction(
@@ -339,15 +338,6 @@ NC_STREAM_SHUFFLE = Instruction(
 )
 LOCAL_GATHER = Instruction("local_gather", GPSIMD, "local_gather", _local_gather, _gather_values)
 
-tensor_copy = beta1(TENSOR_COPY)
-tensor_copy_dynamic_src = beta1(TENSOR_COPY_DYNAMIC_SRC)
-tensor_copy_predicated = beta1(TENSOR_COPY_PREDICATED)
-affine_select = beta1(AFFINE_SELECT)
-range_select = beta1(RANGE_SELECT)
-select_reduce = beta1(SELECT_REDUCE)
-nc_stream_shuffle = beta1(NC_STREAM_SHUFFLE)
-local_gather = beta1(LOCAL_GATHER)
-
 
 def tensor_copy_dynamic_dst(
     *,
@@ -359,5 +349,18 @@ def tensor_copy_dynamic_dst(
     **kwargs: Any,
 ) -> None:
     """Copy ``src`` into a destination whose index contains a runtime value."""
-    res = tensor_copy_dynamic_src(src, mask=mask, dtype=dtype or dst.dtype, engine=engine)
+    res = run(TENSOR_COPY_DYNAMIC_SRC, src, mask=mask, dtype=dtype or dst.dtype, engine=engine)
     _x.assign(dst, res)
+
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    TENSOR_COPY,
+    TENSOR_COPY_DYNAMIC_SRC,
+    TENSOR_COPY_PREDICATED,
+    AFFINE_SELECT,
+    RANGE_SELECT,
+    SELECT_REDUCE,
+    NC_STREAM_SHUFFLE,
+    LOCAL_GATHER,
+)

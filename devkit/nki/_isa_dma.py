@@ -19,7 +19,7 @@ from devkit.nki._isa_common import (
     dge_mode,
     oob_mode,
 )
-from devkit.nki._isa_layer import WRITTEN, Instruction, Step, beta1
+from devkit.nki._isa_layer import WRITTEN, Instruction, Step
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA
@@ -136,10 +136,13 @@ def _dma_transpose_values(s: Step) -> np.ndarray:
     return v.astype(np.float32) if _dt.is_float(s.dtype) else v
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 DMA_COPY = Instruction("dma_copy", DMA, "dma_copy", _dma_copy, _dma_copy_values, writes_dst=True)
 DMA_TRANSPOSE = Instruction("dma_transpose", DMA, "dma_transpose", _dma_transpose, _dma_transpose_values)
 
-dma_copy = beta1(DMA_COPY)
-dma_transpose = beta1(DMA_TRANSPOSE)
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    DMA_COPY,
+    DMA_TRANSPOSE,
+)

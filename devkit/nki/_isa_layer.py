@@ -119,6 +119,11 @@ def execute(ins: Instruction, api: str, args: tuple, kwargs: dict) -> Tensor | N
     return issue(s, ins.numerics)
 
 
+def run(ins: Instruction, *args: Any, **kwargs: Any) -> Tensor | None:
+    """Run ``ins`` under its own name (``nisa.<name>`` in errors) on Beta-1 arguments."""
+    return execute(ins, f"nisa.{ins.name}", args, kwargs)
+
+
 def step(api: str, engine: str, opcode: str) -> Step:
     """A fresh step for an instruction written out in a front end (an NKI 0.x-only instruction, whose public
     function is its plan): the caller fills it in and passes it to :func:`issue` with its numerics."""
@@ -154,6 +159,11 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
     if vals is not WRITTEN:
         dst.write(vals if s.exact else _dt.round_to(vals, dst.dtype), s.mask)
     return None
+
+
+def beta1_functions(instructions: tuple[Instruction, ...]) -> dict[str, Callable[..., Any]]:
+    """``{name: the neuronxcc.nki.isa function}`` of each of ``instructions``."""
+    return {ins.name: beta1(ins) for ins in instructions}
 
 
 def beta1(ins: Instruction) -> Callable[..., Any]:

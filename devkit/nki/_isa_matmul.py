@@ -19,7 +19,7 @@ from devkit.nki._isa_common import (
     _engine,
     engine,
 )
-from devkit.nki._isa_layer import Instruction, Step, beta1, execute
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim import placement as _placement
 from devkit.sim.deferred import Product
@@ -216,16 +216,20 @@ def _transpose_values(s: Step) -> np.ndarray:
     return v.astype(np.float32) if _dt.is_float(t.dtype) else v
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _matmul_core, _matmul_values)
 NC_MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _nc_matmul, _matmul_values)
 NC_TRANSPOSE = Instruction("nc_transpose", TENSOR, "nc_transpose", _nc_transpose, _transpose_values)
 
-nc_matmul = beta1(NC_MATMUL)
-nc_transpose = beta1(NC_TRANSPOSE)
-
 
 def matmul_core(api: str, stationary: Any, moving: Any, **kwargs: Any) -> Tensor:
     """The TensorE matmul named ``api`` in errors (``nl.matmul``); keyword arguments as ``_matmul_core``."""
     return execute(MATMUL, api, (stationary, moving), kwargs)  # type: ignore[return-value]
+
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    NC_MATMUL,
+    NC_TRANSPOSE,
+)

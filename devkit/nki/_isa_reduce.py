@@ -2,9 +2,8 @@
 ``tensor_reduce``, ``tensor_partition_reduce``, ``tensor_scalar_reduce``, ``bn_stats``/``bn_aggr``,
 ``max8`` and the find/replace-8 instructions.
 
-Each is declared once as an :class:`~devkit.nki._isa_layer.Instruction` (a plan: operand and shape rules, and
-a numerics function) and run by :func:`~devkit.nki._isa_layer.execute`; the public Beta-1 functions at the end
-are generated from the declarations."""
+Declarations of the instruction layer (:mod:`devkit.nki._isa_layer`); :mod:`devkit.nki.isa` generates the
+public functions."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ from devkit.nki._isa_common import (
 from devkit.nki._isa_common import (
     reduce_cmd as _reduce_cmd,
 )
-from devkit.nki._isa_layer import Instruction, Step, beta1, execute
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, VECTOR
@@ -426,7 +425,7 @@ def _nc_match_replace8(
     _find8(s, data, vals, imm, dst_idx, mask, dtype)
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 FREE_REDUCE = Instruction("tensor_reduce", VECTOR, "tensor_reduce", _free_reduce, _free_reduce_values)
 TENSOR_REDUCE = Instruction("tensor_reduce", VECTOR, "tensor_reduce", _tensor_reduce, _free_reduce_values)
@@ -451,34 +450,20 @@ NC_MATCH_REPLACE8 = Instruction(
 )
 
 
-def reduce(
-    api: str,
-    x: Tensor,
-    axis: Any,
-    fn: Any,
-    *,
-    dtype: Any,
-    mask: Any,
-    keepdims: bool,
-    opname: str,
-    default_dtype: Any = None,
-) -> Tensor:
-    """A free-axis reduction on VectorE, named ``api`` in errors (``nl.sum`` & co.)."""
-    kw = {
-        "dtype": dtype,
-        "mask": mask,
-        "keepdims": keepdims,
-        "opname": opname,
-        "default_dtype": default_dtype,
-    }
-    return execute(FREE_REDUCE, api, (x, axis, fn), kw)  # type: ignore[return-value]
+def reduce(api: str, x: Tensor, axis: Any, fn: Any, **kwargs: Any) -> Tensor:
+    """A free-axis reduction on VectorE, named ``api`` in errors (``nl.sum`` & co.); keyword arguments as
+    ``_free_reduce``."""
+    return execute(FREE_REDUCE, api, (x, axis, fn), kwargs)  # type: ignore[return-value]
 
 
-tensor_reduce = beta1(TENSOR_REDUCE)
-tensor_partition_reduce = beta1(TENSOR_PARTITION_REDUCE)
-tensor_scalar_reduce = beta1(TENSOR_SCALAR_REDUCE)
-bn_stats = beta1(BN_STATS)
-bn_aggr = beta1(BN_AGGR)
-max8 = beta1(MAX8)
-nc_find_index8 = beta1(NC_FIND_INDEX8)
-nc_match_replace8 = beta1(NC_MATCH_REPLACE8)
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    TENSOR_REDUCE,
+    TENSOR_PARTITION_REDUCE,
+    TENSOR_SCALAR_REDUCE,
+    BN_STATS,
+    BN_AGGR,
+    MAX8,
+    NC_FIND_INDEX8,
+    NC_MATCH_REPLACE8,
+)

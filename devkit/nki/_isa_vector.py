@@ -2,9 +2,8 @@
 operators, scans, reciprocal, dropout, and the instructions that generate values (``iota``, ``memset``,
 ``sequence_bounds``).
 
-Each is declared once as an :class:`~devkit.nki._isa_layer.Instruction` (a plan: operand and shape rules, and
-a numerics function) and run by :func:`~devkit.nki._isa_layer.execute`; the public Beta-1 functions at the end
-are generated from the declarations."""
+Declarations of the instruction layer (:mod:`devkit.nki._isa_layer`); :mod:`devkit.nki.isa` generates the
+public functions."""
 
 from __future__ import annotations
 
@@ -36,7 +35,7 @@ from devkit.nki._isa_common import (
     reduce_cmd,
     vector_step,
 )
-from devkit.nki._isa_layer import Instruction, Step, beta1, elementwise
+from devkit.nki._isa_layer import Instruction, Step, elementwise
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
 from devkit.sim.tensor import Tensor
@@ -362,7 +361,7 @@ def _dropout(s: Step, data: Tensor, prob: Any, *, mask: Any = None, dtype: Any =
     vector_step(s, f, [t, pr], shape, dtype, mask, False, {})
 
 
-# ---- the declarations and the Beta-1 functions generated from them -----------------------------------------
+# ---- the declarations ---------------------------------------------------------------------------------------
 
 TENSOR_TENSOR = Instruction("tensor_tensor", VECTOR, "tensor_tensor", _tensor_tensor, elementwise)
 TENSOR_SCALAR = Instruction("tensor_scalar", VECTOR, "tensor_scalar", _tensor_scalar, elementwise)
@@ -384,13 +383,16 @@ SEQUENCE_BOUNDS = Instruction(
 )
 DROPOUT = Instruction("dropout", VECTOR, "dropout", _dropout, elementwise)
 
-tensor_tensor = beta1(TENSOR_TENSOR)
-tensor_scalar = beta1(TENSOR_SCALAR)
-scalar_tensor_tensor = beta1(SCALAR_TENSOR_TENSOR)
-tensor_tensor_scan = beta1(TENSOR_TENSOR_SCAN)
-tensor_scalar_cumulative = beta1(TENSOR_SCALAR_CUMULATIVE)
-reciprocal = beta1(RECIPROCAL)
-iota = beta1(IOTA)
-memset = beta1(MEMSET)
-sequence_bounds = beta1(SEQUENCE_BOUNDS)
-dropout = beta1(DROPOUT)
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    TENSOR_TENSOR,
+    TENSOR_SCALAR,
+    SCALAR_TENSOR_TENSOR,
+    TENSOR_TENSOR_SCAN,
+    TENSOR_SCALAR_CUMULATIVE,
+    RECIPROCAL,
+    IOTA,
+    MEMSET,
+    SEQUENCE_BOUNDS,
+    DROPOUT,
+)

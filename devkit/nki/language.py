@@ -26,6 +26,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import _alu, _buffers, _isa_common, _isa_matmul, _isa_vector
+from devkit.nki import _isa_layer as _layer
 from devkit.nki._alu import (
     _ALU_ALIASES,
     ACTIVATIONS,
@@ -761,7 +762,7 @@ def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None,
                 "transpose_x=False (it is transposed on the TensorE)",
                 rule="matmul-stationary-size",
             )
-        xt = copy(_isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor), dtype=t.dtype)
+        xt = copy(_layer.run(_isa_matmul.NC_TRANSPOSE, t, engine=_isa_common.engine.tensor), dtype=t.dtype)
         if t.omask is not None:
             xt.omask = t.omask.T
         x = xt
@@ -775,7 +776,7 @@ def transpose(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) 
         raise TileShapeError(
             f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)", rule="transpose-rank"
         )
-    res = _isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor, mask=mask)
+    res = _layer.run(_isa_matmul.NC_TRANSPOSE, t, engine=_isa_common.engine.tensor, mask=mask)
     return copy(res, dtype=dtype or t.dtype)
 
 
@@ -819,7 +820,7 @@ def rms_norm(
 
 def dropout(x: Tensor, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """Zero each element with probability ``rate`` (no rescaling, like nisa.dropout)."""
-    return _isa_vector.dropout(x, rate, dtype=dtype, mask=mask)
+    return _layer.run(_isa_vector.DROPOUT, x, rate, dtype=dtype, mask=mask)
 
 
 def gather_flattened(
