@@ -16,6 +16,7 @@ from devkit.errors import (
     TileShapeError,
 )
 from devkit.nki import _isa_layer as _layer
+from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
 from devkit.nki.beta2._convention import (
     _check_fit,
@@ -42,12 +43,15 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     api = "nisa.tensor_partition_reduce"
     d = _dst(dst, api)
     average = getattr(op, "_nki_alu", None) == "average"  # nl.average: the add reduction divided by P
-    _into(api, d, _b1.tensor_partition_reduce(np.add if average else op, data, dtype=d.dtype))
-    m = _x.current()
-    if average and m is not None and m.numerics:
-        v = data.read().astype(np.float32).reshape(data.partitions, -1)
-        mean = v.sum(axis=0, dtype=np.float32) / np.float32(data.partitions)
-        d.write(_dt.round_to(mean.reshape(d.shape), d.dtype))
+    ins = _b1_reduce.TENSOR_PARTITION_REDUCE
+    s = _layer.step(api, ins.engine, ins.opcode)
+    ins.plan(s, np.add if average else op, data, dtype=d.dtype)
+    _into(api, d, _layer.issue(s, _partition_average if average else ins.numerics))  # type: ignore[arg-type]
+
+
+def _partition_average(s: _layer.Step) -> np.ndarray:
+    """The mean over partitions: the fp32 sum divided by the partition count."""
+    return _b1_reduce._partition_reduce_values(s) / np.float32(s.reads[0].partitions)
 
 
 @_strict
