@@ -41,8 +41,9 @@ class Step:
     for a read-modify-write), ``also`` (further outputs, e.g. ``reduce_res``; checked as written with
     ``also_checked``), ``flops`` and ``attrs`` of the trace event, ``mask`` (a boolean array of the result's
     shape or None), ``bit`` (integer operands are read as integers, not through fp32), ``exact`` (the values
-    need no rounding), ``evacuate`` (a one-operand copy may wait for a pending PSUM chain), and ``args``: what
-    the numerics needs beyond the operands.
+    need no rounding), ``fn`` (the element-wise function of :func:`elementwise` numerics), ``evacuate`` (a
+    one-operand ``fn`` may wait for a pending PSUM accumulation chain and run with it), and ``args``: what the
+    numerics needs beyond the operands.
     """
 
     __slots__ = (
