@@ -58,16 +58,17 @@ def b1_chain(x):
     return out
 
 
+def _sbuf(free):
+    return nl2.ndarray((128, free), dtype=nl2.float32, buffer=nl2.sbuf)
+
+
 @nki2.jit
 def b2_chain(x):
     out = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
-    t = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+    t, u, v, r = _sbuf(64), _sbuf(64), _sbuf(64), _sbuf(1)
     nisa2.dma_copy(dst=t, src=x)
-    u = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.tensor_scalar(dst=u, data=t, op0=np.multiply, operand0=2.0, op1=np.add, operand1=1.0)
-    v = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.activation(dst=v, op=nl2.exp, data=u, scale=0.5)
-    r = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.tensor_reduce(dst=r, op=np.add, data=v, axis=(1,), keepdims=True)
     nisa2.dma_copy(dst=out, src=r)
     return out
@@ -90,10 +91,8 @@ def test_both_front_ends_issue_the_same_instructions_and_compute_the_same_values
 @nki1.jit
 def b1_predicated(x, p):
     out = nl1.ndarray((128, 64), dtype=nl1.float32, buffer=nl1.shared_hbm)
-    t = nl1.load(x)
-    pr = nl1.load(p)
     d = nl1.zeros((128, 64), dtype=nl1.float32)
-    nisa1.tensor_copy_predicated(src=t, dst=d, predicate=pr)
+    nisa1.tensor_copy_predicated(src=nl1.load(x), dst=d, predicate=nl1.load(p))
     nl1.store(out, value=d)
     return out
 
