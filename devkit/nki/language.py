@@ -693,28 +693,23 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
 # ---- reductions ----------------------------------------------------------------------------------------
 
 
-def sum(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.sum", x, axis, np.sum, dtype=dtype, mask=mask, keepdims=keepdims, opname="add")
+def _free_reduction(name: str, fn: Any, opname: str):  # type: ignore[no-untyped-def]
+    """``nl.<name>``: the free-axis reduction of the instruction layer (VectorE ``tensor_reduce``)."""
+
+    def op(
+        x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+    ) -> Tensor:
+        return reduce(f"nl.{name}", x, axis, fn, dtype=dtype, mask=mask, keepdims=keepdims, opname=opname)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``{opname}`` reduction of ``x`` along the free ``axis`` (VectorE)."
+    return op
 
 
-def prod(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.prod", x, axis, np.prod, dtype=dtype, mask=mask, keepdims=keepdims, opname="multiply")
-
-
-def max(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.max", x, axis, np.max, dtype=dtype, mask=mask, keepdims=keepdims, opname="max")
-
-
-def min(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.min", x, axis, np.min, dtype=dtype, mask=mask, keepdims=keepdims, opname="min")
+sum = _free_reduction("sum", np.sum, "add")
+prod = _free_reduction("prod", np.prod, "multiply")
+max = _free_reduction("max", np.max, "max")
+min = _free_reduction("min", np.min, "min")
 
 
 def mean(
