@@ -1,10 +1,11 @@
 """``nki.isa`` (NKI 0.x / Beta 2): every instruction writes its destination ``dst``.
 
 The instructions that only change the calling convention are rows of :mod:`devkit.nki.beta2.isa_table`, built
-into adapters over the simulator's instruction layer (:mod:`devkit.nki.isa`, :mod:`devkit.sim.instr`): each
-checks the NKI 0.x convention (``dst`` first, enums by member, no unknown keyword arguments), runs the
-instruction with ``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as
-on hardware.  The rest are written out here and in ``isa_more``, ``isa_mx`` and ``isa_rng``.  Every instruction
+into adapters over the simulator's instruction layer (:mod:`devkit.nki._isa_layer`): each checks the NKI 0.x
+convention (``dst`` first, enums by member, no unknown keyword arguments), executes the instruction's declaration
+with ``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as on hardware.
+The rest are written out here and in ``isa_more``, ``isa_mx`` and ``isa_rng`` (here and in ``isa_more`` as a
+plan and a numerics function run by the layer's executor).  Every instruction
 returns an :class:`NkiInstruction`.  Semantics: ``reference/nki_beta2.md`` §5.
 
 ``nc_matmul`` accumulates implicitly: with ``accumulate=None`` the first matmul write to a PSUM element

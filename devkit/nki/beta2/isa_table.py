@@ -4,10 +4,10 @@ Each :class:`Adapter` row states what differs between the two generations of one
 its NKI 0.x parameter list (``reference/nki_beta2.md`` §5.4, defaults included), where ``dst`` may live, which
 arguments are enums passed by member, the operand rules NKI 0.x adds, and how the result reaches ``dst``.  The
 instruction itself -- shape and dtype rules, engine selection, trace event (its cost class) and numerics -- is
-the Beta-1 instruction of :mod:`devkit.nki.isa`, called with ``dtype=dst.dtype``; :func:`build` turns a row into
-the public function.  Instructions whose NKI 0.x form computes something Beta 1 has no instruction for (or
-computes it differently) are written out in :mod:`devkit.nki.beta2.isa`, ``isa_more``, ``isa_mx`` and
-``isa_rng``.
+its declaration in the instruction layer (:mod:`devkit.nki._isa_layer`; by default the one the Beta-1 function of
+that name is generated from), executed with ``dtype=dst.dtype``; :func:`build` turns a row into the public
+function.  Instructions whose NKI 0.x form computes something Beta 1 has no instruction for (or computes it
+differently) are written out in :mod:`devkit.nki.beta2.isa`, ``isa_more``, ``isa_mx`` and ``isa_rng``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def params(*required: str, **optional: Any) -> tuple[inspect.Parameter, ...]:
 
 @dataclass(frozen=True)
 class Adapter:
-    """How one NKI 0.x instruction maps onto its Beta-1 instruction."""
+    """How one NKI 0.x instruction maps onto its declaration in the instruction layer."""
 
     name: str
     doc: str
