@@ -12,7 +12,6 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     TileShapeError,
-    user_location,
 )
 from devkit.nki._alu import (
     _IDENT,
@@ -21,12 +20,12 @@ from devkit.nki._alu import (
 )
 from devkit.nki._isa_common import (
     _alu,
-    _read_tiles,
     _reduce_values,
     _val,
     _vector_operand,
     reduce_cmd,
 )
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import SCALAR
@@ -51,7 +50,8 @@ def _activation_fn(op: Any, api: str, relu_param: Any = None) -> tuple[str, Any]
     return name, ACTIVATIONS[name]
 
 
-def activation(
+def _activation_plan(
+    s: Step,
     op: Any,
     data: Tensor,
     *,
@@ -63,14 +63,13 @@ def activation(
     mask: Any = None,
     dtype: Any = None,
     **kwargs: Any,
-) -> Tensor:
+) -> None:
     """``op(data * scale + bias)`` on the ScalarE, with optional accumulation into its registers."""
-    return _activation(
-        "nisa.activation", op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype
-    )
+    _scalar_engine(s, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, mask, dtype)
 
 
-def activation_reduce(
+def _activation_reduce(
+    s: Step,
     op: Any,
     data: Tensor,
     *,
@@ -81,26 +80,15 @@ def activation_reduce(
     mask: Any = None,
     dtype: Any = None,
     **kwargs: Any,
-) -> Tensor:
+) -> None:
     """``activation`` that also writes the free-axis reduction of its result into ``reduce_res``."""
     if reduce_res is None:
-        raise KernelArgumentError("nisa.activation_reduce: reduce_res is required")
-    return _activation(
-        "nisa.activation_reduce",
-        op,
-        data,
-        bias,
-        scale,
-        reduce_op,
-        reduce_res,
-        reduce_cmd.reset_reduce,
-        mask,
-        dtype,
-    )
+        raise KernelArgumentError(f"{s.api}: reduce_res is required")
+    _scalar_engine(s, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd.reset_reduce, mask, dtype)
 
 
-def _activation(
-    api: str,
+def _scalar_engine(
+    s: Step,
     op: Any,
     data: Any,
     bias: Any,
@@ -113,11 +101,10 @@ def _activation(
     *,
     pre: tuple[tuple[str, Any, bool], ...] = (),
     relu_param: Any = None,
-) -> Tensor:
+) -> None:
     """The ScalarE instruction: ``op(z)`` with ``z = data * scale + bias``, or, given ``pre`` (``activate2``),
     ``z`` = ``data`` through the ``(alu op, scalar or (P, 1) operand, reverse)`` steps in order."""
-    m = _x.machine(api)
-    loc = user_location()
+    api, m = s.api, s.m
     name, fn = _activation_fn(op, api, relu_param)
     t = _x.tile(data, api, "data")
     shape = _x.aligned_shape(t)
@@ -157,46 +144,63 @@ def _activation(
         rr = _x.tile(reduce_res, api, "reduce_res")
         if rr.shape[0] != p or rr.free_size != 1:
             raise TileShapeError(f"{api}: reduce_res must be ({p}, 1), got {list(rr.shape)}")
-    odt = _x.out_dtype(dtype, t.dtype, api)
-    marr = _x.mask_array(mask, shape, api)
-    out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    ins = _read_tiles(m, loc, t, bias, scale, *(v for _, v, _ in pre))
+        s.also = [reduce_res]
+        s.also_checked = True
+    s.dtype = _x.out_dtype(dtype, t.dtype, api)
+    s.mask = _x.mask_array(mask, shape, api)
+    s.shape = shape
+    s.reads = [t, bias, scale, *(v for _, v, _ in pre)]
+    s.flops = 2 * t.size
+    s.attrs = {"func": name, "reduce": rname is not None}
+    s.fn = fn
+    s.args = (bias, scale, pre, rname, rc, reduce_res)
+
+
+def _activation_values(s: Step) -> np.ndarray:
+    t = s.reads[0]
+    bias, scale, pre, rname, rc, reduce_res = s.args
+    shape, marr = s.shape, s.mask
+    p = shape[0]
+    x = _x.value_of(t, shape, marr)
+    with np.errstate(all="ignore"):  # inf/NaN inputs give IEEE results, not NumPy warnings
+        z = x * _val(scale, shape)
+        if bias is not None:
+            z = z + _val(bias, shape)
+        for o, v, rev in pre:
+            if o != "bypass":
+                z = ALU[o](_val(v, shape), z) if rev else ALU[o](z, _val(v, shape))
+        vals = np.asarray(s.fn(z.astype(np.float32)), dtype=np.float32)
+    acc = s.m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
+    if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):
+        acc[:] = _IDENT.get(rname or "add", 0.0)
+    if rname is not None and rc in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
+        v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
+        red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
+        acc[:p] = ALU[rname](acc[:p], red)
     if reduce_res is not None:
-        m.check_write(reduce_res, loc)
-    size = t.size
-    pend = m.emit(
-        SCALAR,
-        "activation",
-        ins,
-        [out] + ([reduce_res] if reduce_res is not None else []),
-        2 * size,
-        {"func": name, "reduce": rname is not None},
-        loc,
-    )
-    vals = None
-    if m.numerics:
-        x = _x.value_of(t, shape, marr)
-        with np.errstate(all="ignore"):  # inf/NaN inputs give IEEE results, not NumPy warnings
-            z = x * _val(scale, shape)
-            if bias is not None:
-                z = z + _val(bias, shape)
-            for o, v, rev in pre:
-                if o != "bypass":
-                    z = ALU[o](_val(v, shape), z) if rev else ALU[o](z, _val(v, shape))
-            vals = np.asarray(fn(z.astype(np.float32)), dtype=np.float32)
-        acc = m.accumulators.setdefault("scalar", np.zeros(128, np.float32))
-        if rc in (reduce_cmd.reset, reduce_cmd.reset_reduce):
-            acc[:] = _IDENT.get(rname or "add", 0.0)
-        if rname is not None and rc in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
-            v = vals if marr is None else np.where(marr, vals, _IDENT.get(rname, 0.0))
-            red = _reduce_values(rname, v.reshape(p, -1), (1,), False)
-            acc[:p] = ALU[rname](acc[:p], red)
-        if reduce_res is not None:
-            reduce_res.write(
-                _dt.round_to(
-                    acc[:p].reshape(reduce_res.shape) if reduce_res.ndim else acc[:p], reduce_res.dtype
-                )
-            )
-    elif reduce_res is not None:
-        reduce_res.mark_written()
-    return _x.commit(m, pend, out, vals, marr)
+        reduce_res.write(
+            _dt.round_to(acc[:p].reshape(reduce_res.shape) if reduce_res.ndim else acc[:p], reduce_res.dtype)
+        )
+    return vals
+
+
+# ---- the declarations ---------------------------------------------------------------------------------------
+
+ACTIVATION = Instruction("activation", SCALAR, "activation", _activation_plan, _activation_values)
+ACTIVATION_REDUCE = Instruction(
+    "activation_reduce", SCALAR, "activation", _activation_reduce, _activation_values
+)
+#: the ScalarE instruction with every control (``activate2``'s ALU pre-steps and ``relu_param`` included)
+SCALAR_ENGINE = Instruction("activation", SCALAR, "activation", _scalar_engine, _activation_values)
+
+
+def _activation(api: str, *args: Any, **kwargs: Any) -> Tensor:
+    """The ScalarE instruction named ``api`` in errors (``nki.isa.activate2``); arguments as ``_scalar_engine``."""
+    return execute(SCALAR_ENGINE, api, args, kwargs)  # type: ignore[return-value]
+
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    ACTIVATION,
+    ACTIVATION_REDUCE,
+)

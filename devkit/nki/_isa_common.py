@@ -1,9 +1,9 @@
 """The NKI Beta-1 ISA's enums and the operand rules its instruction families share.
 
 Everything here is private to :mod:`devkit.nki.isa` (which re-exports the enums): engine selection,
-ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, the reads an
-instruction's tile operands make, predicate tiles, the shape of an element-wise instruction with
-scalar/vector operands, and the VectorE accumulator registers.
+ALU operator names, the ``(P, 1)`` vector-operand rule, operand values for the numerics, predicate tiles, the
+plans of element-wise instructions (broadcast tiles, or a tile with scalar/vector operands), and the VectorE
+accumulator registers.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from devkit.errors import (
     KernelArgumentError,
     PartitionMismatchError,
     TileShapeError,
-    user_location,
 )
 from devkit.nki._alu import (
     _IDENT,
@@ -26,6 +25,7 @@ from devkit.nki._alu import (
     ALU,
     _alu_name,
 )
+from devkit.nki._isa_layer import Step
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
@@ -163,15 +163,6 @@ def _val(x: Any, shape: tuple[int, ...] | None = None, *, to_float: bool = True)
     return np.float32(x) if to_float else x
 
 
-def _read_tiles(m: Any, loc: tuple[str, int], *operands: Any) -> list[Tensor]:
-    """The tiles among an instruction's ``operands`` (scalars left out), in order, each checked as read
-    at ``loc`` (uninitialised memory, races, direct-allocation overlap)."""
-    tiles = [v for v in operands if isinstance(v, Tensor)]
-    for v in tiles:
-        m.check_read(v, loc)
-    return tiles
-
-
 def _predicate(pred: Tensor, shape: tuple[int, ...], reverse: bool) -> np.ndarray:
     """Where a predicate tile, broadcast to ``shape``, is non-zero (zero with ``reverse``)."""
     pv = np.broadcast_to(pred.read().reshape(_x.aligned_shape(pred)), shape) != 0
@@ -184,37 +175,49 @@ def _per_partition(t: Tensor) -> tuple[tuple[int, ...], int, int]:
     return shape, shape[0], int(np.prod(shape[1:]))
 
 
-def _elementwise_vec(
-    api: str,
-    eng: str,
-    opcode: str,
+def vector_step(
+    s: Step,
     fn: Any,
     operands: list[Any],
     shape: tuple[int, ...],
     dtype: Any,
     mask: Any,
     bit: bool,
-    attrs: dict,
+    attrs: dict | None,
     default_dtype: Any = None,
-) -> Tensor:
-    """Element-wise op whose extra operands are scalars or (P, 1) vectors broadcast along free dims."""
-    m = _x.machine(api)
-    loc = user_location()
+) -> None:
+    """``s`` is the element-wise ``fn`` of a tile (``operands[0]``) and scalars or ``(P, 1)`` vectors broadcast
+    along its free dims, into a new tile of ``dtype`` (default: ``default_dtype``, else the tile's)."""
     t = operands[0]
-    odt = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, api)
-    marr = _x.mask_array(mask, shape, api)
-    out = _x.new_tile(m, shape, odt, "sbuf", loc)
-    tiles = _read_tiles(m, loc, *operands)
-    pend = m.emit(eng, opcode, tiles, [out], t.size, attrs, loc)
-    vals = None
-    if m.numerics:
-        x = _x.value_of(t, shape, marr, to_float=not bit)
-        ops = [_val(o, shape, to_float=not bit) for o in operands[1:]]
-        with np.errstate(all="ignore"):
-            vals = np.asarray(fn(x, *ops))
-        if not bit:
-            vals = vals.astype(np.float32, copy=False)
-    return _x.commit(m, pend, out, vals, marr)
+    s.dtype = _x.out_dtype(dtype, default_dtype if default_dtype is not None else t.dtype, s.api)
+    s.mask = _x.mask_array(mask, shape, s.api)
+    s.shape = shape
+    s.reads = operands
+    s.flops = t.size
+    s.attrs = attrs
+    s.bit = bit
+    s.fn = fn
+
+
+def broadcast_step(
+    s: Step, fn: Any, tiles: list[Tensor], dtype: Any, mask: Any, bit: bool, attrs: dict | None
+) -> None:
+    """``s`` is the element-wise ``fn`` of ``tiles`` broadcast together (NumPy rules on their aligned shapes)
+    into a new tile of ``dtype`` (default: the operands' promoted dtype)."""
+    if len(tiles) == 1:
+        shape = _x.aligned_shape(tiles[0])
+        s.flops = tiles[0].size
+    else:
+        shape = _x.broadcast(s.api, [_x.aligned_shape(t) for t in tiles])
+        s.flops = int(np.prod(shape))
+    s.dtype = _x.out_dtype(dtype, _dt.promote(*[t.dtype for t in tiles]) if dtype is None else None, s.api)
+    s.mask = _x.mask_array(mask, shape, s.api)
+    s.shape = shape
+    s.reads = tiles
+    s.attrs = attrs
+    s.bit = bit
+    s.fn = fn
+    s.evacuate = len(tiles) == 1  # a one-operand instruction on a PSUM accumulator waits for its chain
 
 
 def _vector_accumulate(m: Any, rcmd: Any, rname: str, v: np.ndarray, reduce_res: Any, p: int) -> None:

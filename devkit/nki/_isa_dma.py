@@ -13,20 +13,21 @@ from devkit.errors import (
     MemoryPlacementError,
     TileShapeError,
     UnsupportedError,
-    user_location,
 )
 from devkit.nki._isa_common import (
     _alu,
     dge_mode,
     oob_mode,
 )
+from devkit.nki._isa_layer import WRITTEN, Instruction, Step
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA
 
 
-def dma_copy(
+def _dma_copy(
+    s: Step,
     *,
     dst: Tensor,
     src: Tensor,
@@ -37,16 +38,14 @@ def dma_copy(
     **kwargs: Any,
 ) -> None:
     """Copy ``src`` to ``dst`` through a DMA queue (HBM/SBUF either side); cast via fp32."""
-    api = "nisa.dma_copy"
-    m = _x.machine(api)
-    loc = user_location()
+    api = s.api
     for t, nm in ((dst, "dst"), (src, "src")):
         if not isinstance(t, Tensor):
             raise KernelArgumentError(f"{api}: {nm} must be a tensor, got {type(t).__name__}")
         t.check_alive()
         if t.st.buffer == "psum":
             raise MemoryPlacementError(f"{api}: DMA cannot access PSUM ({nm})", rule="dma-psum")
-    if int(dge_mode) == 2 and m.geometry.nc_version < 3:
+    if int(dge_mode) == 2 and s.m.geometry.nc_version < 3:
         raise UnsupportedError(f"{api}: dge_mode=hwdge needs NeuronCore-v3 (trn2) or newer", rule="arch")
     rmw = None
     if dst_rmw_op is not None:
@@ -65,20 +64,18 @@ def dma_copy(
     if not skip:
         src.check_bounds(None if marr is None else marr.reshape(src.shape), "dma_copy source")
         dst.check_bounds(marr, "dma_copy destination")
-    m.check_read(src, loc)
-    m.check_write(dst, loc, accumulate=rmw is not None)
-    m.emit(
-        DMA,
-        "dma_copy",
-        [src],
-        [dst],
-        0,
-        {"indirect": src.dims is None or dst.dims is None, "rmw": rmw is not None},
-        loc,
-    )
-    if not m.numerics:
-        dst.mark_written()
-        return
+    s.reads = [src]
+    s.dst = dst
+    s.accumulate = rmw is not None
+    s.attrs = {"indirect": src.dims is None or dst.dims is None, "rmw": rmw is not None}
+    s.args = (marr, skip)
+
+
+def _dma_copy_values(s: Step) -> Any:
+    (src,) = s.reads
+    dst = s.dst
+    assert dst is not None
+    marr, skip = s.args
     sel = np.ones(dst.shape, bool) if marr is None else marr.copy()
     if skip:
         sb = src.oob_positions()
@@ -89,57 +86,72 @@ def dma_copy(
             sel &= ~db
     rsel = None if marr is None and not skip else sel.reshape(src.shape)
     # a plain copy between on-chip buffers moves never-written elements along (devkit.sim.unwritten)
-    g = _unwritten.moved(src, rsel, to_chip=dst.st.on_chip) if rmw is None else None
-    v = src.read(rsel, check_init=rmw is not None)
+    g = _unwritten.moved(src, rsel, to_chip=dst.st.on_chip) if not s.accumulate else None
+    v = src.read(rsel, check_init=s.accumulate)
     v = v.reshape(dst.shape)
     v = v.astype(np.float32) if _dt.is_float(src.dtype) else v
-    if rmw is not None:
+    if s.accumulate:  # read-modify-write: dst += src
         key = dst._fancy_key(dst._index_arrays(), sel)
         data = dst.st.data
         acc = data.astype(np.float32) if _dt.is_float(dst.dtype) else data.astype(np.int64)
         np.add.at(acc, key, v[sel])
         data[...] = _dt.round_to(acc, dst.dtype)
         dst.st.written = True
-        return
+        return WRITTEN
     dst.write(_dt.round_to(v, dst.dtype), sel)
     if g is not None:
         _unwritten.carry(dst, g.reshape(dst.shape) & sel, src)
+    return WRITTEN
 
 
-def dma_transpose(
-    src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any = None, **kwargs: Any
-) -> Tensor:
+_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def _dma_transpose(
+    s: Step, src: Tensor, *, axes: Any = None, mask: Any = None, dtype: Any = None, **kwargs: Any
+) -> None:
     """Transpose through the DMA (2-D [1,0], 3-D [2,1,0], 4-D [3,1,2,0]) into a new SBUF tile."""
-    api = "nisa.dma_transpose"
-    m = _x.machine(api)
-    loc = user_location()
+    api = s.api
     if not isinstance(src, Tensor):
         raise KernelArgumentError(f"{api}: src must be a tensor")
     src.check_alive()
     nd = src.ndim
-    default = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
-    if nd not in default:
+    if nd not in _TRANSPOSE_AXES:
         raise TileShapeError(f"{api}: src must be 2-D, 3-D or 4-D, got {list(src.shape)}")
-    ax = tuple(axes) if axes is not None else default[nd]
-    if ax != default[nd]:
-        raise KernelArgumentError(f"{api}: axes must be {default[nd]} for a {nd}-D source, got {ax}")
+    ax = tuple(axes) if axes is not None else _TRANSPOSE_AXES[nd]
+    if ax != _TRANSPOSE_AXES[nd]:
+        raise KernelArgumentError(f"{api}: axes must be {_TRANSPOSE_AXES[nd]} for a {nd}-D source, got {ax}")
     out_shape = tuple(src.shape[a] for a in ax)
     if out_shape[0] > 128:
         raise TileShapeError(
             f"{api}: the result would have {out_shape[0]} partitions", rule="partition-limit"
         )
-    odt = _x.out_dtype(dtype, src.dtype, api)
-    marr = _x.mask_array(mask, out_shape, api)
+    s.dtype = _x.out_dtype(dtype, src.dtype, api)
+    s.mask = marr = _x.mask_array(mask, out_shape, api)
     src.check_bounds(None if marr is None else marr.transpose(np.argsort(ax)), "dma_transpose source")
-    out = _x.new_tile(m, out_shape, odt, "sbuf", loc)
-    m.check_read(src, loc)
-    pend = m.emit(DMA, "dma_transpose", [src], [out], 0, {"transpose": True}, loc)
-    vals = None
-    garbage = None
-    if m.numerics:
-        rmask = None if marr is None else marr.transpose(np.argsort(ax))
-        g = _unwritten.moved(src, rmask)  # from SBUF: never-written elements flow (devkit.sim.unwritten)
-        v = src.read(rmask, check_init=False).transpose(ax)
-        vals = v.astype(np.float32) if _dt.is_float(odt) else v
-        garbage = None if g is None else g.transpose(ax)
-    return _x.commit(m, pend, out, vals, marr, garbage=garbage)
+    s.shape = out_shape
+    s.reads = [src]
+    s.attrs = {"transpose": True}
+    s.args = ax
+
+
+def _dma_transpose_values(s: Step) -> np.ndarray:
+    (src,) = s.reads
+    ax, marr = s.args, s.mask
+    rmask = None if marr is None else marr.transpose(np.argsort(ax))
+    g = _unwritten.moved(src, rmask)  # from SBUF: never-written elements flow (devkit.sim.unwritten)
+    v = src.read(rmask, check_init=False).transpose(ax)
+    s.garbage = None if g is None else g.transpose(ax)
+    return v.astype(np.float32) if _dt.is_float(s.dtype) else v
+
+
+# ---- the declarations ---------------------------------------------------------------------------------------
+
+DMA_COPY = Instruction("dma_copy", DMA, "dma_copy", _dma_copy, _dma_copy_values, writes_dst=True)
+DMA_TRANSPOSE = Instruction("dma_transpose", DMA, "dma_transpose", _dma_transpose, _dma_transpose_values)
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    DMA_COPY,
+    DMA_TRANSPOSE,
+)

@@ -14,12 +14,12 @@ from devkit.errors import (
     MemoryPlacementError,
     TileShapeError,
     UnsupportedError,
-    user_location,
 )
 from devkit.nki._isa_common import (
     _engine,
     engine,
 )
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim import placement as _placement
 from devkit.sim import unwritten as _unwritten
@@ -30,8 +30,8 @@ from devkit.trace import TENSOR, VECTOR
 _MM_DTYPES = {"float8_e4m3", "float8_e5m2", "float8_e4m3fn", "bfloat16", "float16", "tfloat32", "float32"}
 
 
-def matmul_core(
-    api: str,
+def _matmul_core(
+    s: Step,
     stationary: Any,
     moving: Any,
     *,
@@ -40,10 +40,9 @@ def matmul_core(
     perf_mode: Any = None,
     is_transpose: bool = False,
     onezero: tuple[bool, bool] = (False, False),
-) -> Tensor:
+) -> None:
     """``stationary.T @ moving`` on the TensorE into a new PSUM tile (fp32 accumulate)."""
-    m = _x.machine(api)
-    loc = user_location()
+    api, m = s.api, s.m
     stationary, moving = (
         _placement.matmul_operand(api, stationary, "stationary", moving),
         _placement.matmul_operand(api, moving, "moving", stationary),
@@ -66,18 +65,17 @@ def matmul_core(
         k, mm, n = st.shape[0] * 2, st.shape[2], mv.shape[2]
     else:
         k, mm, n = st.shape[0], st.free_size, mv.free_size
-    for t, nm in ((st, "stationary"), (mv, "moving")):
-        if _dt.name_of(t.dtype) not in _MM_DTYPES:
+    st_dt, mv_dt = _dt.name_of(st.dtype), _dt.name_of(mv.dtype)
+    for dn, nm in ((st_dt, "stationary"), (mv_dt, "moving")):
+        if dn not in _MM_DTYPES:
             raise DtypeError(
-                f"{api}: {nm} dtype {_dt.name_of(t.dtype)} is not supported by the TensorE "
+                f"{api}: {nm} dtype {dn} is not supported by the TensorE "
                 f"(use one of {', '.join(sorted(_MM_DTYPES))})",
                 rule="matmul-dtype",
             )
-    f32 = {_dt.name_of(st.dtype) in ("float32", "tfloat32"), _dt.name_of(mv.dtype) in ("float32", "tfloat32")}
-    if len(f32) == 2 and not is_transpose:
+    if (st_dt in _FP32) != (mv_dt in _FP32) and not is_transpose:
         raise DtypeError(
-            f"{api}: fp32/tf32 operands can only be multiplied with fp32/tf32 operands, got "
-            f"{_dt.name_of(st.dtype)} and {_dt.name_of(mv.dtype)}",
+            f"{api}: fp32/tf32 operands can only be multiplied with fp32/tf32 operands, got {st_dt} and {mv_dt}",
             rule="matmul-dtype",
         )
     if st.shape[0] != mv.shape[0]:
@@ -97,70 +95,65 @@ def matmul_core(
             f"{api}: moving free size {n} exceeds gemm_moving_fmax (512) (moving shape {list(mv.shape)})",
             rule="matmul-moving-size",
         )
-    out = _x.new_tile(m, (mm, n), _dt.float32, "psum", loc)
-    m.check_read(st, loc)
-    m.check_read(mv, loc)
-    dt_name = (
-        "float32"
-        if _dt.name_of(st.dtype) in ("float32",) and _dt.name_of(mv.dtype) in ("float32",)
-        else _dt.name_of(mv.dtype)
-    )
-    attrs = {
+    s.opcode = opcode
+    s.shape = (mm, n)
+    s.dtype = _dt.float32
+    s.buffer = "psum"
+    s.reads = [st, mv]
+    s.flops = 2 * k * mm * n
+    s.attrs = {
         "stationary_free": mm,
         "moving_free": n,
         "contract": k,
         "accumulate": False,
-        "dtype": dt_name,
+        "dtype": "float32" if st_dt == "float32" and mv_dt == "float32" else mv_dt,
         "is_stationary_onezero": onezero[0],
         "is_moving_onezero": onezero[1],
         "double_row": double_row,
         "transpose": is_transpose,
     }
-    p = m.emit(TENSOR, opcode, [st, mv], [out], 2 * k * mm * n, attrs, loc)
-    vals = None
-    garbage = None
     wmask = _x.mask_array(mask, (mm, n), api)
-    if m.numerics:
-        # a transpose moves the stationary tile: never-written elements flow (devkit.sim.unwritten)
-        g = _unwritten.moved(st) if is_transpose else None
-        a = st.read(None, check_init=not is_transpose)
-        b = mv.read(None)
-        if g is not None:
-            a, garbage = _transposed_garbage(a, b, g, st.shape[0], mm, n)
-        if double_row:
-            a = a.astype(np.float32)
-            b = b.astype(np.float32)
-            vals = np.einsum("kli,klj->ij", a, b, dtype=np.float32)
-        else:
-            a = a.reshape(st.shape[0], mm).astype(np.float32, copy=False)
-            b = b.reshape(mv.shape[0], n).astype(np.float32, copy=False)
-            if st.omask is None and mv.omask is None:
-                # computed when needed (devkit.sim.deferred); the operands' writable memory is noted
-                vals = Product(a, b, tuple(t.st.id for t in (st, mv) if t.st.lazy is None))
-            else:
-                a = a.copy()
-                b = b.copy()
-                rows = np.ones(mm, bool)
-                cols = np.ones(n, bool)
-                if st.omask is not None:
-                    om = st.omask.reshape(st.shape[0], mm)
-                    rows = om.any(axis=0)
-                    a = np.where(om, a, 0)
-                if mv.omask is not None:
-                    om = mv.omask.reshape(mv.shape[0], n)
-                    cols = om.any(axis=0)
-                    b = np.where(om, b, 0)
-                om_out = rows[:, None] & cols[None, :]
-                wmask = om_out if wmask is None else (wmask & om_out)
-                vals = a.T @ b
-    elif st.omask is not None or mv.omask is not None:
+    if st.omask is not None or mv.omask is not None:  # rows/columns only masked-off operands reach stay out
         rows = st.omask.reshape(st.shape[0], mm).any(0) if st.omask is not None else np.ones(mm, bool)
         cols = mv.omask.reshape(mv.shape[0], n).any(0) if mv.omask is not None else np.ones(n, bool)
         om_out = rows[:, None] & cols[None, :]
         wmask = om_out if wmask is None else (wmask & om_out)
-    if garbage is not None:  # the positions that received never-written data read as NaN, like fresh memory
-        vals = np.where(garbage, np.float32(np.nan), vals.result() if isinstance(vals, Product) else vals)
-    return _x.commit(m, p, out, vals, wmask, garbage=garbage)
+    s.mask = wmask
+    s.args = double_row
+
+
+_FP32 = ("float32", "tfloat32")
+
+
+def _matmul_values(s: Step) -> Any:
+    vals = _product(s)
+    if s.garbage is not None:  # the positions that received never-written data read as NaN, like fresh memory
+        vals = np.where(s.garbage, np.float32(np.nan), vals.result() if isinstance(vals, Product) else vals)
+    return vals
+
+
+def _product(s: Step) -> Any:
+    st, mv = s.reads
+    mm, n = s.shape
+    transpose = s.attrs["transpose"]  # type: ignore[index]
+    # a transpose moves the stationary tile: never-written elements flow (devkit.sim.unwritten)
+    g = _unwritten.moved(st) if transpose else None
+    a = st.read(None, check_init=not transpose)
+    b = mv.read(None)
+    if g is not None:
+        a, s.garbage = _transposed_garbage(a, b, g, st.shape[0], mm, n)
+    if s.args:  # double row
+        return np.einsum("kli,klj->ij", a.astype(np.float32), b.astype(np.float32), dtype=np.float32)
+    a = a.reshape(st.shape[0], mm).astype(np.float32, copy=False)
+    b = b.reshape(mv.shape[0], n).astype(np.float32, copy=False)
+    if st.omask is None and mv.omask is None:
+        # computed when needed (devkit.sim.deferred); the operands' writable memory is noted
+        return Product(a, b, tuple(t.st.id for t in (st, mv) if t.st.lazy is None))
+    if st.omask is not None:
+        a = np.where(st.omask.reshape(st.shape[0], mm), a, 0)
+    if mv.omask is not None:
+        b = np.where(mv.omask.reshape(mv.shape[0], n), b, 0)
+    return a.T @ b
 
 
 def _transposed_garbage(
@@ -175,7 +168,8 @@ def _transposed_garbage(
     return np.where(g, np.zeros((), a.dtype), a), garbage
 
 
-def nc_matmul(
+def _nc_matmul(
+    s: Step,
     stationary: Tensor,
     moving: Tensor,
     *,
@@ -187,7 +181,7 @@ def nc_matmul(
     mask: Any = None,
     perf_mode: Any = None,
     **kwargs: Any,
-) -> Tensor:
+) -> None:
     """``stationary.T @ moving`` -> PSUM [stationary free, moving free] in fp32."""
     if bool(tile_position) != bool(tile_size):
         raise KernelArgumentError(
@@ -199,8 +193,8 @@ def nc_matmul(
                 raise KernelArgumentError(
                     f"nc_matmul: tile_position/tile_size must be multiples of 32, got {v}", rule="pe-tiling"
                 )
-    return matmul_core(
-        "nisa.nc_matmul",
+    _matmul_core(
+        s,
         stationary,
         moving,
         mask=mask,
@@ -210,16 +204,14 @@ def nc_matmul(
     )
 
 
-def nc_transpose(
-    data: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
-) -> Tensor:
+def _nc_transpose(
+    s: Step, data: Tensor, *, mask: Any = None, dtype: Any = None, engine: Any = engine.unknown, **kwargs: Any
+) -> None:
     """2-D partition/free transpose (TensorE: <= 128x128, SBUF -> PSUM; VectorE: <= 32x32)."""
-    api = "nisa.nc_transpose"
-    m = _x.machine(api)
-    loc = user_location()
+    api = s.api
     t = _x.tile(data, api, "data")
     p, f = t.shape[0], t.free_size
-    eng = _engine(engine, VECTOR if (p <= 32 and f <= 32) else TENSOR, (TENSOR, VECTOR), api)
+    s.engine = eng = _engine(engine, VECTOR if (p <= 32 and f <= 32) else TENSOR, (TENSOR, VECTOR), api)
     if eng == TENSOR:
         if p > 128 or f > 128:
             raise TileShapeError(
@@ -228,24 +220,44 @@ def nc_transpose(
             )
         if t.st.buffer != "sbuf":
             raise MemoryPlacementError(f"{api}: TensorE transpose reads SBUF only")
-        buf, default_dt = "psum", (t.dtype if m.geometry.nc_version >= 3 else _dt.float32)
+        s.buffer, default_dt = "psum", (t.dtype if s.m.geometry.nc_version >= 3 else _dt.float32)
+        s.attrs = {"stationary_free": p, "moving_free": f, "contract": p}
     else:
         if p > 32 or f > 32:
             raise TileShapeError(
                 f"{api}: VectorE transpose input must be at most 32x32, got {list(t.shape)}",
                 rule="transpose-size",
             )
-        buf, default_dt = "sbuf", t.dtype
-    odt = _x.out_dtype(dtype, default_dt, api)
-    out = _x.new_tile(m, (f, p), odt, buf, loc)
-    m.check_read(t, loc)
-    attrs = {"stationary_free": p, "moving_free": f, "contract": p} if eng == TENSOR else None
-    pend = m.emit(eng, "nc_transpose", [t], [out], 0, attrs, loc)
-    g = _unwritten.moved(t) if m.numerics else None  # a move: never-written elements flow
-    vals = (
-        t.read(check_init=False).reshape(p, f).T.astype(np.float32)
-        if m.numerics and _dt.is_float(t.dtype)
-        else (t.read(check_init=False).reshape(p, f).T if m.numerics else None)
-    )
-    garbage = None if g is None else g.reshape(p, f).T
-    return _x.commit(m, pend, out, vals, _x.mask_array(mask, (f, p), api), garbage=garbage)
+        default_dt = t.dtype
+    s.dtype = _x.out_dtype(dtype, default_dt, api)
+    s.shape = (f, p)
+    s.reads = [t]
+    s.mask = _x.mask_array(mask, (f, p), api)
+
+
+def _transpose_values(s: Step) -> np.ndarray:
+    (t,) = s.reads
+    p, f = t.shape[0], t.free_size
+    g = _unwritten.moved(t)  # a move: never-written elements flow
+    s.garbage = None if g is None else g.reshape(p, f).T
+    v = t.read(check_init=False).reshape(p, f).T
+    return v.astype(np.float32) if _dt.is_float(t.dtype) else v
+
+
+# ---- the declarations ---------------------------------------------------------------------------------------
+
+MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _matmul_core, _matmul_values)
+NC_MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _nc_matmul, _matmul_values)
+NC_TRANSPOSE = Instruction("nc_transpose", TENSOR, "nc_transpose", _nc_transpose, _transpose_values)
+
+
+def matmul_core(api: str, stationary: Any, moving: Any, **kwargs: Any) -> Tensor:
+    """The TensorE matmul named ``api`` in errors (``nl.matmul``); keyword arguments as ``_matmul_core``."""
+    return execute(MATMUL, api, (stationary, moving), kwargs)  # type: ignore[return-value]
+
+
+#: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
+INSTRUCTIONS = (
+    NC_MATMUL,
+    NC_TRANSPOSE,
+)

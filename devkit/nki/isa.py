@@ -4,7 +4,8 @@ Semantics and limits follow the NKI Beta 1 ISA reference (see ``reference/nki_ap
 project's API notes); each instruction returns a new tile (SBUF, or PSUM for TensorE results) which an
 assignment ``t[...] = nisa.x(...)`` writes into ``t`` directly.
 
-This module is the public face; the instructions live by family in private modules:
+This module is the public face: its instruction functions are generated from the declarations of the
+instruction layer (:mod:`devkit.nki._isa_layer`), which live by family in private modules:
 :mod:`devkit.nki._isa_matmul` (TensorE), :mod:`devkit.nki._isa_activation` (ScalarE),
 :mod:`devkit.nki._isa_vector` (element-wise arithmetic, scans, generated values),
 :mod:`devkit.nki._isa_copy` (copies, selections, shuffles, gathers), :mod:`devkit.nki._isa_reduce`
@@ -31,6 +32,7 @@ from devkit.errors import (  # noqa: F401
     user_location,
 )
 from devkit.nki import _alu as _alu_tables  # noqa: F401
+from devkit.nki import _isa_activation, _isa_copy, _isa_dma, _isa_matmul, _isa_reduce, _isa_vector
 from devkit.nki._alu import (  # noqa: F401
     _IDENT,
     _REDUCE_FN,
@@ -41,11 +43,10 @@ from devkit.nki._alu import (  # noqa: F401
     _alu_name,
     _require_int,
 )
-from devkit.nki._isa_activation import _activation, _activation_fn, activation, activation_reduce  # noqa: F401
+from devkit.nki._isa_activation import _activation, _activation_fn  # noqa: F401
 from devkit.nki._isa_common import (  # noqa: F401
     _ENGINE_NAME,
     _alu,
-    _elementwise_vec,
     _engine,
     _reduce_values,
     _same_partitions,
@@ -65,42 +66,9 @@ from devkit.nki._isa_common import (  # noqa: F401
     unknown_engine,
     vector_engine,
 )
-from devkit.nki._isa_copy import (  # noqa: F401
-    affine_select,
-    local_gather,
-    nc_stream_shuffle,
-    range_select,
-    select_reduce,
-    tensor_copy,
-    tensor_copy_dynamic_dst,
-    tensor_copy_dynamic_src,
-    tensor_copy_predicated,
-)
-from devkit.nki._isa_dma import dma_copy, dma_transpose  # noqa: F401
-from devkit.nki._isa_matmul import _MM_DTYPES, matmul_core, nc_matmul, nc_transpose  # noqa: F401
-from devkit.nki._isa_reduce import (  # noqa: F401
-    _find8,
-    bn_aggr,
-    bn_stats,
-    max8,
-    nc_find_index8,
-    nc_match_replace8,
-    tensor_partition_reduce,
-    tensor_reduce,
-    tensor_scalar_reduce,
-)
-from devkit.nki._isa_vector import (  # noqa: F401
-    dropout,
-    iota,
-    memset,
-    reciprocal,
-    scalar_tensor_tensor,
-    sequence_bounds,
-    tensor_scalar,
-    tensor_scalar_cumulative,
-    tensor_tensor,
-    tensor_tensor_scan,
-)
+from devkit.nki._isa_copy import tensor_copy_dynamic_dst  # noqa: F401
+from devkit.nki._isa_layer import beta1_functions as _beta1_functions
+from devkit.nki._isa_matmul import _MM_DTYPES, matmul_core  # noqa: F401
 from devkit.nki._limits import fp32  # noqa: F401
 from devkit.sim import instr as _x  # noqa: F401
 from devkit.sim import placement as _placement  # noqa: F401
@@ -109,6 +77,18 @@ from devkit.sim.index import IndexExpr, MaskExpr  # noqa: F401
 from devkit.sim.storage import HBM_BUFFERS  # noqa: F401
 from devkit.sim.tensor import Tensor  # noqa: F401
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: F401
+
+#: every instruction of the layer that Beta 1 exposes, by family
+DECLARED = (
+    *_isa_matmul.INSTRUCTIONS,
+    *_isa_activation.INSTRUCTIONS,
+    *_isa_vector.INSTRUCTIONS,
+    *_isa_copy.INSTRUCTIONS,
+    *_isa_reduce.INSTRUCTIONS,
+    *_isa_dma.INSTRUCTIONS,
+)
+# the public functions, generated from the declarations (devkit.nki._isa_layer.beta1)
+globals().update(_beta1_functions(DECLARED))
 
 
 def builtin_custom_op(*args: Any, **kwargs: Any) -> Any:

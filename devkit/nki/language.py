@@ -26,6 +26,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import _alu, _buffers, _isa_common, _isa_matmul, _isa_vector
+from devkit.nki import _isa_layer as _layer
 from devkit.nki._alu import (
     _ALU_ALIASES,
     ACTIVATIONS,
@@ -693,28 +694,23 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
 # ---- reductions ----------------------------------------------------------------------------------------
 
 
-def sum(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.sum", x, axis, np.sum, dtype=dtype, mask=mask, keepdims=keepdims, opname="add")
+def _free_reduction(name: str, fn: Any, opname: str):  # type: ignore[no-untyped-def]
+    """``nl.<name>``: the free-axis reduction of the instruction layer (VectorE ``tensor_reduce``)."""
+
+    def op(
+        x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
+    ) -> Tensor:
+        return reduce(f"nl.{name}", x, axis, fn, dtype=dtype, mask=mask, keepdims=keepdims, opname=opname)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"``{opname}`` reduction of ``x`` along the free ``axis`` (VectorE)."
+    return op
 
 
-def prod(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.prod", x, axis, np.prod, dtype=dtype, mask=mask, keepdims=keepdims, opname="multiply")
-
-
-def max(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.max", x, axis, np.max, dtype=dtype, mask=mask, keepdims=keepdims, opname="max")
-
-
-def min(
-    x: Tensor, axis: Any, *, dtype: Any = None, mask: Any = None, keepdims: bool = False, **kwargs: Any
-) -> Tensor:
-    return reduce("nl.min", x, axis, np.min, dtype=dtype, mask=mask, keepdims=keepdims, opname="min")
+sum = _free_reduction("sum", np.sum, "add")
+prod = _free_reduction("prod", np.prod, "multiply")
+max = _free_reduction("max", np.max, "max")
+min = _free_reduction("min", np.min, "min")
 
 
 def mean(
@@ -762,7 +758,7 @@ def matmul(x: Tensor, y: Tensor, *, transpose_x: bool = False, mask: Any = None,
                 "transpose_x=False (it is transposed on the TensorE)",
                 rule="matmul-stationary-size",
             )
-        xt = copy(_isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor), dtype=t.dtype)
+        xt = copy(_layer.run(_isa_matmul.NC_TRANSPOSE, t, engine=_isa_common.engine.tensor), dtype=t.dtype)
         if t.omask is not None:
             xt.omask = t.omask.T
         x = xt
@@ -776,7 +772,7 @@ def transpose(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) 
         raise TileShapeError(
             f"nl.transpose: tiles of rank {t.ndim} are not supported (2-D only)", rule="transpose-rank"
         )
-    res = _isa_matmul.nc_transpose(t, engine=_isa_common.engine.tensor, mask=mask)
+    res = _layer.run(_isa_matmul.NC_TRANSPOSE, t, engine=_isa_common.engine.tensor, mask=mask)
     return copy(res, dtype=dtype or t.dtype)
 
 
@@ -820,7 +816,7 @@ def rms_norm(
 
 def dropout(x: Tensor, rate: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
     """Zero each element with probability ``rate`` (no rescaling, like nisa.dropout)."""
-    return _isa_vector.dropout(x, rate, dtype=dtype, mask=mask)
+    return _layer.run(_isa_vector.DROPOUT, x, rate, dtype=dtype, mask=mask)
 
 
 def gather_flattened(

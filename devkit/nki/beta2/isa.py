@@ -1,10 +1,11 @@
 """``nki.isa`` (NKI 0.x / Beta 2): every instruction writes its destination ``dst``.
 
 The instructions that only change the calling convention are rows of :mod:`devkit.nki.beta2.isa_table`, built
-into adapters over the simulator's instruction layer (:mod:`devkit.nki.isa`, :mod:`devkit.sim.instr`): each
-checks the NKI 0.x convention (``dst`` first, enums by member, no unknown keyword arguments), runs the
-instruction with ``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as
-on hardware.  The rest are written out here and in ``isa_more``, ``isa_mx`` and ``isa_rng``.  Every instruction
+into adapters over the simulator's instruction layer (:mod:`devkit.nki._isa_layer`): each checks the NKI 0.x
+convention (``dst`` first, enums by member, no unknown keyword arguments), executes the instruction's declaration
+with ``dtype=dst.dtype`` and retargets its result into ``dst`` -- one instruction in the trace, as on hardware.
+The rest are written out here and in ``isa_more``, ``isa_mx`` and ``isa_rng`` (here and in ``isa_more`` as a
+plan and a numerics function run by the layer's executor).  Every instruction
 returns an :class:`NkiInstruction`.  Semantics: ``reference/nki_beta2.md`` §5.
 
 ``nc_matmul`` accumulates implicitly: with ``accumulate=None`` the first matmul write to a PSUM element
@@ -22,9 +23,10 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     TileShapeError,
-    user_location,
 )
+from devkit.nki import _isa_layer as _layer
 from devkit.nki import isa as _b1
+from devkit.nki._isa_vector import _iota_values
 from devkit.nki.beta2 import lnc as _lnc
 from devkit.nki.beta2 import registers as _registers
 from devkit.nki.beta2.constants import (
@@ -163,25 +165,36 @@ def _plain_copy(dst: Any, src: Any) -> bool:
 
 def _copy_same_dtype(dst: Tensor, src: Tensor) -> None:
     """``dma_copy`` without a cast: the stored values move bit for bit."""
-    m = _x.machine("nisa.dma_copy")
-    loc = user_location()
-    m.check_read(src, loc)
-    m.check_write(dst, loc)
-    m.emit(DMA, "dma_copy", [src], [dst], 0, {"indirect": False, "rmw": False}, loc)
-    if not m.numerics:
-        dst.mark_written()
-        return
+    s = _layer.step("nisa.dma_copy", DMA, "dma_copy")
+    s.reads = [src]
+    s.dst = dst
+    s.exact = True
+    s.attrs = {"indirect": False, "rmw": False}
+    _layer.issue(s, _moved_values)
+
+
+def _moved_values(s: _layer.Step) -> Any:
+    (src,) = s.reads
+    dst = s.dst
+    assert dst is not None
     g = _unwritten.moved(src, to_chip=dst.st.on_chip)  # SBUF to SBUF: never-written elements flow
     v = src.read(check_init=False)
     st = dst.st
-    if g is None and st.uninit is not None and st.n_uninit == st.uninit.size and _is_whole(dst) and st.lazy is None:
+    if (
+        g is None
+        and st.uninit is not None
+        and st.n_uninit == st.uninit.size
+        and _is_whole(dst)
+        and st.lazy is None
+    ):
         # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping
         np.copyto(st.data, v if v.shape == dst.shape else v.reshape(dst.shape))
         st.written = True
         st.uninit, st.n_uninit = None, 0
-        return
+        return _layer.WRITTEN
     dst.write(v if v.shape == dst.shape else v.reshape(dst.shape))
     _unwritten.carry(dst, g, src)
+    return _layer.WRITTEN
 
 
 @_strict
@@ -272,18 +285,12 @@ def iota(dst: Any, pattern: Any, offset: int = 0, channel_multiplier: int = 0, n
     """``dst[p, i...] = offset + p * channel_multiplier + sum(step * i)`` over a <=4-D ``[step, count]``
     pattern, computed in int32 and cast to dst's dtype (GpSimd, SBUF)."""
     api = "nisa.iota"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, GPSIMD, "iota")
     d = _dst(dst, api, buffers=("sbuf",))
-    shape, v = _affine_values(pattern, offset, channel_multiplier, d.partitions, api)
-    _check_fit(api, d, shape)
-    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
-    pend = m.emit(GPSIMD, "iota", [], [out], 0, None, loc)
-    vals = None
-    if m.numerics:
-        v32 = v.astype(np.int32)
-        vals = v32.astype(np.float32) if _dt.is_float(d.dtype) else v32
-    _into(api, d, _x.commit(m, pend, out, vals, None))
+    s.shape, s.args = _affine_values(pattern, offset, channel_multiplier, d.partitions, api)
+    _check_fit(api, d, s.shape)
+    s.dtype = d.dtype
+    _into(api, d, _layer.issue(s, _iota_values))  # type: ignore[arg-type]
 
 
 # ---- LNC-2 exchange and registers ----------------------------------------------------------------------------

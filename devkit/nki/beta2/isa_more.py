@@ -14,8 +14,9 @@ from devkit.errors import (
     MemoryPlacementError,
     PartitionMismatchError,
     TileShapeError,
-    user_location,
 )
+from devkit.nki import _isa_layer as _layer
+from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
 from devkit.nki.beta2._convention import (
     _check_fit,
@@ -43,12 +44,15 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     api = "nisa.tensor_partition_reduce"
     d = _dst(dst, api)
     average = getattr(op, "_nki_alu", None) == "average"  # nl.average: the add reduction divided by P
-    _into(api, d, _b1.tensor_partition_reduce(np.add if average else op, data, dtype=d.dtype))
-    m = _x.current()
-    if average and m is not None and m.numerics:
-        v = data.read().astype(np.float32).reshape(data.partitions, -1)
-        mean = v.sum(axis=0, dtype=np.float32) / np.float32(data.partitions)
-        d.write(_dt.round_to(mean.reshape(d.shape), d.dtype))
+    ins = _b1_reduce.TENSOR_PARTITION_REDUCE
+    s = _layer.step(api, ins.engine, ins.opcode)
+    ins.plan(s, np.add if average else op, data, dtype=d.dtype)
+    _into(api, d, _layer.issue(s, _partition_average if average else ins.numerics))  # type: ignore[arg-type]
+
+
+def _partition_average(s: _layer.Step) -> np.ndarray:
+    """The mean over partitions: the fp32 sum divided by the partition count."""
+    return _b1_reduce._partition_reduce_values(s) / np.float32(s.reads[0].partitions)
 
 
 @_strict
@@ -63,8 +67,7 @@ def dma_compute(
 ) -> None:
     """``dst = sum(srcs)`` through the DMA (add only, up to 16 sources, scales 1.0, fp32 internally)."""
     api = "nisa.dma_compute"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, DMA, "dma_copy")
     _member(oob_mode, _b1.oob_mode, api, "oob_mode")
     d = _dst(dst, api, buffers=("sbuf", "hbm"))
     try:
@@ -93,17 +96,19 @@ def dma_compute(
             )
         t.check_bounds(None, "dma_compute source")
     d.check_bounds(None, "dma_compute destination")
-    for t in items:
-        m.check_read(t, loc)
-    m.check_write(d, loc)
-    m.emit(DMA, "dma_copy", items, [d], d.size * (len(items) - 1), {"indirect": False, "rmw": False}, loc)
-    if not m.numerics:
-        d.mark_written()
-        return
-    acc = items[0].read().reshape(d.shape).astype(np.float32)  # from the first source: -0.0 + -0.0 is -0.0
-    for t in items[1:]:
-        acc = acc + t.read().reshape(d.shape).astype(np.float32)
-    d.write(_dt.round_to(acc, d.dtype))
+    s.reads = items
+    s.dst = d
+    s.flops = d.size * (len(items) - 1)
+    s.attrs = {"indirect": False, "rmw": False}
+    _layer.issue(s, _sum_values)
+
+
+def _sum_values(s: _layer.Step) -> np.ndarray:
+    shape = s.dst.shape  # type: ignore[union-attr]
+    acc = s.reads[0].read().reshape(shape).astype(np.float32)  # from the first source: -0.0 + -0.0 is -0.0
+    for t in s.reads[1:]:
+        acc = acc + t.read().reshape(shape).astype(np.float32)
+    return acc
 
 
 def _affine_values(
@@ -142,8 +147,7 @@ def affine_select(
     """``dst = on_true_tile`` where ``cmp_op(offset + p * channel_multiplier + sum(step * i), 0)`` holds, else the
     fp32 scalar ``on_false_value`` (GpSimd, SBUF; ``cmp_op`` defaults to ``equal``)."""
     api = "nisa.affine_select"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, GPSIMD, "affine_select")
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(on_true_tile, api, "on_true_tile", psum=False)
     op = _b1._alu(cmp_op if cmp_op is not None else "equal", api)
@@ -157,22 +161,22 @@ def affine_select(
             rule="shape-mismatch",
         )
     _check_fit(api, d, shape)
-    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
-    m.check_read(t, loc)
-    pend = m.emit(GPSIMD, "affine_select", [t], [out], t.size, None, loc)
-    vals = None
-    if m.numerics:
-        keep = _b1.ALU[op](v.astype(np.float32), np.float32(0)) != 0
-        vals = np.where(keep, t.read().astype(np.float32).reshape(shape), np.float32(on_false_value))
-    _into(api, d, _x.commit(m, pend, out, vals, None))
+    s.shape, s.dtype, s.reads, s.flops = shape, d.dtype, [t], t.size
+    s.args = (op, v, on_false_value)
+    _into(api, d, _layer.issue(s, _affine_select_values))  # type: ignore[arg-type]
+
+
+def _affine_select_values(s: _layer.Step) -> np.ndarray:
+    op, v, on_false_value = s.args
+    keep = _b1.ALU[op](v.astype(np.float32), np.float32(0)) != 0
+    return np.where(keep, s.reads[0].read().astype(np.float32).reshape(s.shape), np.float32(on_false_value))
 
 
 @_strict
 def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     """Per partition, ``dst[p, j] = data[p].flat[indices[p, j]]`` (uint32 flat free indices, GpSimd)."""
     api = "nisa.nc_n_gather"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, GPSIMD, "local_gather")
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(data, api, "data", psum=False)
     ix = _x.tile(indices, api, "indices", psum=False)
@@ -184,31 +188,25 @@ def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
         )
     shape = tuple(ix.shape)
     _check_fit(api, d, shape)
-    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
-    m.check_read(t, loc)
-    m.check_read(ix, loc)
-    pend = m.emit(GPSIMD, "local_gather", [t, ix], [out], 0, {"op": "nc_n_gather"}, loc)
-    vals = None
-    if m.numerics:
-        flat = t.read().reshape(t.partitions, -1)
-        idx = ix.read().astype(np.int64).reshape(ix.partitions, -1)
-        if idx.size and (idx.min() < 0 or idx.max() >= flat.shape[1]):
-            raise BoundsError(
-                f"{api}: index {int(idx.max())} is outside the {flat.shape[1]} elements per partition of data",
-                rule="out-of-bounds",
-            )
-        g = np.take_along_axis(flat, idx, axis=1).reshape(shape)
-        vals = g.astype(np.float32) if _dt.is_float(t.dtype) else g
-    _into(api, d, _x.commit(m, pend, out, vals, None))
+    s.shape, s.dtype, s.reads, s.attrs = shape, d.dtype, [t, ix], {"op": "nc_n_gather"}
+    _into(api, d, _layer.issue(s, _n_gather_values))  # type: ignore[arg-type]
 
 
-def _match8(
-    api: str, data: Any, vals: Any, reverse: bool
-) -> tuple[Tensor, Tensor, np.ndarray | None, np.ndarray | None]:
-    """Per partition, the position of each of 8 values in ``data`` (-1 when unmatched).  A value occurring in
-    several slots takes successive matches: slot order ascending (find_index8) or from slot 7 down
-    (match_replace8)."""
-    m = _x.machine(api)
+def _n_gather_values(s: _layer.Step) -> np.ndarray:
+    t, ix = s.reads
+    flat = t.read().reshape(t.partitions, -1)
+    idx = ix.read().astype(np.int64).reshape(ix.partitions, -1)
+    if idx.size and (idx.min() < 0 or idx.max() >= flat.shape[1]):
+        raise BoundsError(
+            f"{s.api}: index {int(idx.max())} is outside the {flat.shape[1]} elements per partition of data",
+            rule="out-of-bounds",
+        )
+    g = np.take_along_axis(flat, idx, axis=1).reshape(s.shape)
+    return g.astype(np.float32) if _dt.is_float(t.dtype) else g
+
+
+def _match8(api: str, data: Any, vals: Any) -> tuple[Tensor, Tensor]:
+    """The ``data`` and ``vals`` tiles of a find/replace-8 instruction (8 values per partition)."""
     d = _x.tile(data, api, "data", psum=False)
     v = _x.tile(vals, api, "vals", psum=False)
     if v.free_size != 8:
@@ -219,8 +217,13 @@ def _match8(
         raise PartitionMismatchError(
             f"{api}: data and vals have different partition counts", rule="partition-mismatch"
         )
-    if not m.numerics:
-        return d, v, None, None
+    return d, v
+
+
+def _match_positions(d: Tensor, v: Tensor, reverse: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Per partition, the position of each of 8 values in ``data`` (-1 when unmatched).  A value occurring in
+    several slots takes successive matches: slot order ascending (find_index8) or from slot 7 down
+    (match_replace8).  Returns (data values as fp32, positions)."""
     x = d.read().astype(np.float32).reshape(d.partitions, -1)
     want = v.read().astype(np.float32).reshape(v.partitions, 8)
     idx = np.full((d.partitions, 8), -1, dtype=np.int64)
@@ -232,29 +235,27 @@ def _match8(
             if hits:
                 idx[p, j] = hits[0]
                 taken.add(hits[0])
-    return d, v, x, idx
+    return x, idx
 
 
 @_strict
 def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
     """Per partition, the index of the first match of each of 8 values; unmatched -> all ones (VectorE)."""
     api = "nisa.nc_find_index8"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, VECTOR, "nc_find_index8")
     dd = _dst(dst, api, buffers=("sbuf",))
     if _dt.name_of(dd.dtype) not in ("uint32", "uint16"):
         raise DtypeError(f"{api}: dst must be uint32 or uint16, got {_dt.name_of(dd.dtype)}", rule="dtype")
-    d, v, _, idx = _match8(api, data, vals, reverse=False)
+    d, v = _match8(api, data, vals)
     _check_fit(api, dd, (d.partitions, 8))
-    out = _x.new_tile(m, (d.partitions, 8), dd.dtype, "sbuf", loc)
-    m.check_read(d, loc)
-    m.check_read(v, loc)
-    pend = m.emit(VECTOR, "nc_find_index8", [d, v], [out], d.size, None, loc)
-    vals_out = None
-    if idx is not None:
-        ones = np.iinfo(np.dtype(_dt.storage_dtype(dd.dtype))).max
-        vals_out = np.where(idx < 0, ones, idx).astype(_dt.storage_dtype(dd.dtype))
-    _into(api, dd, _x.commit(m, pend, out, vals_out, None, exact=True))
+    s.shape, s.dtype, s.reads, s.flops, s.exact = (d.partitions, 8), dd.dtype, [d, v], d.size, True
+    _into(api, dd, _layer.issue(s, _find_index8_values))  # type: ignore[arg-type]
+
+
+def _find_index8_values(s: _layer.Step) -> np.ndarray:
+    _, idx = _match_positions(*s.reads, reverse=False)
+    store = _dt.storage_dtype(s.dtype)
+    return np.where(idx < 0, np.iinfo(np.dtype(store)).max, idx).astype(store)
 
 
 @_strict
@@ -264,36 +265,32 @@ def nc_match_replace8(
     """``dst = data`` with the first match of each of 8 values replaced by ``imm``; ``dst_idx`` receives the
     matched indices (duplicates are matched from slot 7 down) (VectorE)."""
     api = "nisa.nc_match_replace8"
-    m = _x.machine(api)
-    loc = user_location()
+    s = _layer.step(api, VECTOR, "nc_match_replace8")
     dd = _dst(dst, api, buffers=("sbuf",))
-    d, v, x, idx = _match8(api, data, vals, reverse=True)
+    d, v = _match8(api, data, vals)
     _check_fit(api, dd, (d.partitions, d.free_size))
-    out = _x.new_tile(m, tuple(d.shape), dd.dtype, "sbuf", loc)
-    m.check_read(d, loc)
-    m.check_read(v, loc)
     di = None
     if dst_idx is not None:
         di = _dst(dst_idx, api, buffers=("sbuf",))
         _check_fit(api, di, (d.partitions, 8))
-        m.check_write(di, loc)
-    pend = m.emit(
-        VECTOR, "nc_match_replace8", [d, v], [out] + ([di] if di is not None else []), d.size, None, loc
-    )
-    res = None
-    if x is not None and idx is not None:
-        y = x.copy()
-        for p in range(d.partitions):
-            for j in range(8):
-                if idx[p, j] >= 0:
-                    y[p, idx[p, j]] = np.float32(imm)
-        res = y.reshape(d.shape)
-        if di is not None:
-            ones = np.iinfo(np.dtype(_dt.storage_dtype(di.dtype))).max if _dt.is_int(di.dtype) else -1
-            di.write(_dt.round_to(np.where(idx < 0, ones, idx).reshape(di.shape), di.dtype))
-    elif di is not None:
-        di.mark_written()
-    _into(api, dd, _x.commit(m, pend, out, res, None))
+        s.also, s.also_checked = [di], True
+    s.shape, s.dtype, s.reads, s.flops, s.args = tuple(d.shape), dd.dtype, [d, v], d.size, (imm, di)
+    _into(api, dd, _layer.issue(s, _match_replace8_values))  # type: ignore[arg-type]
+
+
+def _match_replace8_values(s: _layer.Step) -> np.ndarray:
+    d, v = s.reads
+    imm, di = s.args
+    x, idx = _match_positions(d, v, reverse=True)
+    y = x.copy()
+    for p in range(d.partitions):
+        for j in range(8):
+            if idx[p, j] >= 0:
+                y[p, idx[p, j]] = np.float32(imm)
+    if di is not None:
+        ones = np.iinfo(np.dtype(_dt.storage_dtype(di.dtype))).max if _dt.is_int(di.dtype) else -1
+        di.write(_dt.round_to(np.where(idx < 0, ones, idx).reshape(di.shape), di.dtype))
+    return y.reshape(d.shape)
 
 
 @_strict
@@ -311,8 +308,8 @@ def exponential(
     Accumulator: ``reset`` clears it, ``reduce`` adds the row sums, ``reset_reduce`` sets them, ``load_reduce``
     sets ``reduce_init`` plus them, ``idle`` leaves it; ``reduce_res`` reads it."""
     api = "nisa.exponential"
-    m = _machine_at_least(api, 4)
-    loc = user_location()
+    _machine_at_least(api, 4)
+    s = _layer.step(api, SCALAR, "activation")
     d = _dst(dst, api)
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
     t = _x.tile(src, api, "src")
@@ -327,35 +324,32 @@ def exponential(
             raise TileShapeError(
                 f"{api}: reduce_res must be ({p}, 1), got {list(rr.shape)}", rule="vector-operand-shape"
             )
-    out = _x.new_tile(m, shape, d.dtype, "sbuf", loc)
-    ins = [t] + ([mx] if isinstance(mx, Tensor) else [])
-    for v in ins:
-        m.check_read(v, loc)
+        s.also, s.also_checked = [rr], True
+    s.shape, s.dtype, s.reads, s.flops = shape, d.dtype, [t, mx], 2 * t.size
+    s.attrs = {"func": "exp"}
+    s.args = (rc, reduce_init, rr)
+    _into(api, d, _layer.issue(s, _exponential_values))  # type: ignore[arg-type]
+
+
+def _exponential_values(s: _layer.Step) -> np.ndarray:
+    t, mx = s.reads
+    rc, reduce_init, rr = s.args
+    p = t.partitions
+    with np.errstate(over="ignore"):
+        vals = np.exp(_x.value_of(t, s.shape, None) - _b1._val(mx, s.shape)).astype(np.float32)
+    acc = s.m.accumulators.setdefault("vector", np.zeros(128, np.float32))
+    rows = vals.reshape(p, -1).sum(axis=1, dtype=np.float32)
+    if rc == _b1.reduce_cmd.reset:
+        acc[:p] = 0.0
+    elif rc == _b1.reduce_cmd.reduce:
+        acc[:p] += rows
+    elif rc == _b1.reduce_cmd.reset_reduce:
+        acc[:p] = rows
+    elif rc == _b1.reduce_cmd.load_reduce:
+        acc[:p] = np.broadcast_to(_b1._val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
     if rr is not None:
-        m.check_write(rr, loc)
-    pend = m.emit(
-        SCALAR, "activation", ins, [out] + ([rr] if rr is not None else []), 2 * t.size, {"func": "exp"}, loc
-    )
-    vals = None
-    if m.numerics:
-        x = _x.value_of(t, shape, None)
-        with np.errstate(over="ignore"):
-            vals = np.exp(x - _b1._val(mx, shape)).astype(np.float32)
-        acc = m.accumulators.setdefault("vector", np.zeros(128, np.float32))
-        rows = vals.reshape(p, -1).sum(axis=1, dtype=np.float32)
-        if rc == _b1.reduce_cmd.reset:
-            acc[:p] = 0.0
-        elif rc == _b1.reduce_cmd.reduce:
-            acc[:p] += rows
-        elif rc == _b1.reduce_cmd.reset_reduce:
-            acc[:p] = rows
-        elif rc == _b1.reduce_cmd.load_reduce:
-            acc[:p] = np.broadcast_to(_b1._val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
-        if rr is not None:
-            rr.write(_dt.round_to(acc[:p].reshape(rr.shape), rr.dtype))
-    elif rr is not None:
-        rr.mark_written()
-    _into(api, d, _x.commit(m, pend, out, vals, None))
+        rr.write(_dt.round_to(acc[:p].reshape(rr.shape), rr.dtype))
+    return vals
 
 
 @_strict
@@ -365,23 +359,26 @@ def nonzero_with_count(
     """On partitions 0, 16, ..., 112: the indices (plus ``index_offset``) of the non-zero elements of ``src``,
     then ``padding_val``, and the count in the last element of ``dst`` (GpSimd, NeuronCore-v3+)."""
     api = "nisa.nonzero_with_count"
-    m = _machine_at_least(api, 3)
-    loc = user_location()
+    _machine_at_least(api, 3)
+    s = _layer.step(api, GPSIMD, "nonzero_with_count")
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(src, api, "src", psum=False)
-    f = t.free_size
-    if d.free_size != f + 1 or d.partitions != t.partitions:
+    if d.free_size != t.free_size + 1 or d.partitions != t.partitions:
         raise TileShapeError(
             f"{api}: dst {list(d.shape)} must have the partitions of src {list(t.shape)} and one more element "
             "per partition (the count)",
             rule="dst-shape",
         )
-    m.check_read(t, loc)
-    m.check_write(d, loc)
-    m.emit(GPSIMD, "nonzero_with_count", [t], [d], t.size, None, loc)
-    if not m.numerics:
-        d.mark_written()
-        return
+    s.reads, s.dst, s.flops, s.args = [t], d, t.size, (index_offset, padding_val)
+    _layer.issue(s, _nonzero_values)
+
+
+def _nonzero_values(s: _layer.Step) -> Any:
+    (t,) = s.reads
+    d = s.dst
+    assert d is not None
+    index_offset, padding_val = s.args
+    f = t.free_size
     cores = np.zeros(t.shape, dtype=bool)
     cores[::16] = True  # only partitions 0, 16, ..., 112 are read and written; the others may hold anything
     # The eight GpSimd cores run side by side, one partition each: a core partition holding never-written data
@@ -403,6 +400,7 @@ def nonzero_with_count(
         never = np.zeros((d.partitions, f + 1), bool) if kept is None else kept.reshape(d.partitions, f + 1)
         never[::16] = False if g is None else g.reshape(t.partitions, f)[::16].any(axis=1, keepdims=True)
         _unwritten.carry(d, never, t, moved_in=g is not None)
+    return _layer.WRITTEN
 
 
 _ACTIVATE2_PAIRS = {
@@ -466,8 +464,8 @@ def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None
     group's ``K`` largest values in ascending order (``val_dst``, bf16) and their snake indices (``idx_dst``,
     uint32); equal values are taken lowest index first."""
     api = "nisa.topk"
-    m = _machine_at_least(api, 3)
-    loc = user_location()
+    _machine_at_least(api, 3)
+    s = _layer.step(api, GPSIMD, "topk")
     vd = _dst(val_dst, api, buffers=("sbuf",))
     ix = _dst(idx_dst, api, buffers=("sbuf",))
     t = _x.tile(src, api, "src", psum=False)
@@ -499,19 +497,21 @@ def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None
                 f"{api}: {what} {list(x.shape)} must be [{p}, {k}] (src's partitions, K elements)",
                 rule="dst-shape",
             )
-    m.check_read(t, loc)
-    m.check_write(vd, loc)
-    m.check_write(ix, loc)
-    m.emit(GPSIMD, "topk", [t], [vd, ix], 0, {"n": n, "k": k}, loc)
-    if not m.numerics:
-        vd.mark_written()
-        ix.mark_written()
-        return
+    s.reads, s.dst, s.also, s.also_checked = [t], vd, [ix], True
+    s.attrs = {"n": n, "k": k}
+    _layer.issue(s, _topk_values)
+
+
+def _topk_values(s: _layer.Step) -> np.ndarray:
+    (t,) = s.reads
+    (ix,) = s.also
+    n, k = s.attrs["n"], s.attrs["k"]  # type: ignore[index]
+    p = t.partitions
     cols = -(-n // 16)
     x = t.read().astype(np.float32).reshape(p, -1)[:, :cols]
     snakes = x.reshape(p // 16, 16, cols).transpose(0, 2, 1).reshape(p // 16, cols * 16)[:, :n]
     order = np.argsort(-snakes, axis=1, kind="stable")[:, :k]  # largest first, lowest index among equals
     order = order[:, ::-1]  # ascending values
     vals = np.take_along_axis(snakes, order, axis=1)
-    vd.write(_dt.round_to(np.repeat(vals, 16, axis=0).reshape(vd.shape), vd.dtype))
     ix.write(np.repeat(order, 16, axis=0).astype(np.uint32).reshape(ix.shape))
+    return np.repeat(vals, 16, axis=0).reshape(s.dst.shape)  # type: ignore[union-attr]

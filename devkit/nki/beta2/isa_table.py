@@ -4,10 +4,10 @@ Each :class:`Adapter` row states what differs between the two generations of one
 its NKI 0.x parameter list (``reference/nki_beta2.md`` §5.4, defaults included), where ``dst`` may live, which
 arguments are enums passed by member, the operand rules NKI 0.x adds, and how the result reaches ``dst``.  The
 instruction itself -- shape and dtype rules, engine selection, trace event (its cost class) and numerics -- is
-the Beta-1 instruction of :mod:`devkit.nki.isa`, called with ``dtype=dst.dtype``; :func:`build` turns a row into
-the public function.  Instructions whose NKI 0.x form computes something Beta 1 has no instruction for (or
-computes it differently) are written out in :mod:`devkit.nki.beta2.isa`, ``isa_more``, ``isa_mx`` and
-``isa_rng``.
+its declaration in the instruction layer (:mod:`devkit.nki._isa_layer`; by default the one the Beta-1 function of
+that name is generated from), executed with ``dtype=dst.dtype``; :func:`build` turns a row into the public
+function.  Instructions whose NKI 0.x form computes something Beta 1 has no instruction for (or computes it
+differently) are written out in :mod:`devkit.nki.beta2.isa`, ``isa_more``, ``isa_mx`` and ``isa_rng``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from devkit.dtype_names import itemsize
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError
 from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
+from devkit.nki._isa_layer import Instruction, execute
 from devkit.nki.beta2._convention import _dst, _into, _member, instruction
 from devkit.nki.beta2.constants import dge_mode, engine, oob_mode, reduce_cmd
 from devkit.sim.tensor import Tensor
@@ -42,7 +43,7 @@ def params(*required: str, **optional: Any) -> tuple[inspect.Parameter, ...]:
 
 @dataclass(frozen=True)
 class Adapter:
-    """How one NKI 0.x instruction maps onto its Beta-1 instruction."""
+    """How one NKI 0.x instruction maps onto its declaration in the instruction layer."""
 
     name: str
     doc: str
@@ -55,8 +56,8 @@ class Adapter:
     writes_dst: bool = False  # the Beta-1 instruction takes ``dst=`` itself (read-modify-write instructions)
     from_dst: tuple[str, ...] = ()  # Beta-1 arguments that are attributes of dst (``memset``'s ``shape``)
     casts: bool = True  # the Beta-1 instruction takes ``dtype=`` (the result is cast to dst's dtype)
-    beta1: str | Callable[..., Any] = (
-        ""  # the instruction-layer function, when not the Beta-1 one of that name
+    instruction: Instruction | None = (
+        None  # the instruction-layer declaration, when not the Beta-1 one of that name
     )
 
 
@@ -96,7 +97,10 @@ def build(spec: Adapter) -> Callable[..., None]:
     api = f"nisa.{spec.name}"
     sig = inspect.Signature(list(spec.params), return_annotation=None)
     bind = binder(spec.name, spec.params)
-    run = spec.beta1 if callable(spec.beta1) else getattr(_b1, spec.beta1 or spec.name)
+    ins = spec.instruction or getattr(_b1, spec.name).instruction
+
+    def run(**a: Any) -> Any:
+        return execute(ins, api, (), a)
 
     def run_one(*args: Any, **kwargs: Any) -> None:
         try:
@@ -399,7 +403,7 @@ ADAPTERS: tuple[Adapter, ...] = (
             name=None,
         ),
         enums=_RCMD,
-        beta1=_b1_reduce._tensor_scalar_reduce,
+        instruction=_b1_reduce.ACCUMULATING_SCALAR_REDUCE,
     ),
     Adapter(
         "range_select",
