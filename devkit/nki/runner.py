@@ -103,7 +103,23 @@ def unwritten_outputs(result: Any) -> tuple[str, ...]:
 
 
 def _returns_value(func: Any) -> bool:
-    """Whether a kernel function returns a value (post-2.21 convention) or writes its arguments."""
+    """Whether a kernel function returns a value (post-2.21 convention) or writes its arguments.
+
+    Read from the source once per code object (parsing it took about a third of a small kernel's run)."""
+    code = getattr(func, "__code__", None)
+    if code is not None:
+        known = _RETURNS_VALUE.get(code)
+        if known is None:
+            known = _RETURNS_VALUE[code] = _parse_returns_value(func)
+        return known
+    return _parse_returns_value(func)
+
+
+#: ``_returns_value`` by kernel code object (a code object is immutable; redefining a kernel makes a new one).
+_RETURNS_VALUE: dict[Any, bool] = {}
+
+
+def _parse_returns_value(func: Any) -> bool:
     try:
         src = textwrap.dedent(inspect.getsource(func))
         tree = ast.parse(src)
@@ -184,10 +200,16 @@ def _blas_threads() -> Any:
     ``DEVKIT_BLAS_THREADS`` is set (the worker pools of ``devkit run``/``tune`` set it to 1)."""
     import os
 
-    from threadpoolctl import threadpool_limits
+    global _BLAS
+    if _BLAS is None:
+        from threadpoolctl import ThreadpoolController
 
+        _BLAS = ThreadpoolController()  # finds the loaded BLAS libraries once (about 1 ms a call)
     n = os.environ.get("DEVKIT_BLAS_THREADS", "").strip()
-    return threadpool_limits(limits=max(1, int(n)) if n.isdigit() else 1, user_api="blas")
+    return _BLAS.limit(limits=max(1, int(n)) if n.isdigit() else 1, user_api="blas")
+
+
+_BLAS: Any = None
 
 
 def _grid_points(grid: tuple[int, ...]) -> list[tuple[int, ...]]:
