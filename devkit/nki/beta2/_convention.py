@@ -106,11 +106,14 @@ def instruction(fn: Callable[..., Any]) -> Callable[..., Any]:
     api = f"nisa.{fn.__name__}"
     name = fn.__name__
     indirect_views_made = _views.indirect_views_made
+    oob_views_made = _views.oob_views_made
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if indirect_views_made[0] and not _depth[0]:  # tensor.indirect operands: read their offsets now
             args, kwargs = _views.resolve_indirect(name, args, kwargs)
+        if oob_views_made[0] and not _depth[0]:  # an out-of-bounds .ap view is an error once used
+            _views.refuse_out_of_bounds(api, (*args, *kwargs.values()))
         _depth[0] += 1
         try:
             out = fn(*args, **kwargs)

@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 
 from devkit import dtypes as dt
-from devkit.errors import BoundsError, DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.errors import (
+    BoundsError,
+    DtypeError,
+    KernelArgumentError,
+    TileShapeError,
+    UnsupportedError,
+    user_location,
+)
 from devkit.nki.beta2.targets import machine_at_least
 from devkit.sim.storage import Storage, alias_of
 from devkit.sim.tensor import Tensor
@@ -266,7 +273,13 @@ def access_pattern(
         fast = _affine(base, pairs, off, sst, shape)
         if fast is not None:
             return fast
-    flat = np.full(shape, off, dtype=np.int64)
+    # element (partition, free) offsets: on chip the first pair walks partitions, the others one partition's
+    # elements, which never continue into the next partition (each partition is its own memory row)
+    split = base.on_chip and base.ndim > 1 and vector_offset is None
+    per_partition = sst[0] if base.ndim > 1 else 1
+    lead, free = (off // per_partition, off % per_partition) if split else (0, off)
+    part = np.full(shape, lead, dtype=np.int64)
+    flat = np.full(shape, free, dtype=np.int64)
     for ax, (step, count) in enumerate(pairs):
         sh = [1] * len(shape)
         sh[ax] = count
@@ -280,23 +293,131 @@ def access_pattern(
                     rule="bad-argument",
                 )
             flat = flat + (rows * sst[0]).reshape(sh)
+        elif ax == 0 and split:
+            part = part + np.arange(count, dtype=np.int64).reshape(sh)
         else:
             flat = flat + step * np.arange(count, dtype=np.int64).reshape(sh)
-    size = int(np.prod(base.shape))
-    if not dynamic and flat.size and (flat.min() < 0 or flat.max() >= size):
-        bad = int(flat.max()) if flat.max() >= size else int(flat.min())
-        raise BoundsError(
-            f"{api}: the access pattern {[list(p) for p in pairs]} with offset {off} reaches element {bad} of "
-            f"{base.describe()}, which has {size} elements",
-            rule="out-of-bounds",
-        )
-    coords = []
-    rem = flat
-    for d, s in enumerate(sst):
-        coords.append(rem // s if d else np.floor_divide(rem, s))
-        rem = rem - (rem // s) * s
+    if split:
+        coords = [part]
+        rem = flat
+        for d, s in enumerate(sst[1:]):
+            coords.append(np.floor_divide(rem, s) if d == 0 else rem // s)
+            rem = rem - np.floor_divide(rem, s) * s
+    else:
+        coords = []
+        rem = flat
+        for d, s in enumerate(sst):
+            coords.append(rem // s if d else np.floor_divide(rem, s))
+            rem = rem - (rem // s) * s
     pax = 0 if base.on_chip else None
-    return Tensor(base, None, shape, pax, tuple(np.ascontiguousarray(c) for c in coords))
+    arrays = tuple(np.ascontiguousarray(c) for c in coords)
+    why = None if dynamic else _ap_bounds(api, base, pairs, off, part, flat, split, per_partition)
+    if why is None:
+        return Tensor(base, None, shape, pax, arrays)
+    return OutOfBoundsView(base, shape, pax, arrays, why)
+
+
+def _ap_bounds(
+    api: str,
+    base: Storage,
+    pairs: list[tuple[int, int]],
+    off: int,
+    part: np.ndarray,
+    free: np.ndarray,
+    split: bool,
+    per_partition: int,
+) -> str | None:
+    """Why a static access pattern reaches outside ``base`` (None when it stays inside).
+
+    HBM: an element of the flattened storage outside ``[0, size)``.  SBUF/PSUM: a partition outside
+    ``[0, P)`` or an element of one partition outside ``[0, per_partition)``."""
+    pat = [list(p) for p in pairs]
+    if not free.size:
+        return None
+    if not split:
+        size = int(np.prod(base.shape))
+        if free.min() >= 0 and free.max() < size:
+            return None
+        bad = int(free.max()) if free.max() >= size else int(free.min())
+        return (
+            f"{api}: the access pattern {pat} with offset {off} reaches element {bad} of {base.describe()}, "
+            f"which has {size} elements"
+        )
+    n_part = base.shape[0]
+    if part.min() < 0 or part.max() >= n_part:
+        bad = int(part.max()) if part.max() >= n_part else int(part.min())
+        return (
+            f"{api}: the access pattern {pat} with offset {off} reaches partition {bad} of {base.describe()}, "
+            f"which has {n_part} partitions"
+        )
+    if free.min() >= 0 and free.max() < per_partition:
+        return None
+    bad = int(free.max()) if free.max() >= per_partition else int(free.min())
+    return (
+        f"{api}: the access pattern {pat} with offset {off} reaches element {bad} of a partition of "
+        f"{base.describe()}, which holds {per_partition} elements per partition (an access never continues "
+        "into the next partition)"
+    )
+
+
+class OutOfBoundsView(Tensor):
+    """A static access pattern (``t.ap(...)``) that reaches outside its tensor.
+
+    Making one is legal -- nki-library @d2ad3a5 (hardware-tested) builds such views and then skips the
+    instruction that would use them (``output_projection_tkg``, the last, incomplete PSUM tile); using one is
+    an error: every ``nki.isa`` instruction and ``nl.*`` wrapper given one (or a view of one) raises
+    :class:`~devkit.errors.BoundsError` naming the using line and the line that made the view.  Storage
+    coordinates are kept unclipped, so reads and writes outside the tensor also raise in a numerics run."""
+
+    def __init__(
+        self, base: Storage, shape: tuple[int, ...], pax: int | None, arrays: tuple[np.ndarray, ...], why: str
+    ) -> None:
+        super().__init__(base, None, shape, pax, arrays)
+        fn, ln = user_location()
+        self._oob = True
+        self._oob_why = f"{why} (the view was made at {fn}:{ln})"
+        oob_views_made[0] = True
+
+    def _keep(self, view: Tensor) -> Tensor:
+        """``view`` (derived from this one) still marked out of bounds when it reaches outside the tensor."""
+        if view.dims is not None or isinstance(view, OutOfBoundsView) or view.oob_positions() is None:
+            return view
+        out = Tensor.__new__(OutOfBoundsView)
+        Tensor.__init__(out, view.st, None, view.shape, view.pax, view._garr)
+        out._oob = True
+        out._oob_why = self._oob_why
+        return out
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return self._keep(super().__getitem__(key))
+
+    def expand_dims(self, axis: Any) -> Tensor:
+        return self._keep(Tensor.expand_dims(self, axis))  # type: ignore[attr-defined]
+
+    def broadcast_to(self, shape: Any) -> Tensor:
+        return self._keep(Tensor.broadcast_to(self, shape))  # type: ignore[attr-defined]
+
+    def view(self, dtype: Any) -> Tensor:
+        return self._keep(Tensor.view(self, dtype))  # type: ignore[attr-defined]
+
+    def __repr__(self) -> str:
+        return f"<nki out-of-bounds view {list(self.shape)} of {self.st.describe()}>"
+
+
+#: whether any out-of-bounds view was made in this process (instructions look for one only then)
+oob_views_made = [False]
+
+
+def refuse_out_of_bounds(api: str, operands: Any) -> None:
+    """Raise :class:`BoundsError` when one of ``operands`` is an out-of-bounds access pattern
+    (:class:`OutOfBoundsView`): an instruction (``api``) accesses every element of its operands."""
+    for x in operands:
+        if isinstance(x, (list, tuple)):
+            refuse_out_of_bounds(api, x)
+        elif isinstance(x, OutOfBoundsView):
+            raise BoundsError(
+                f"{api} uses a view that reaches outside its tensor: {x._oob_why}", rule="out-of-bounds"
+            )
 
 
 def _affine(
@@ -773,6 +894,7 @@ def indirect_view(t: Tensor, index: Any, num_elem: Any = None) -> IndirectView:
     t.check_alive()
     if isinstance(t, IndirectView):
         raise KernelArgumentError(f"{api}: an indirect view cannot be indirected again", rule="indirect-view")
+    refuse_out_of_bounds(api, (t,))
     if not t.st.on_chip or t.ndim < 2:
         raise KernelArgumentError(
             f"{api}: the data tensor must be an SBUF or PSUM tensor with a free dimension, got "
@@ -841,7 +963,9 @@ def resolve_indirect(name: str, args: tuple, kwargs: dict) -> tuple[tuple, dict]
 
 def refuse_indirect(api: str, *operands: Any) -> None:
     """Raise when an operand of an ``nl.*`` convenience wrapper is an indirect view (only the ``nki.isa``
-    instructions of :data:`INDIRECT_OPS` take one)."""
+    instructions of :data:`INDIRECT_OPS` take one), or an out-of-bounds access pattern."""
+    if oob_views_made[0]:
+        refuse_out_of_bounds(api, operands)
     if indirect_views_made[0] and any(isinstance(x, IndirectView) for x in operands):
         raise KernelArgumentError(
             f"{api} does not take an indirect operand (tensor.indirect); use one of the nki.isa instructions "
