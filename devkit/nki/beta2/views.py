@@ -882,7 +882,5 @@ def free_flat(t: Tensor) -> Tensor:
     f = t.size // max(p, 1)
     if t.shape == (p, f):
         return t
-    coords = tuple(
-        np.ascontiguousarray(np.broadcast_to(a, t.shape).reshape(p, f)) for a in t._index_arrays()
-    )
+    coords = tuple(np.ascontiguousarray(np.broadcast_to(a, t.shape).reshape(p, f)) for a in t._index_arrays())
     return Tensor(t.st, None, (p, f), 0, coords)
