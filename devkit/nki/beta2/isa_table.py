@@ -25,6 +25,7 @@ from devkit.errors import DtypeError, KernelArgumentError, TileShapeError
 from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
 from devkit.nki._isa_layer import Instruction, execute
+from devkit.nki.beta2 import views as _views
 from devkit.nki.beta2._convention import _dst, _into, _member, instruction
 from devkit.nki.beta2.constants import dge_mode, engine, oob_mode, reduce_cmd
 from devkit.sim.tensor import Tensor
@@ -213,7 +214,9 @@ def _whole(t: Tensor) -> bool:
 
 def no_broadcast(api: str, dst: Tensor, a: dict[str, Any]) -> None:
     """``data1`` and ``data2`` agree in partitions and elements per partition (NKI 0.x has no broadcasting);
-    a whole-storage ``data2`` of another free shape is read in ``data1``'s shape."""
+    operands of different free shapes are read element for element in row-major order (a whole-storage one is
+    reshaped to the other's shape, otherwise both are read flat) -- nki-library's attention_tkg subtracts a
+    ``[P, n, s]`` stride-0 view from a ``[P, n * s]`` tile (docs/errors.md, ``shape-mismatch``)."""
     x, y = a["data1"], a["data2"]
     if not (isinstance(x, Tensor) and isinstance(y, Tensor)):
         return
@@ -224,8 +227,14 @@ def no_broadcast(api: str, dst: Tensor, a: dict[str, Any]) -> None:
             "and elements per partition (no broadcasting in nki.isa)",
             rule="shape-mismatch",
         )
-    if x.shape != y.shape and _whole(y):
+    if x.shape == y.shape:
+        return
+    if _whole(y):
         a["data2"] = y.reshape(x.shape)
+    elif _whole(x):
+        a["data1"] = x.reshape(y.shape)
+    else:  # two views of different free shapes (e.g. one a stride-0 broadcast): both read flat
+        a["data1"], a["data2"] = _views.free_flat(x), _views.free_flat(y)
 
 
 # ---- the table -------------------------------------------------------------------------------------------------

@@ -94,22 +94,62 @@ class _TileSize2(_TileSize):
 tile_size = _TileSize2()
 
 
+def _fields(cls: type) -> list[str]:
+    """The fields of an :class:`NKIObject` subclass: its annotated names, then its plain data class attributes
+    (not methods, properties or dunders), base classes first, each in declaration order."""
+    annotated: list[str] = []
+    plain: list[str] = []
+    for klass in reversed(cls.__mro__):
+        if klass in (object, NKIObject):
+            continue
+        for n in inspect.get_annotations(klass):
+            if n not in annotated:
+                annotated.append(n)
+        for n, v in vars(klass).items():
+            if n.startswith("__") or callable(v) or isinstance(v, (property, staticmethod, classmethod)):
+                continue
+            if n not in plain:
+                plain.append(n)
+    return annotated + [n for n in plain if n not in annotated]
+
+
 class NKIObject:
     """Base class for user classes used inside kernels (NKI 0.x compiles only such classes).
 
-    A subclass without an ``__init__`` of its own (and not a dataclass) is built from its annotated fields,
-    positionally in declaration order or by name, class attributes serving as defaults; fields not given stay
-    unset (methods fill them in later): nki-library (hardware-tested) constructs ``DimensionSizes(T=T, H=H, ...)``
-    from such a class and derives ``I_TP_sharded`` afterwards (moe_cte/bwmm_shard_on_I.py).
+    A subclass without an ``__init__`` of its own (and not a dataclass) is built from its fields -- annotated
+    names, then plain class attributes -- positionally in that order or by name, class attributes serving as
+    defaults; fields not given stay unset (methods fill them in later).  nki-library (hardware-tested) constructs
+    ``DimensionSizes(T=T, H=H, ...)`` from annotated fields and derives ``I_TP_sharded`` afterwards
+    (moe_cte/bwmm_shard_on_I.py), and ``SectionParams(section_idx=..., ...)`` from unannotated class attributes
+    ``section_idx = None`` (attention/attention_cte.py) -- a ``@dataclass`` whose fields carry no annotation, so
+    the plain class attributes are recorded as annotated fields when the subclass is created
+    (:meth:`__init_subclass__`), before the decorator reads them.
     """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        own = dict(inspect.get_annotations(cls))
+        added = False
+        for n, v in list(vars(cls).items()):
+            if (
+                n in own
+                or n.startswith("__")
+                or callable(v)
+                or isinstance(v, (property, staticmethod, classmethod))
+            ):
+                continue
+            if (
+                type(v).__hash__ is None
+            ):  # a mutable default (list, dict): a dataclass would refuse it as a field
+                continue
+            own[n] = Any
+            added = True
+        if added:
+            cls.__annotations__ = own
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         cls = type(self)
-        names: list[str] = []
-        for klass in reversed(cls.__mro__):
-            for n in inspect.get_annotations(klass):
-                if n not in names:
-                    names.append(n)
+        names = _fields(cls)
         if len(args) > len(names):
             raise TypeError(f"{cls.__name__}() takes {len(names)} field(s) but {len(args)} were given")
         given = dict(zip(names, args))

@@ -991,3 +991,20 @@ VIEW_METHODS = {
     "indirect": indirect_view,
     "is_indirect": is_indirect,
 }
+
+
+# ---- free dimensions read flat (operands of another free shape) ------------------------------------------------
+
+
+def free_flat(t: Tensor) -> Tensor:
+    """``t`` read as ``(P, F)``: its free dimensions flattened in row-major order, ``F`` elements per partition.
+
+    Works for any view -- strided, stride-0 (``broadcast``) and explicitly indexed ones -- by gathering the
+    view's own coordinates, so the elements and their order are exactly the view's.  NKI 0.x operands need only
+    agree in partitions and elements per partition (``reference/nki_beta2.md`` §5.2)."""
+    p = t.shape[0] if t.shape else 1
+    f = t.size // max(p, 1)
+    if t.shape == (p, f):
+        return t
+    coords = tuple(np.ascontiguousarray(np.broadcast_to(a, t.shape).reshape(p, f)) for a in t._index_arrays())
+    return Tensor(t.st, None, (p, f), 0, coords)
