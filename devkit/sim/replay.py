@@ -122,16 +122,19 @@ def _sig(i: Instr) -> tuple:
 
 
 def _same(a: Instr, b: Instr) -> bool:
-    """Whether ``a`` and ``b`` are the same instruction but for their ids and dependencies."""
+    """Whether ``a`` and ``b`` are the same instruction but for their ids and dependencies: the fields of
+    :func:`_sig` in its order, attributes as a mapping (no attributes and empty ones are the same).
+    Instructions synthesised from one template share their operand and attribute objects, so identity
+    answers first.  Raises TypeError where operands do not compare (:mod:`devkit.sim.replay2` says False)."""
     return (
         a.engine == b.engine
         and a.opcode == b.opcode
         and a.flops == b.flops
         and a.lineno == b.lineno
         and a.filename == b.filename
-        and a.ins == b.ins
-        and a.outs == b.outs
-        and (a.attrs or None) == (b.attrs or None)
+        and (a.ins is b.ins or a.ins == b.ins)
+        and (a.outs is b.outs or a.outs == b.outs)
+        and (a.attrs is b.attrs or (a.attrs or None) == (b.attrs or None))
     )
 
 

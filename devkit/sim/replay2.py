@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from devkit.sim.replay import _blocks, _shifted
+from devkit.sim.replay import _blocks, _same, _shifted
 from devkit.trace import Instr
 
 if TYPE_CHECKING:
@@ -279,21 +279,9 @@ def plan(rec: Recorder) -> Template | None:
 
 def _same_sig(a: Instr, b: Instr) -> bool:
     """Whether two instructions have the same :func:`devkit.sim.replay._sig` (False where comparing them
-    raises TypeError), without building the signatures.  Instructions synthesised from one template share
-    their operand and attribute objects."""
+    raises TypeError), without building the signatures."""
     try:
-        # the fields of _sig in its order; attributes as a mapping (the sorted items compare alike, and
-        # no attributes and empty ones are the same)
-        return (
-            a.engine == b.engine
-            and a.opcode == b.opcode
-            and a.flops == b.flops
-            and a.lineno == b.lineno
-            and a.filename == b.filename
-            and (a.ins is b.ins or a.ins == b.ins)
-            and (a.outs is b.outs or a.outs == b.outs)
-            and (a.attrs is b.attrs or (a.attrs or None) == (b.attrs or None))
-        )
+        return _same(a, b)
     except TypeError:
         return False
 
