@@ -186,8 +186,11 @@ def _moved_values(s: _layer.Step) -> Any:
         and st.n_uninit == st.uninit.size
         and _is_whole(dst)
         and st.lazy is None
+        and st.base is None
+        and not st.aliases
     ):
-        # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping
+        # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping (not through
+        # a reshape alias or into a tensor that has one: their initialisation state is shared)
         np.copyto(st.data, v if v.shape == dst.shape else v.reshape(dst.shape))
         st.written = True
         st.uninit, st.n_uninit = None, 0
