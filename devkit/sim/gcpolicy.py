@@ -8,7 +8,7 @@ collector (``benchmarks/bench_contributed.py`` conv, measured with ``gc.disable(
 
 During a run the older generations are collected ten times less often (generation 0 keeps its
 threshold: short-lived cycles are still collected as they arise); the previous thresholds come back
-when the run ends, nested runs included.
+when the run ends, nested runs included.  :func:`paused` stops cyclic collection for a block.
 """
 
 from __future__ import annotations
@@ -31,3 +31,18 @@ def during_simulation() -> Iterator[None]:
         yield
     finally:
         gc.set_threshold(*old)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No cyclic collection while the block runs; the collector's earlier state comes back afterwards.
+
+    For work that allocates many short-lived objects and makes no reference cycles (loop replay's planning
+    and synthesis, :mod:`devkit.sim.replay2`): a pass over them would find nothing."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

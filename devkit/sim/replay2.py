@@ -27,13 +27,12 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 
 from __future__ import annotations
 
-import gc
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from devkit.sim import gcpolicy
 from devkit.sim.replay import _blocks, _same, _shifted
 from devkit.trace import Instr
 
@@ -586,19 +585,6 @@ def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -
     return out
 
 
-@contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
-    """Planning and synthesising allocate many short-lived objects and no reference cycles: the cyclic
-    garbage collector's passes over them would find nothing (its earlier state is restored afterwards)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> Iterator[int]:
     """Run an NKI 0.x loop over ``seq`` in a cost-only run, replaying it when it is long enough, the body
     passed ``may_replay`` (checked after iteration 2, when the body's values exist) and iterations 1 and 2
@@ -622,7 +608,7 @@ def iterate(m: Machine, seq: Sequence[int], may_replay: Callable[[], bool]) -> I
                     m.recorders2.remove(rec)
                     tmpl = None
                     if may_replay():
-                        with _cyclic_gc_paused():
+                        with gcpolicy.paused():
                             tmpl = plan(rec)
                             if tmpl is not None:
                                 synthesise(m, rec, tmpl, n)
