@@ -1,7 +1,9 @@
-"""``devkit promote KERNEL``: render hw_tests/test_<KERNEL>.py, a hardware test of a simulated kernel.
+"""``devkit promote KERNEL``: write hw_tests/test_<KERNEL>.py, a hardware test of a simulated kernel.
 
 KERNEL is ``FILE.py:KERNEL`` or a declared name.  The test goes into the project's ``hw_tests/``
-(``[tool.devkit] hw_tests``) together with the ``conftest.py`` it needs (written once, never overwritten).
+(``[tool.devkit] hw_tests``): its cases as data in ``hw_tests/cases/<KERNEL>.json`` (shapes, dtypes, pinned
+blocks, predicted latencies, slack, timing and the promotion's provenance) and a generated module of a few
+lines that loads them, together with the ``conftest.py`` it needs (written once, never overwritten).
 
 Each test is for the NKI API generation its kernel is written in (Beta 1 ``neuronxcc.nki``: Neuron SDK
 <= 2.29; Beta 2 ``import nki``: SDK >= 2.27).  ``--generation host`` (the default) promotes the kernel's
@@ -10,7 +12,7 @@ versions the host's SDK compiles (every version when no SDK is installed here); 
 
 The generated module validates the kernel with the real ``nki.baremetal`` against the registry's NumPy
 reference and tolerance, times it with ``nki.benchmark`` (P50, P99), asserts the P50 is within
-``--slack`` of the latency the cost model predicts now (written into the test), and appends every run
+``--slack`` of the latency the cost model predicts now (written into the case file), and appends every run
 to the results store under results/.  Blocks are pinned to the kernel's current defaults.
 """
 
@@ -40,9 +42,8 @@ _EXAMPLES = """examples:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "promote", "render a hardware test (hw_tests/test_<kernel>.py) of a kernel", __doc__, _EXAMPLES
-    )
+    summary = "write a hardware test of a kernel (hw_tests/test_<kernel>.py + cases/<kernel>.json)"
+    p = add_command(sub, "promote", summary, __doc__, _EXAMPLES)
     p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL or a declared name (or --all)")
     p.add_argument("--all", action="store_true", help="promote every declared kernel (project and kit)")
     p.add_argument(
@@ -71,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out-dir",
         default=None,
         metavar="DIR",
-        help="where to write test_<kernel>.py (default: the project's hw_tests/)",
+        help="where to write test_<kernel>.py and cases/<kernel>.json (default: the project's hw_tests/)",
     )
     p.add_argument(
         "--generation",
@@ -164,8 +165,8 @@ def run(args: argparse.Namespace) -> int:
             err.print(f"[red]prediction failed:[/] {escape(f)}", highlight=False, soft_wrap=True)
             status = 1
         out.print(
-            f"wrote {escape(str(result.path))} ({len(result.cases)} cases); run it with `devkit hw run` "
-            "on a Trainium host",
+            f"wrote {escape(str(result.path))} and its {len(result.cases)} cases ({escape(str(result.cases_path))}); "
+            "run it with `devkit hw run` on a Trainium host",
             highlight=False,
         )
     return status

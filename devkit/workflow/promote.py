@@ -1,11 +1,12 @@
-"""Promotion: render a kernel that passed simulation into a hardware test module (jinja2).
+"""Promotion: turn a kernel that passed simulation into a hardware test (a case file and a tiny module).
 
 :func:`build_cases` pins the blocks of each (shape, dtype) to the kernel's current defaults and asks
-the trace-based cost model for the latency on each requested target; :func:`render` fills
-``templates/hw_test.py.j2``; :func:`promote` does both and writes ``hw_tests/test_<kernel>.py``
-atomically.  The generated module is plain pytest: it imports only ``pytest`` and :mod:`devkit.hw`
-at collection time, so on a machine without the hardware it is collected and skipped without ever
-binding ``neuronxcc.nki`` to anything.
+the trace-based cost model for the latency on each requested target; :func:`case_file` adds the
+promotion's provenance; :func:`write_tests` writes the data as ``hw_tests/cases/<kernel>.json``
+(:mod:`devkit.workflow.hw.cases`) and the module ``hw_tests/test_<kernel>.py`` that loads it
+(:func:`render_module`, from ``templates/hw_test.py.j2``), each atomically; :func:`promote` does it all.
+The generated module is plain pytest: it imports only :mod:`devkit.hw` at collection time, so on a machine
+without the hardware it is collected and skipped without ever binding ``neuronxcc.nki`` to anything.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from devkit import atomic
+from devkit.workflow.hw import cases as hw_cases
 from devkit.workflow.hw import harness as hw_harness
 from devkit.workflow.hw import host as hw_host
 from devkit.workflow.hw import store as hw_store
@@ -57,6 +59,7 @@ class Promoted:
     cases: list[hw_harness.Case]
     failures: list[str]
     warnings: list[str] = field(default_factory=list)
+    cases_path: Path | None = None
 
 
 def default_shapes(spec: Any) -> list[dict[str, int]]:
@@ -134,84 +137,6 @@ def build_cases(
     return cases, failures
 
 
-def _literal(value: Any) -> str:
-    """A Python literal with double-quoted strings (what ruff's formatter would write)."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, bool) or value is None:
-        return repr(value)
-    if isinstance(value, float):
-        return repr(round(value, 3))
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{json.dumps(str(k))}: {_literal(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
-    return repr(value)
-
-
-#: ``Case.slack``'s default: left out of the rendered cases.
-_CASE_SLACK = hw_harness.Case("", {}, "").slack
-
-
-def case_source(case: hw_harness.Case, indent: int = 4, width: int = 110) -> str:
-    """One ``hw.Case(...)`` of the generated module's ``CASES``, on one line (positional kernel, shape and
-    dtype; blocks, predictions and slack by keyword, blocks and slack only when not the defaults); packed
-    onto as few continuation lines as fit in ``width`` when one line would be longer."""
-    pad = " " * indent
-    parts: list[str | tuple[str, Mapping[str, Any]]] = [
-        "KERNEL",
-        _literal(dict(case.shape)),
-        _literal(case.dtype),
-    ]
-    if case.blocks:
-        parts.append(("blocks", dict(case.blocks)))
-    parts.append(("predicted_us", dict(case.predicted_us)))
-    if float(case.slack) != _CASE_SLACK:
-        parts.append(f"slack={_literal(float(case.slack))}")
-    flat = [p if isinstance(p, str) else f"{p[0]}={_literal(p[1])}" for p in parts]
-    line = f"{pad}hw.Case({', '.join(flat)}),"
-    if len(line) <= width:
-        return line
-    inner = " " * (indent + 4)
-    lines: list[str] = []
-    current = ""
-    for part, text in zip(parts, flat):
-        if len(inner) + len(text) + 1 > width and not isinstance(part, str):  # a long mapping: its own block
-            if current:
-                lines.append(current)
-            items = [f"{json.dumps(str(k))}: {_literal(v)}" for k, v in part[1].items()]
-            lines += [f"{inner}{part[0]}={{", *_pack(items, indent + 8, width), f"{inner}}},"]
-            current = ""
-            continue
-        candidate = f"{current} {text}," if current else f"{inner}{text},"
-        if current and len(candidate) > width:
-            lines.append(current)
-            candidate = f"{inner}{text},"
-        current = candidate
-    if current:
-        lines.append(current)
-    return "\n".join([f"{pad}hw.Case(", *lines, f"{pad}),"])
-
-
-def _pack(items: Sequence[str], indent: int, width: int) -> list[str]:
-    """``items`` joined by ``", "`` onto as few lines of at most ``width`` as fit (each line ends in ``,``)."""
-    pad, lines, current = " " * indent, [], ""
-    for item in items:
-        candidate = f"{current} {item}," if current else f"{pad}{item},"
-        if current and len(candidate) > width:
-            lines.append(current)
-            candidate = f"{pad}{item},"
-        current = candidate
-    return [*lines, current] if current else lines
-
-
-class _KernelName:
-    """Renders as the module constant ``KERNEL``."""
-
-    def __repr__(self) -> str:
-        return "KERNEL"
-
-
 def _environment() -> Any:
     import jinja2
 
@@ -227,7 +152,26 @@ def _environment() -> Any:
     )
 
 
-def render(
+def render_module(name: str, generation: str) -> str:
+    """The source of ``hw_tests/test_<name>.py``: a docstring and one call of
+    :func:`devkit.hw.promoted_tests_from` on ``cases/<name>.json`` (``generation``: the kernel's NKI API).
+    It holds no data, so re-promoting leaves it unchanged."""
+    relative = f"{hw_cases.CASES_DIR}/{name}.json"
+    title = (
+        f"Hardware tests of ``{name}``, an NKI {hw_host.generation_label(generation)} kernel, on the cases "
+        f"in ``{relative}``."
+    )
+    return (
+        _environment()
+        .get_template("hw_test.py.j2")
+        .render(
+            title_lines=textwrap.wrap(title, 100, break_on_hyphens=False, break_long_words=False),
+            case_file_literal=json.dumps(relative),
+        )
+    )
+
+
+def case_file(
     kernel: str,
     cases: Sequence[hw_harness.Case],
     *,
@@ -237,42 +181,43 @@ def render(
     iters: int = DEFAULT_ITERS,
     seed: int = 0,
     generation: str = "beta1",
-) -> str:
-    """The source of ``hw_tests/test_<kernel>.py`` (``generation``: the kernel's NKI API)."""
+) -> hw_cases.CaseFile:
+    """The case file of ``kernel`` with this promotion's provenance (command, devkit version, git commit,
+    UTC date)."""
     from devkit import __version__
 
     if warmup < 0 or iters < 1:
         raise PromoteError("warmup must be >= 0 and iters >= 1")
-    return (
-        _environment()
-        .get_template("hw_test.py.j2")
-        .render(
-            kernel=kernel,
-            kernel_literal=json.dumps(kernel),
-            description_lines=textwrap.wrap(description[:1].upper() + description[1:].rstrip(".") + ".", 100),
-            generated_lines=textwrap.wrap(
-                f"GENERATED by ``{command}`` (do not edit: re-promote);",
-                100,
-                break_on_hyphens=False,
-                break_long_words=False,
-            ),
-            devkit_version=__version__,
-            git_commit=hw_host.git_commit(),
-            generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            warmup=warmup,
-            iters=iters,
-            seed=seed,
-            generation_literal=json.dumps(generation),
-            generation_label=hw_host.generation_label(generation),
-            generation_sdks=hw_host.release_text(generation),
-            timing=(
-                f"``nki.benchmark(warmup={warmup}, iters={iters})``"
-                if generation == "beta1"
-                else f"{iters} standalone calls after {warmup} warm-up, host clock"
-            ),
-            cases=[case_source(c) for c in cases],
-        )
+    provenance = {
+        "command": command,
+        "devkit_version": __version__,
+        "git_commit": hw_host.git_commit(),
+        "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    return hw_cases.CaseFile(
+        kernel=kernel,
+        generation=generation,
+        description=description,
+        cases=tuple(cases),
+        warmup=warmup,
+        iters=iters,
+        seed=seed,
+        provenance=provenance,
     )
+
+
+def write_tests(directory: str | Path, name: str, data: hw_cases.CaseFile) -> tuple[Path, Path]:
+    """Write ``directory/cases/<name>.json`` and ``directory/test_<name>.py`` (each atomically, the data
+    first); returns both paths (module, case file)."""
+    directory = Path(directory)
+    text = hw_cases.dumps(data)
+    try:  # what the tests will read must load
+        hw_cases.parse(json.loads(text), str(hw_cases.case_path(directory, name)))
+    except hw_cases.CaseFileError as exc:
+        raise PromoteError(str(exc)) from None
+    cases_path = atomic.write_text(hw_cases.case_path(directory, name), text)
+    module = atomic.write_text(directory / f"test_{name}.py", render_module(name, data.generation))
+    return module, cases_path
 
 
 def promote(
@@ -290,19 +235,18 @@ def promote(
     registry: Any = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Promoted:
-    """Build the cases, render the module and write ``out_dir/test_<kernel>.py`` (atomically)."""
+    """Build the cases and write ``out_dir/cases/<kernel>.json`` and ``out_dir/test_<kernel>.py``."""
     spec = _spec(kernel, registry)
     kernel = _ref(kernel, spec, registry)
     shapes = list(shapes) if shapes else default_shapes(spec)
     cases, failures = build_cases(
         kernel, shapes, dtypes, targets, slack=slack, jobs=jobs, registry=registry, progress=progress
     )
-    cmd = command or f"devkit promote {kernel}"
-    source = render(
+    data = case_file(
         kernel,
         cases,
         description=spec.description,
-        command=cmd,
+        command=command or f"devkit promote {kernel}",
         warmup=warmup,
         iters=iters,
         generation=getattr(spec, "generation", "beta1"),
@@ -310,8 +254,8 @@ def promote(
     target_dir = Path(out_dir) if out_dir is not None else default_out_dir()
     ensure_conftest(target_dir)
     stale = stale_conftest(target_dir)
-    path = atomic.write_text(target_dir / f"test_{spec.name}.py", source)
-    return Promoted(path, cases, failures, [stale] if stale else [])
+    path, cases_path = write_tests(target_dir, spec.name, data)
+    return Promoted(path, cases, failures, [stale] if stale else [], cases_path)
 
 
 #: ``--generation`` choices: the host SDK's generations (every generation without an SDK here), both, or one.

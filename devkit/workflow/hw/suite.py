@@ -1,8 +1,9 @@
 """The pytest side of a hardware-test directory (``hw_tests/``): the generated tests' body and their conftest.
 
-Every module ``devkit promote`` writes (``devkit/templates/hw_test.py.j2``) is data (the kernel, its NKI
-generation, the ``CASES`` with their predictions and slack) plus one call of :func:`promoted_tests`, which
-returns its ``test_numerics`` and ``test_latency``: each case runs through
+Every module ``devkit promote`` writes (``devkit/templates/hw_test.py.j2``) is a docstring and one call of
+:func:`promoted_tests_from`, which reads the module's case file (``cases/<kernel>.json``, the kernel, its NKI
+generation, the cases with their predictions and slack: :mod:`devkit.workflow.hw.cases`) and returns its
+``test_numerics`` and ``test_latency`` (:func:`promoted_tests`): each case runs through
 :func:`~devkit.workflow.hw.harness.run_numerics` / :func:`~devkit.workflow.hw.harness.run_latency`, which record
 the run in the results store before anything is asserted.
 
@@ -41,13 +42,15 @@ import pytest
 from devkit.errors import HardwareUnavailableError
 from devkit.project import Project
 from devkit.workflow.catalog import ProjectKernels
+from devkit.workflow.hw import cases as hw_cases
 from devkit.workflow.hw.fake import fake_requirements, fake_runner
 from devkit.workflow.hw.harness import Case, run_latency, run_numerics
 from devkit.workflow.hw.host import HostContext, check_requirements
 from devkit.workflow.hw.runners import sdk_runner
 from devkit.workflow.hw.store import ResultsStore
+from devkit.workflow.kernel_ref import KernelRefError
 
-__all__ = ["conftest_hooks", "promoted_tests"]
+__all__ = ["conftest_hooks", "promoted_tests", "promoted_tests_from"]
 
 _FAKE_MODES = ("ok", "wrong", "slow")
 
@@ -115,12 +118,40 @@ _OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 # ---- the generated tests' body ---------------------------------------------------------------------------
 
 
+def promoted_tests_from(module_file: str | Path, case_file: str | Path) -> tuple[Callable[..., None], ...]:
+    """``test_numerics`` and ``test_latency`` of a generated module, from its case file (``case_file``
+    relative to the directory of ``module_file``, e.g. ``"cases/xuv_fused.json"``): :func:`promoted_tests`
+    over the cases, with the generation, timing and seed the file holds.
+
+    A missing or garbled file raises :class:`~devkit.workflow.hw.cases.CaseFileError` naming the file and
+    the field (a collection error of that one module); a kernel the project does not declare, or one of
+    another NKI generation than the file says, fails each of its tests naming the file.
+    """
+    path = Path(module_file).resolve().parent / case_file
+    data = hw_cases.load(path)
+    return promoted_tests(
+        data.cases,
+        generation=data.generation,
+        warmup=data.warmup,
+        iters=data.iters,
+        seed=data.seed,
+        origin=str(path),
+    )
+
+
 def promoted_tests(
-    cases: Sequence[Case], *, generation: str, warmup: int, iters: int, seed: int
+    cases: Sequence[Case],
+    *,
+    generation: str,
+    warmup: int,
+    iters: int,
+    seed: int,
+    origin: str | None = None,
 ) -> tuple[Callable[..., None], Callable[..., None]]:
     """``test_numerics`` and ``test_latency`` of a generated module, each parametrized over ``cases`` (ids
     :meth:`Case.test_id`) and marked ``nki_generation(generation)``; ``warmup`` and ``iters`` are the timed
-    calls of ``run_latency``, ``seed`` that of the inputs."""
+    calls of ``run_latency``, ``seed`` that of the inputs; ``origin`` (the case file) is named when a case's
+    kernel is not declared or not of ``generation``."""
     over_cases = pytest.mark.parametrize("case", list(cases), ids=Case.test_id)
     of_generation = pytest.mark.nki_generation(generation)
 
@@ -129,6 +160,7 @@ def promoted_tests(
     def test_numerics(
         case: Case, device: Any, kernel_registry: Any, hw_context: Any, results_store: Any
     ) -> None:
+        _check_kernel(kernel_registry, case, generation, origin)
         check = run_numerics(device, kernel_registry, hw_context, results_store, case, seed=seed)
         if not check.passed:
             pytest.fail(check.message)
@@ -143,6 +175,7 @@ def promoted_tests(
         results_store: Any,
         latency_options: Any,
     ) -> None:
+        _check_kernel(kernel_registry, case, generation, origin)
         timing = {"seed": seed, "warmup": warmup, "iters": iters, **latency_options}
         verdict = run_latency(device, kernel_registry, hw_context, results_store, case, **timing)
         if verdict.model_note:
@@ -151,6 +184,23 @@ def promoted_tests(
             pytest.fail(f"{case.test_id()}: latency regression: {verdict.message}")
 
     return test_numerics, test_latency
+
+
+def _check_kernel(registry: Any, case: Case, generation: str, origin: str | None) -> None:
+    """With a case file (``origin``): its kernel must be declared and of its generation, else a
+    :class:`~devkit.workflow.hw.cases.CaseFileError` naming the file (before the device is touched)."""
+    if origin is None:
+        return
+    try:
+        spec = registry.get(case.kernel)
+    except (KeyError, KernelRefError) as exc:
+        raise hw_cases.CaseFileError(f"{origin}: kernel: {exc.args[0] if exc.args else exc}") from None
+    declared = getattr(spec, "generation", "beta1")
+    if declared != generation:
+        raise hw_cases.CaseFileError(
+            f"{origin}: generation: {case.kernel} is a {declared} kernel, the file says {generation}: "
+            f"re-promote it (`devkit promote {case.kernel}`)"
+        )
 
 
 # ---- the conftest ------------------------------------------------------------------------------------------
