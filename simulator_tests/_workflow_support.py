@@ -18,6 +18,7 @@ EXAMPLE_WRITES = frozenset(
         "devkit-sweeps/scaled_add.json",
         "devkit-sweeps/scaled_add.png",
         "hw_tests/conftest.py",
+        "hw_tests/cases/scaled_add.json",
         "hw_tests/test_scaled_add.py",
         "devkit-report/index.html",
         "devkit-report/results.json",

@@ -169,10 +169,10 @@ def _small_hw_tests(root: Path) -> Path:
         kernel="matmul_tiled", shape={"K": 256, "M": 128, "N": 256}, dtype="bfloat16",
         predicted_us={"trn1": 10.0}, slack=10.0,
     )  # fmt: skip
-    source = promote.render(
+    data = promote.case_file(
         "matmul_tiled", [case], description="small case", command="test", warmup=2, iters=5
     )
-    (tests / "test_matmul_tiled.py").write_text(source, encoding="utf-8")
+    promote.write_tests(tests, "matmul_tiled", data)
     return tests
 
 

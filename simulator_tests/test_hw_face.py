@@ -5,7 +5,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from devkit import hw
+from devkit.workflow.hw import cases as hw_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 _USE = re.compile(r"(?<![\w.])hw\.([A-Za-z_]\w*)")
@@ -18,7 +21,7 @@ def _names_used(paths: list[Path]) -> set[str]:
 def test_the_face_exports_every_name_the_template_and_the_hw_tests_use():
     sources = [ROOT / "devkit" / "templates" / "hw_test.py.j2", *sorted((ROOT / "hw_tests").glob("*.py"))]
     used = _names_used(sources)
-    assert {"Case", "promoted_tests", "conftest_hooks", "find_project"} <= used  # the real uses
+    assert {"promoted_tests_from", "conftest_hooks", "find_project"} <= used  # the real uses
     missing = sorted(used - set(hw.__all__))
     assert not missing, f"hw_tests/ or the template use names devkit.hw does not export: {missing}"
     for name in hw.__all__:
@@ -26,7 +29,7 @@ def test_the_face_exports_every_name_the_template_and_the_hw_tests_use():
 
 
 def test_the_face_stays_small():
-    assert len(hw.__all__) <= 16
+    assert len(hw.__all__) <= 17
     assert len((ROOT / "devkit" / "hw.py").read_text(encoding="utf-8").splitlines()) <= 60
 
 
@@ -36,6 +39,24 @@ def test_the_face_and_the_workflow_modules_are_the_same_objects():
 
     assert hw.Case is harness.Case and hw.ResultsStore is store.ResultsStore
     assert hw.load_sdk is host.load_sdk and hw.HardwareUnavailableError is HardwareUnavailableError
+
+
+def test_promoted_tests_from_a_case_file_carry_its_cases_generation_and_timing(tmp_path):
+    from devkit.workflow import promote
+
+    cases = [
+        hw.Case("k", {"N": 64}, "float32", predicted_us={"trn1": 2.5}),
+        hw.Case("k", {"N": 128}, "float32"),
+    ]
+    data = promote.case_file("k", cases, description="", command="c", warmup=3, iters=4, generation="beta2")
+    module, _ = promote.write_tests(tmp_path, "k", data)
+    numerics, latency = hw.promoted_tests_from(module, "cases/k.json")
+    for test in (numerics, latency):
+        marks = {m.name: m for m in test.pytestmark}
+        assert marks["nki_generation"].args == ("beta2",)
+        assert list(marks["parametrize"].args[1]) == cases
+    with pytest.raises(hw_cases.CaseFileError, match=r"cases/nope\.json: no such case file"):
+        hw.promoted_tests_from(module, "cases/nope.json")
 
 
 def test_promoted_tests_run_every_case_marked_with_the_generation():

@@ -20,6 +20,7 @@ import pytest
 
 from devkit.errors import HardwareUnavailableError
 from devkit.workflow import promote
+from devkit.workflow.hw import cases as hw_cases
 from devkit.workflow.hw import fake as hw_fake
 from devkit.workflow.hw import host as hw_host
 from devkit.workflow.hw import runners as hw_runners
@@ -222,13 +223,19 @@ def test_a_kernel_of_the_other_generation_is_refused_before_it_runs(project, mon
 def test_promote_writes_one_marked_test_per_generation(project):
     b1 = (project / "hw_tests" / "test_triple.py").read_text()
     b2 = (project / "hw_tests" / "test_triple_b2.py").read_text()
-    assert 'generation="beta1"' in b1 and 'generation="beta2"' in b2  # hw.promoted_tests marks the tests
-    assert "Beta 2 (nki) kernel (runs on Neuron SDK >= 2.27)" in b2
-    assert "standalone calls after 5 warm-up, host clock" in b2 and "nki.benchmark(warmup=5" in b1
-    cases = [line for line in b2.splitlines() if line.strip().startswith("hw.Case(")]
-    assert cases == [
-        '    hw.Case(KERNEL, {"N": 96}, "float32", predicted_us={"trn1": ' + cases[0].split(": ")[-1]
-    ]
+    assert "Beta 1 (neuronxcc.nki) kernel" in b1 and "Beta 2 (nki) kernel" in b2
+    assert b2.rstrip().endswith('hw.promoted_tests_from(__file__, "cases/triple_b2.json")')
+    c1 = hw_cases.load(project / "hw_tests" / "cases" / "triple.json")
+    c2 = hw_cases.load(project / "hw_tests" / "cases" / "triple_b2.json")
+    assert (c1.generation, c2.generation) == ("beta1", "beta2")  # hw.promoted_tests_from marks the tests
+    assert (c2.warmup, c2.iters) == (5, 20)
+    (case,) = c2.cases
+    assert (case.kernel, dict(case.shape), case.dtype, set(case.predicted_us)) == (
+        "triple_b2",
+        {"N": 96},
+        "float32",
+        {"trn1"},
+    )
     assert (project / "hw_tests" / "conftest.py").is_file()
 
 
@@ -265,7 +272,8 @@ def test_promote_cli_says_what_it_left_out(project, tmp_path):
     proc = _devkit(project, "promote", "triple_b2", "--generation", "beta1", "--out-dir", str(tmp_path / "a"))
     assert proc.returncode == 0, proc.stderr
     assert "triple_b2 (Beta 2 (nki)) left out: --generation beta1" in proc.stderr
-    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["conftest.py", "test_triple.py"]
+    written = sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*") if p.is_file())
+    assert written == ["cases/triple.json", "conftest.py", "test_triple.py"]
     beta2_only = KERNELS.replace('name="triple", ', 'name="solo", generation="beta2", ')
     beta2_only = beta2_only.replace('name="triple_b2"', 'name="solo_b2"').replace(
         'family="triple"', 'family="solo"'

@@ -1,4 +1,4 @@
-"""Promotion end to end without hardware: render a hardware test, run it against the fake SDK.
+"""Promotion end to end without hardware: write a hardware test (case file + module), run it against the fake SDK.
 
 The generated module runs in a separate pytest process (as ``devkit hw run`` would), with the
 project's ``hw_tests/conftest.py``: skipped with one reason without hardware, an immediate failure
@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from devkit.workflow import promote
+from devkit.workflow.hw import cases as hw_cases
 from devkit.workflow.hw import store as hw_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,16 +54,25 @@ def _pytest(path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_generated_module_is_valid_and_pins_the_prediction(generated):
+def test_generated_module_is_tiny_and_its_case_file_pins_the_prediction(generated):
     source = generated.read_text()
     ast.parse(source)
-    call = 'test_numerics, test_latency = hw.promoted_tests(CASES, generation="beta1", warmup=1, iters=5, seed=0)'
-    assert source.rstrip().endswith(call)  # the module is its data and this one call
-    assert source.count("    hw.Case(") == 2 and source.count('"block_tokens"') == 2  # no key a line
+    call = 'test_numerics, test_latency = hw.promoted_tests_from(__file__, "cases/xuv_fused.json")'
+    assert source.rstrip().endswith(call)  # the module is a docstring and this one call: no data
+    code = [ln for ln in source.split('"""')[-1].splitlines() if ln.strip() and not ln.startswith("from ")]
+    assert code == [call]
     assert max(len(line) for line in source.splitlines()) <= 110
-    namespace: dict = {}
-    exec(compile(source, str(generated), "exec"), namespace)
-    cases = namespace["CASES"]
+    data = hw_cases.load(generated.parent / "cases" / "xuv_fused.json")
+    assert (data.kernel, data.generation, data.warmup, data.iters, data.seed) == (
+        "xuv_fused",
+        "beta1",
+        1,
+        5,
+        0,
+    )
+    assert data.provenance["command"] == "devkit promote xuv_fused --shape ..."
+    assert set(data.provenance) == {"command", "devkit_version", "git_commit", "generated"}
+    cases = data.cases
     assert [c.dtype for c in cases] == ["bfloat16", "float32"]
     for c in cases:
         assert dict(c.shape) == SHAPE
@@ -72,6 +82,16 @@ def test_generated_module_is_valid_and_pins_the_prediction(generated):
     from devkit.kernels import registry
 
     assert dict(cases[0].blocks) == registry.get("xuv_fused").default_blocks(SHAPE, "bfloat16", "trn1")
+
+
+def test_promoting_again_changes_only_the_case_file(generated, tmp_path):
+    """The module holds no data: a second promotion with other cases rewrites the case file only."""
+    out = tmp_path / "again"
+    again = promote.promote("xuv_fused", [SHAPE], ["float32"], ["trn1"], out_dir=out, warmup=2, iters=3)
+    assert again.path.read_text() == generated.read_text()
+    assert again.cases_path == out / "cases" / "xuv_fused.json"
+    data = hw_cases.load(again.cases_path)
+    assert [c.dtype for c in data.cases] == ["float32"] and (data.warmup, data.iters) == (2, 3)
 
 
 def test_without_hardware_every_test_is_skipped_with_one_reason(generated):
@@ -160,23 +180,30 @@ def test_fake_backend_refuses_the_project_store(generated):
     assert "--results-dir" in proc.stdout + proc.stderr
 
 
-def test_case_rendering_is_one_line_or_packed_within_the_width():
+def test_case_file_text_round_trips_one_case_a_line():
     from devkit.workflow.hw.harness import Case
 
-    short = Case("k", {"N": 64}, "float32", predicted_us={"trn1": 9.0561})
-    assert (
-        promote.case_source(short)
-        == '    hw.Case(KERNEL, {"N": 64}, "float32", predicted_us={"trn1": 9.056}),'
+    wide = Case(
+        "k", {"S": 4096}, "bfloat16", {f"block_param_{i}": i for i in range(8)}, {"trn1": 1.0561}, 0.3
     )
-    wide = Case("k", {"S": 4096}, "bfloat16", {f"block_param_{i}": i for i in range(8)}, {"trn1": 1.0}, 0.3)
-    text = promote.case_source(wide)
+    short = Case("k", {"N": 64}, "float32", predicted_us={"trn1": 9.0561})
+    data = promote.case_file("k", [wide, short], description="d", command="c", warmup=0, iters=1)
+    text = hw_cases.dumps(data)
     lines = text.splitlines()
-    assert lines[0] == "    hw.Case(" and lines[-1] == "    )," and lines[2] == "        blocks={"
-    assert len(lines) == 8  # kernel/shape/dtype, blocks packed two lines, predictions and slack
-    assert all(len(line) <= 110 for line in lines) and "slack=0.3," in text
-    namespace = {"KERNEL": "k", "hw": __import__("devkit.hw", fromlist=["Case"])}
-    assert eval(text.strip().rstrip(","), namespace) == wide
-    assert json.loads(promote._literal({"a": "x"})) == {"a": "x"}
+    assert lines[-4:] == [
+        '    {"shape": {"S": 4096}, "dtype": "bfloat16", "blocks": {"block_param_0": 0, "block_param_1": 1, '
+        '"block_param_2": 2, "block_param_3": 3, "block_param_4": 4, "block_param_5": 5, "block_param_6": 6, '
+        '"block_param_7": 7}, "predicted_us": {"trn1": 1.056}, "slack": 0.3},',
+        '    {"shape": {"N": 64}, "dtype": "float32", "blocks": {}, "predicted_us": {"trn1": 9.056}, "slack": 0.25}',
+        "  ]",
+        "}",
+    ]
+    back = hw_cases.parse(json.loads(text))
+    assert back.cases == (
+        Case("k", {"S": 4096}, "bfloat16", wide.blocks, {"trn1": 1.056}, 0.3),
+        Case("k", {"N": 64}, "float32", predicted_us={"trn1": 9.056}),
+    )
+    assert back.provenance == data.provenance and back.description == "d"
 
 
 def test_promote_cli_rejects_bad_input(capsys, tmp_path):

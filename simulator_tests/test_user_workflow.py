@@ -87,7 +87,9 @@ def test_tune_sweep_promote_run_keep_state_in_the_project(proj, capsys):
 
     assert cli.main(["promote", "scaled_add", "--jobs", "1"]) == 0
     test_src = (proj / "hw_tests" / "test_scaled_add.py").read_text()
-    assert 'KERNEL = "scaled_add"' in test_src and '"tile_n": 512' in test_src
+    assert test_src.rstrip().endswith('hw.promoted_tests_from(__file__, "cases/scaled_add.json")')
+    cases = json.loads((proj / "hw_tests" / "cases" / "scaled_add.json").read_text())
+    assert cases["kernel"] == "scaled_add" and cases["cases"][0]["blocks"] == {"tile_n": 512}
     assert (proj / "hw_tests" / "conftest.py").read_text() == (
         Path(__file__).resolve().parents[1] / "devkit" / "templates" / "hw_conftest.py"
     ).read_text()

@@ -127,8 +127,12 @@ def promoted_tests_from(module_file: str | Path, case_file: str | Path) -> tuple
     the field (a collection error of that one module); a kernel the project does not declare, or one of
     another NKI generation than the file says, fails each of its tests naming the file.
     """
+    __tracebackhide__ = True  # a collection error shows the module's line and the message, not the loader
     path = Path(module_file).resolve().parent / case_file
-    data = hw_cases.load(path)
+    try:
+        data = hw_cases.load(path)
+    except hw_cases.CaseFileError as exc:
+        raise hw_cases.CaseFileError(str(exc)) from None
     return promoted_tests(
         data.cases,
         generation=data.generation,
@@ -189,6 +193,7 @@ def promoted_tests(
 def _check_kernel(registry: Any, case: Case, generation: str, origin: str | None) -> None:
     """With a case file (``origin``): its kernel must be declared and of its generation, else a
     :class:`~devkit.workflow.hw.cases.CaseFileError` naming the file (before the device is touched)."""
+    __tracebackhide__ = True
     if origin is None:
         return
     try:
