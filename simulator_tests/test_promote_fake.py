@@ -250,3 +250,18 @@ class _Tight:
                 return Feasibility(False, "SBUF limit: too big")
 
         return Spec()
+
+
+def test_promote_all_stamps_the_commit_read_before_it_wrote_anything(tmp_path, monkeypatch):
+    """The files written first must not make the later ones ``+dirty``: the CLI reads the commit once."""
+    from devkit import cli
+    from devkit.workflow.hw import host
+
+    reads = []
+    monkeypatch.setattr("devkit.commands.promote.git_commit", lambda: reads.append(1) or "c0ffee")
+    monkeypatch.setattr(host, "git_commit", lambda *a: pytest.fail("read the commit again after writing"))
+    argv = ["promote", "matmul_tiled", "--shape", "K=512,M=256,N=1024", "--generation", "all"]
+    assert cli.main([*argv, "--jobs", "1", "--out-dir", str(tmp_path)]) == 0
+    written = [hw_cases.load(p) for p in sorted((tmp_path / "cases").glob("*.json"))]
+    assert [d.kernel for d in written] == ["matmul_tiled", "matmul_tiled_b2"]
+    assert [d.provenance["git_commit"] for d in written] == ["c0ffee", "c0ffee"] and reads == [1]

@@ -31,6 +31,7 @@ from devkit.commands import add_command, add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir
 from devkit.workflow import pool, promote
+from devkit.workflow.hw.host import git_commit
 
 _EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
@@ -118,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
     targets = args.target or ["trn1"]
     dtypes = args.dtype or ["bfloat16"]
     status = 0
+    commit = git_commit()  # before anything is written: the later kernels' files are not "+dirty" from ours
     for kernel in kernels:
         spec = catalog.get(kernel)
         try:
@@ -155,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
                     jobs=jobs,
                     command=command,
                     progress=progress,
+                    git_commit=commit,
                 )
         except promote.PromoteError as exc:
             raise UsageError(str(exc)) from None

@@ -181,9 +181,11 @@ def case_file(
     iters: int = DEFAULT_ITERS,
     seed: int = 0,
     generation: str = "beta1",
+    git_commit: str | None = None,
 ) -> hw_cases.CaseFile:
     """The case file of ``kernel`` with this promotion's provenance (command, devkit version, git commit,
-    UTC date)."""
+    UTC date); ``git_commit`` default: this checkout's now (pass the one read before a batch of promotions
+    wrote anything, or the files written first make the later ones ``+dirty``)."""
     from devkit import __version__
 
     if warmup < 0 or iters < 1:
@@ -191,7 +193,7 @@ def case_file(
     provenance = {
         "command": command,
         "devkit_version": __version__,
-        "git_commit": hw_host.git_commit(),
+        "git_commit": git_commit or hw_host.git_commit(),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
     return hw_cases.CaseFile(
@@ -234,6 +236,7 @@ def promote(
     command: str | None = None,
     registry: Any = None,
     progress: Callable[[int, int], None] | None = None,
+    git_commit: str | None = None,
 ) -> Promoted:
     """Build the cases and write ``out_dir/cases/<kernel>.json`` and ``out_dir/test_<kernel>.py``."""
     spec = _spec(kernel, registry)
@@ -250,6 +253,7 @@ def promote(
         warmup=warmup,
         iters=iters,
         generation=getattr(spec, "generation", "beta1"),
+        git_commit=git_commit,
     )
     target_dir = Path(out_dir) if out_dir is not None else default_out_dir()
     ensure_conftest(target_dir)
