@@ -196,16 +196,7 @@ def case_file(
         "git_commit": git_commit or hw_host.git_commit(),
         "generated": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
-    return hw_cases.CaseFile(
-        kernel=kernel,
-        generation=generation,
-        description=description,
-        cases=tuple(cases),
-        warmup=warmup,
-        iters=iters,
-        seed=seed,
-        provenance=provenance,
-    )
+    return hw_cases.CaseFile(kernel, generation, description, tuple(cases), warmup, iters, seed, provenance)
 
 
 def write_tests(directory: str | Path, name: str, data: hw_cases.CaseFile) -> tuple[Path, Path]:
