@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from devkit import atomic
 from devkit.cost.closed_form import Bound
+from devkit.jsondict import pick
 from devkit.workflow import llm
 from devkit.workflow.llm import LlmConfig, MlpRanks, Op
 
@@ -565,18 +566,9 @@ class E2EResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with the contract keys (``model``, ``compression``, ``rank``, ``dense_ms``...)."""
         return {
-            "model": self.model,
-            "compression": self.compression,
-            "target": self.target,
-            "dtype": self.dtype,
-            "batch": self.batch,
-            "context": self.context,
-            "generate": self.generate,
-            "provider": self.provider,
+            **pick(self, "model compression target dtype batch context generate provider"),
             "rank": {"gate_proj": self.ranks.gate, "up_proj": self.ranks.up, "down_proj": self.ranks.down},
-            "dense_ms": self.dense_ms,
-            "svd_ms": self.svd_ms,
-            "speedup": self.speedup,
+            **pick(self, "dense_ms svd_ms speedup"),
             "prefill": {
                 "tokens": self.batch * self.context,
                 "dense_ms": self.prefill_dense_ms,

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devkit.jsondict import pick
 from devkit.workflow.hw.store import ResultsStore, shape_key
 
 
@@ -53,21 +54,11 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kernel": self.kernel,
-            "shape": self.shape,
-            "dtype": self.dtype,
-            "target": self.target,
-            "backend": self.backend,
-            "runs": self.runs,
-            "measured_p50_us": self.measured_p50_us,
-            "measured_p99_us": self.measured_p99_us,
-            "predicted_us": self.predicted_us,
-            "ratio": self.ratio,
-            "numerics_passed": self.numerics_passed,
-            "numerics_failed": self.numerics_failed,
-            "last_run": self.last_run,
-            "last_p50_us": self.last_p50_us,
-            "previous_p50_us": self.previous_p50_us,
+            **pick(
+                self,
+                "kernel shape dtype target backend runs measured_p50_us measured_p99_us predicted_us ratio "
+                "numerics_passed numerics_failed last_run last_p50_us previous_p50_us",
+            ),
             "change_vs_previous": self.change,
         }
 
