@@ -26,7 +26,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from devkit.commands import add_command, stdout_console
 from devkit.commands._errors import UsageError, bad_value
@@ -198,26 +197,24 @@ def run(args: argparse.Namespace) -> int:
 def fit_tables(entry: dict[str, Any]) -> Any:
     from rich.console import Group
 
-    params = Table(
-        title=f"{entry['target']}: fitted parameters (log-error loss {entry['loss_before']:.4g} -> "
-        f"{entry['loss_after']:.4g}, {entry['evaluations']} evaluations)"
+    from devkit.tables import table
+
+    params = table(
+        f"{entry['target']}: fitted parameters (log-error loss {entry['loss_before']:.4g} -> "
+        f"{entry['loss_after']:.4g}, {entry['evaluations']} evaluations)",
+        ("<parameter", "before", "after"),
+        [(name, f"{v['before']:.4g}", f"{v['after']:.4g}") for name, v in entry["params"].items()],
     )
-    for col in ("parameter", "before", "after"):
-        params.add_column(col, justify="left" if col == "parameter" else "right")
-    for name, v in entry["params"].items():
-        params.add_row(name, f"{v['before']:.4g}", f"{v['after']:.4g}")
-    meas = Table(title=f"{entry['target']}: measured vs predicted (us)")
-    for col in ("measurement", "measured", "before", "ratio", "after", "ratio "):
-        meas.add_column(col, justify="left" if col == "measurement" else "right")
-    for m in entry["measurements"]:
-        meas.add_row(
-            m["id"],
-            f"{m['measured_us']:,.1f}",
-            f"{m['predicted_before_us']:,.1f}",
-            f"{m['predicted_before_us'] / m['measured_us']:.2f}",
-            f"{m['predicted_after_us']:,.1f}",
-            f"{m['predicted_after_us'] / m['measured_us']:.2f}",
-        )
+    meas = table(
+        f"{entry['target']}: measured vs predicted (us)",
+        ("<measurement", "measured", "before", "ratio", "after", "ratio "),
+        [
+            (m["id"], f"{m['measured_us']:,.1f}", f"{m['predicted_before_us']:,.1f}",
+             f"{m['predicted_before_us'] / m['measured_us']:.2f}", f"{m['predicted_after_us']:,.1f}",
+             f"{m['predicted_after_us'] / m['measured_us']:.2f}")
+            for m in entry["measurements"]
+        ],
+    )  # fmt: skip
     return Group(params, meas)
 
 

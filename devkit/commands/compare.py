@@ -103,29 +103,18 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def _print(c: Comparison) -> None:
-    from rich.table import Table
-
     from devkit.commands import stdout_console
+    from devkit.tables import table
 
-    table = Table(title=f"A = {c.label_a}\nB = {c.label_b}")
-    for col, justify in (
-        ("group", "left"),
-        ("figure", "left"),
-        ("A", "right"),
-        ("B", "right"),
-        ("B / A", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    figures = table(f"A = {c.label_a}\nB = {c.label_b}", ("<group", "<figure", "A", "B", "B / A"))
     for r in c.rows:
         unit = " us" if r.unit == "us" else ""
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}x"
-        table.add_row(r.group, r.name, _fmt(r.a, r.unit) + unit, _fmt(r.b, r.unit) + unit, ratio)
-    table.add_row("latency", "bound by", c.bound_by[0], c.bound_by[1], "")
+        figures.add_row(r.group, r.name, _fmt(r.a, r.unit) + unit, _fmt(r.b, r.unit) + unit, ratio)
+    figures.add_row("latency", "bound by", c.bound_by[0], c.bound_by[1], "")
     out = stdout_console()
-    out.print(table)
-    hot = Table(title="top source lines (total busy us)")
-    hot.add_column("A", justify="left")
-    hot.add_column("B", justify="left")
+    out.print(figures)
+    hot = table("top source lines (total busy us)", ("<A", "<B"))
     ha, hb = c.hotspots
     for i in range(max(len(ha), len(hb))):
         cells = []

@@ -19,6 +19,7 @@ from rich.table import Table
 from devkit.commands import add_executor_arguments, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._progress import Heartbeat
+from devkit.tables import table
 from devkit.workflow import e2e, llm
 
 #: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
@@ -170,25 +171,20 @@ def _estimate_all(
 def results_table(results: Sequence[e2e.E2EResult]) -> Table:
     """One row per (model, compression)."""
     first = results[0]
-    table = Table(
-        title=(
-            f"End-to-end estimate on {first.target} ({first.provider}): batch {first.batch}, "
-            f"{first.context} prompt + {first.generate} new tokens, {first.dtype}"
-        )
-    )
-    for col in ("model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s"):
-        table.add_column(col, justify="left" if col == "model" else "right")
     with_baseline = first.baseline is not None
-    if with_baseline:
-        table.add_column("stack ms d→s", justify="right")
-        table.add_column("stack speedup", justify="right")
+    out = table(
+        f"End-to-end estimate on {first.target} ({first.provider}): batch {first.batch}, "
+        f"{first.context} prompt + {first.generate} new tokens, {first.dtype}",
+        ("<model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s")
+        + (("stack ms d→s", "stack speedup") if with_baseline else ()),
+    )
     for r in results:
         extra = (
             [f"{r.baseline['dense_ms']:.2f}→{r.baseline['svd_ms']:.2f}", f"{r.baseline['speedup']:.3f}x"]
             if r.baseline
             else []
         )
-        table.add_row(
+        out.add_row(
             r.model,
             f"{r.compression:g}",
             str(r.ranks.gate),
@@ -201,24 +197,21 @@ def results_table(results: Sequence[e2e.E2EResult]) -> Table:
         )
     if with_baseline:
         eff = first.baseline["efficiency"]
-        table.caption = (
+        out.caption = (
             "stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
             f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
             f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
         )
-    return table
+    return out
 
 
 def detail_table(r: e2e.E2EResult) -> Table:
     """Prefill/decode/total rows for one estimate."""
-    table = Table(
-        title=(
-            f"{r.model} at compression {r.compression:g} (rank {r.ranks.gate}/{r.ranks.up}/{r.ranks.down}) "
-            f"on {r.target} ({r.provider}): batch {r.batch}, {r.context} prompt + {r.generate} new tokens"
-        )
+    out = table(
+        f"{r.model} at compression {r.compression:g} (rank {r.ranks.gate}/{r.ranks.up}/{r.ranks.down}) "
+        f"on {r.target} ({r.provider}): batch {r.batch}, {r.context} prompt + {r.generate} new tokens",
+        ("<phase", "dense ms", "SVD ms", "speedup"),
     )
-    for col in ("phase", "dense ms", "SVD ms", "speedup"):
-        table.add_column(col, justify="left" if col == "phase" else "right")
     rows = (
         ("prefill", r.prefill_dense_ms, r.prefill_svd_ms),
         (f"decode ({r.decode_steps} steps)", r.decode_dense_ms, r.decode_svd_ms),
@@ -228,8 +221,8 @@ def detail_table(r: e2e.E2EResult) -> Table:
     )
     for name, dense, svd in rows:
         speedup = f"{dense / svd:.3f}x" if svd > 0 else "-"
-        table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
-    table.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
+        out.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
+    out.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
     if r.baseline is not None:
         b, eff = r.baseline, r.baseline["efficiency"]
         for name, dense, svd in (
@@ -237,13 +230,13 @@ def detail_table(r: e2e.E2EResult) -> Table:
             ("stack: decode per token", b["decode"]["dense_ms_per_token"], b["decode"]["svd_ms_per_token"]),
             ("stack: total", b["dense_ms"], b["svd_ms"]),
         ):
-            table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", f"{dense / svd:.3f}x")
-        table.caption += (
+            out.add_row(name, f"{dense:.3f}", f"{svd:.3f}", f"{dense / svd:.3f}x")
+        out.caption += (
             "; stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
             f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
             f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
         )
-    return table
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from devkit.commands import add_command, add_executor_arguments, stdout_console
 from devkit.commands._errors import unknown_choice
+from devkit.tables import table
 
 _EXAMPLES = """examples:
   devkit validate my_kernels.py:scaled_add           # 10 hypothesis examples
@@ -133,16 +134,13 @@ def _verdict(report: object, out: Console, several: bool) -> bool:
 
 
 def examples_table(report: object) -> Table:
-    table = Table(title=f"{report.kernel}: numerics against the reference (simulator)")  # type: ignore[attr-defined]
-    for col in ("shape", "dtype", "seed", "result", "max error", "tolerance"):
-        table.add_column(col, justify="right" if col in ("seed", "max error", "tolerance") else "left")
-    for r in report.examples:  # type: ignore[attr-defined]
-        table.add_row(
-            ",".join(f"{k}={v}" for k, v in r.shape.items()),
-            r.dtype,
-            str(r.seed),
-            "[green]pass[/]" if r.ok else "[red]FAIL[/]",
-            f"{r.max_error:.2e}",
-            f"{r.tolerance:.0e}",
-        )
-    return table
+    rows = [
+        (",".join(f"{k}={v}" for k, v in r.shape.items()), r.dtype, str(r.seed),
+         "[green]pass[/]" if r.ok else "[red]FAIL[/]", f"{r.max_error:.2e}", f"{r.tolerance:.0e}")
+        for r in report.examples  # type: ignore[attr-defined]
+    ]  # fmt: skip
+    return table(
+        f"{report.kernel}: numerics against the reference (simulator)",  # type: ignore[attr-defined]
+        ("<shape", "<dtype", "seed", "<result", "max error", "tolerance"),
+        rows,
+    )

@@ -113,24 +113,13 @@ def compare(records: Iterable[Mapping[str, Any]]) -> list[Comparison]:
 def comparison_table(rows: Sequence[Comparison], slack: float | None = None, threshold: float = 0.10) -> Any:
     """A rich table of :func:`compare` rows (``slack`` marks model error outside ±slack of the prediction;
     a latest run slower than the previous by more than ``threshold`` is marked as a regression)."""
-    from rich.table import Table
+    from devkit.tables import table
 
-    table = Table(title="Hardware: measured vs predicted latency (us)")
-    for col, justify in (
-        ("kernel", "left"),
-        ("shape", "left"),
-        ("dtype", "left"),
-        ("target", "left"),
-        ("backend", "left"),
-        ("runs", "right"),
-        ("P50", "right"),
-        ("P99", "right"),
-        ("predicted", "right"),
-        ("P50/pred", "right"),
-        ("last vs prev", "right"),
-        ("numerics", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    out = table(
+        "Hardware: measured vs predicted latency (us)",
+        ("<kernel", "<shape", "<dtype", "<target", "<backend", "runs", "P50", "P99", "predicted", "P50/pred",
+         "last vs prev", "numerics"),
+    )  # fmt: skip
     for c in rows:
         ratio = c.ratio
         if ratio is None:
@@ -148,7 +137,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None, thr
         change_text = "-" if change is None else f"{change:+.1%}"
         if change is not None and change > threshold:
             change_text = f"[red]{change_text} regression[/red]"
-        table.add_row(
+        out.add_row(
             c.kernel,
             c.shape,
             c.dtype,
@@ -162,7 +151,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None, thr
             change_text,
             checks,
         )
-    return table
+    return out
 
 
 def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[Comparison], list[str]]:
