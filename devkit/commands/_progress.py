@@ -15,6 +15,17 @@ import time
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
 from devkit.commands._errors import is_kit_file
 
 #: Work whose arguments hold more than this many bytes is announced before it starts.
@@ -22,6 +33,19 @@ ANNOUNCE_BYTES = 8 * 2**30
 #: Seconds of silence before the first progress report, and between plain-text reports.
 FIRST_AFTER_S = 5.0
 EVERY_S = 15.0
+
+
+def count_bar(
+    label: str, console: Console, *, spinner: bool = False, description: bool = False, **options: Any
+) -> Progress:
+    """The commands' progress bar: ``label`` (rich markup; may use ``{task.description}``), the bar,
+    ``done/total`` and the time elapsed; ``spinner`` puts a spinner first, ``description`` the task's
+    description last.  Transient unless ``options`` (passed to :class:`rich.progress.Progress`) say not."""
+    columns: list[ProgressColumn] = [SpinnerColumn()] if spinner else []
+    columns += [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    if description:
+        columns.append(TextColumn("{task.description}"))
+    return Progress(*columns, console=console, **{"transient": True, **options})
 
 
 def human_bytes(n: float) -> str:

@@ -27,13 +27,16 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from devkit.commands import add_command, stdout_console
+from devkit.commands import add_call_arguments, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "refit the cost model's parameters to hardware measurements"
+
+EXAMPLES = """examples:
   devkit calibrate --from results/                 # dry run: show the fit per target
   devkit calibrate --from results/ --write         # store the fitted values in params.toml
   devkit calibrate measurements.jsonl --params dma_fixed_latency_ns,dma_queue_busy_ns
@@ -44,10 +47,8 @@ _EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "calibrate", "refit the cost model's parameters to hardware measurements", __doc__, _EXAMPLES
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit calibrate``."""
     p.add_argument(
         "measurements",
         nargs="?",
@@ -82,13 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.py:KERNEL",
         help="the profiled call of a neuron-profile summary (a FILE.py:KERNEL or registry name)",
     )
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="DTYPE[D0,D1,...]",
-        help="arguments of the profiled call, in order (with --kernel)",
-    )
+    add_call_arguments(p, "arguments of the profiled call, in order (with --kernel)")
     p.add_argument(
         "--report",
         default=None,
@@ -101,7 +96,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR|TGZ",
         help="nki-samples 0898a77 checkout or its .tar.gz (the report's QoR points)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

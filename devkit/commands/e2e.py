@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from devkit.commands import add_executor_arguments, stdout_console
+from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._progress import Heartbeat
 from devkit.tables import table
@@ -43,16 +43,15 @@ defaults follow the paper's runs: batch {e2e.DEFAULT_BATCH}, {e2e.DEFAULT_CONTEX
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``e2e`` command to an argparse subparsers object."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "e2e",
-        help="estimate end-to-end LLM latency, dense vs SVD-compressed MLPs",
-        description=(
-            "Estimate prefill + decode latency of one generation with dense MLPs and with SVD-compressed "
-            "MLPs (NeuronMM ranks) on one NeuronCore. The compression ratio is the fraction of MLP "
-            "parameters removed."
-        ),
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "estimate end-to-end LLM latency, dense vs SVD-compressed MLPs",
+        "Estimate prefill + decode latency of one generation with dense MLPs and with SVD-compressed "
+        "MLPs (NeuronMM ranks) on one NeuronCore. The compression ratio is the fraction of MLP "
+        "parameters removed.",
+        _EXAMPLES,
+        func=run,
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", help="model name (case-insensitive; HF repo ids accepted)")
@@ -88,15 +87,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="worker processes for the (model, compression) estimates (default: 1, in this process)",
-    )
+    add_jobs_argument(parser, " for the (model, compression) estimates", in_process=True)
     add_executor_arguments(parser)
-    parser.set_defaults(func=run)
     return parser
 
 

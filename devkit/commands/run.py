@@ -15,40 +15,29 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
+from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import unknown_choice
 from devkit.commands._jobs import executor_from_args
 from devkit.commands._outputs import check_dir, check_input_dir
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
 from devkit.tables import table
 from devkit.workflow import executor as executors
 from devkit.workflow import run as main_job
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "the main job: validate all kernels, estimate NeuronMM, write the report"
+
+EXAMPLES = """examples:
   devkit run                         # full run, report in devkit-report/index.html
   devkit run --quick                 # smaller shapes and fewer points (about a minute on 2 cores)
   devkit run --target trn2 --out /tmp/report --jobs 1
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "run",
-        "the main job: validate all kernels, estimate NeuronMM, write the report",
-        __doc__,
-        _EXAMPLES,
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit run``."""
     p.add_argument(
         "kernels",
         nargs="*",
@@ -70,7 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="hardware results store to include in the report (default: results/ when it has data)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,16 +143,7 @@ def _execute_with_progress(
 
     with (
         Heartbeat("devkit run", status=status, terminal=False),
-        Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]devkit run[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            transient=True,
-        ) as bar,
+        count_bar("[bold]devkit run[/]", err, spinner=True, description=True) as bar,
     ):
         job = bar.add_task("", total=len(tasks))
 

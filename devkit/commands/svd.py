@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from devkit.commands import stdout_console
 from devkit.commands._errors import UsageError, bad_value, missing_subcommand
 from devkit.commands._outputs import check_dir, check_file
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
 from devkit.tables import table
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
@@ -110,16 +109,7 @@ def run_compress(args: argparse.Namespace) -> int:
             contextlib.nullcontext()
             if args.quiet
             else Heartbeat("devkit svd compress", status=lambda: state["text"], terminal=False),
-            Progress(
-                TextColumn("[bold]SVD[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.description}"),
-                console=err,
-                disable=args.quiet,
-                transient=False,
-            ) as bar,
+            count_bar("[bold]SVD[/]", err, description=True, disable=args.quiet, transient=False) as bar,
         ):
             task = bar.add_task("", total=None)
 
