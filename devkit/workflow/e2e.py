@@ -434,6 +434,12 @@ MEASURED_PATH = Path(__file__).with_name("e2e_measured.json")
 
 
 @functools.cache
+def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation's settings (``batch``, ``context``, ``generate``, ``target``) of a plain-data record
+    (the measured stack, an executor job), as :func:`estimate` takes them."""
+    return {key: data[key] for key in ("batch", "context", "generate", "target")}
+
+
 def measured_stack() -> dict[str, Any]:
     """The published end-to-end measurements of the NeuronMM stack (see ``e2e_measured.json``)."""
     return json.loads(MEASURED_PATH.read_text(encoding="utf-8"))
@@ -474,16 +480,7 @@ def stack_baseline(
 ) -> StackBaseline:
     """Calibrate :class:`StackBaseline` from :func:`measured_stack` with this estimator's own numbers."""
     m = measured_stack()
-    r = estimate(
-        m["model"],
-        m["compression"],
-        batch=m["batch"],
-        context=m["context"],
-        generate=m["generate"],
-        target=m["target"],
-        provider=provider,
-        cache=cache,
-    )
+    r = estimate(m["model"], m["compression"], **_run_settings(m), provider=provider, cache=cache)
     steps = max(r.decode_steps, 1)
     pre_dense_mlp, pre_svd_mlp = r.prefill_mlp_dense_ms, r.prefill_mlp_svd_ms
     dec_dense_mlp = (r.mlp_dense_ms - pre_dense_mlp) / steps
@@ -769,10 +766,7 @@ def estimate_job(item: Mapping[str, Any]) -> E2EResult:
     return estimate(
         item["model"],
         item["ratio"],
-        batch=item["batch"],
-        context=item["context"],
-        generate=item["generate"],
-        target=item["target"],
+        **_run_settings(item),
         dtype=item["dtype"],
         provider=get_provider(item["provider"]),
         cache=DiskCache() if item["cache"] else None,
