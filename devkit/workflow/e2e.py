@@ -433,13 +433,13 @@ class CachedMlpCost:
 MEASURED_PATH = Path(__file__).with_name("e2e_measured.json")
 
 
-@functools.cache
 def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
     """The generation's settings (``batch``, ``context``, ``generate``, ``target``) of a plain-data record
     (the measured stack, an executor job), as :func:`estimate` takes them."""
     return {key: data[key] for key in ("batch", "context", "generate", "target")}
 
 
+@functools.cache
 def measured_stack() -> dict[str, Any]:
     """The published end-to-end measurements of the NeuronMM stack (see ``e2e_measured.json``)."""
     return json.loads(MEASURED_PATH.read_text(encoding="utf-8"))

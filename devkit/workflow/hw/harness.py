@@ -115,6 +115,7 @@ def numerics_record(
     err = check.max_error if math.isfinite(check.max_error) else None
     return case_record(
         ctx,
+        case,
         "numerics",
         passed=check.passed,
         max_error=err,
@@ -249,6 +250,7 @@ def latency_record(
         }
     return case_record(
         ctx,
+        case,
         "latency",
         measured_us=dict(measured),
         predicted_us=predicted_us,
