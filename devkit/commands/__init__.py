@@ -61,8 +61,8 @@ def add_module_command(sub: argparse._SubParsersAction, name: str, module: Modul
 
 
 def add_jobs_argument(p: argparse.ArgumentParser, what: str = "", *, in_process: bool = False) -> None:
-    """``--jobs N``: worker processes ``what`` for (default one per core; ``in_process``: 1, in this
-    process)."""
+    """``--jobs N``: worker processes (``what`` says for what); the default is one per core, or with
+    ``in_process`` one, in this process."""
     if in_process:
         default = "1, in this process"
     else:
