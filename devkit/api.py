@@ -99,15 +99,6 @@ def estimate(
     return report
 
 
-def _param_names(func: Any) -> list[str]:
-    import inspect
-
-    try:
-        return list(inspect.signature(func).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
 def skipped_checks(options: Any, numerics: bool) -> tuple[str, ...]:
     """Rule codes of the value-based checks a run did not make (all of them when it was cost-only)."""
     return tuple(code for code, flag in VALUE_CHECKS.items() if not (numerics and getattr(options, flag)))
@@ -138,7 +129,11 @@ def _check_call(func: Any, args: tuple, kwargs: dict, api: str) -> None:
 
     from devkit.errors import DtypeError
 
-    params = _param_names(func)
+    try:
+        sig: inspect.Signature | None = inspect.signature(func)
+    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+        sig = None
+    params = list(sig.parameters) if sig is not None else []
     for i, a in enumerate(args):
         if isinstance(a, np.ndarray) and a.dtype == object:
             name = params[i] if i < len(params) else f"#{i}"
@@ -150,9 +145,7 @@ def _check_call(func: Any, args: tuple, kwargs: dict, api: str) -> None:
         if isinstance(a, np.ndarray) and a.dtype == object:
             raise DtypeError(f"{api}: kernel argument '{k}' is a NumPy array of dtype object")
 
-    try:
-        sig = inspect.signature(func)
-    except (TypeError, ValueError):  # a builtin or C callable: let the call itself decide
+    if sig is None:
         return
     try:
         sig.bind(*args, **kwargs)

@@ -41,10 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     for info in sorted(pkgutil.iter_modules(_commands.__path__), key=lambda i: i.name):
         if info.name.startswith("_"):
             continue
-        mod = importlib.import_module(f"devkit.commands.{info.name}")
-        reg = getattr(mod, "register", None)
-        if reg is not None:
-            reg(sub)
+        _commands.add_module_command(sub, info.name, importlib.import_module(f"devkit.commands.{info.name}"))
     return p
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 _NAMES = (
@@ -193,26 +194,26 @@ def bind_missing() -> Installation | None:
     kernels run on the device while the Beta-1 ones, which that SDK cannot compile, bind to the simulator.
     Returns the handle, or ``None`` when nothing was missing.
     """
-    beta1 = not is_installed() and not real_sdk_available()
-    beta2 = not beta2_installed() and not real_nki_available()
+    beta1 = backend() == "none"
+    beta2 = backend_beta2() == "none"
     if not (beta1 or beta2):
         return None
     return install(beta1=beta1, beta2=beta2)
 
 
+def _binding(simulated: Callable[[], bool], real: Callable[[], bool], real_name: str) -> str:
+    """'simulator' when the simulator is installed under the names, else ``real_name`` when the real
+    package is importable, else 'none'."""
+    if simulated():
+        return "simulator"
+    return real_name if real() else "none"
+
+
 def backend_beta2() -> str:
     """Which implementation ``import nki`` binds to right now: 'simulator', 'nki' (the real package) or 'none'."""
-    if beta2_installed():
-        return "simulator"
-    if real_nki_available():
-        return "nki"
-    return "none"
+    return _binding(beta2_installed, real_nki_available, "nki")
 
 
 def backend() -> str:
     """Which implementation ``import neuronxcc.nki`` binds to right now: 'simulator', 'neuron-sdk' or 'none'."""
-    if is_installed():
-        return "simulator"
-    if real_sdk_available():
-        return "neuron-sdk"
-    return "none"
+    return _binding(is_installed, real_sdk_available, "neuron-sdk")

@@ -13,10 +13,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from devkit.commands._errors import bad_value
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
 from devkit.workflow import executor as executors
 
 
@@ -39,14 +38,7 @@ def job_progress(prog: str, total: int, console: Console) -> Iterator[Callable[[
 
     with (
         Heartbeat(prog, status=status, terminal=False),
-        Progress(
-            TextColumn(f"[bold]{prog}[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-        ) as bar,
+        count_bar(f"[bold]{prog}[/]", console) as bar,
     ):
         task = bar.add_task("", total=total)
 

@@ -13,7 +13,19 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, TextIO
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from devkit.commands._errors import is_kit_file
 
@@ -22,6 +34,19 @@ ANNOUNCE_BYTES = 8 * 2**30
 #: Seconds of silence before the first progress report, and between plain-text reports.
 FIRST_AFTER_S = 5.0
 EVERY_S = 15.0
+
+
+def count_bar(
+    label: str, console: Console, *, spinner: bool = False, description: bool = False, **options: Any
+) -> Progress:
+    """The commands' progress bar: ``label`` (rich markup; may use ``{task.description}``), the bar,
+    ``done/total`` and the time elapsed; ``spinner`` puts a spinner first, ``description`` the task's
+    description last.  Transient unless ``options`` (passed to :class:`rich.progress.Progress`) say not."""
+    columns: list[ProgressColumn] = [SpinnerColumn()] if spinner else []
+    columns += [TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    if description:
+        columns.append(TextColumn("{task.description}"))
+    return Progress(*columns, console=console, **{"transient": True, **options})
 
 
 def human_bytes(n: float) -> str:
@@ -75,6 +100,7 @@ def describe(elapsed: float, info: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+@dataclass(eq=False)
 class Heartbeat:
     """Context manager: announce large work, then report progress while the body runs (see module doc).
 
@@ -87,33 +113,21 @@ class Heartbeat:
     prints the plain lines when stderr is piped.
     """
 
-    def __init__(
-        self,
-        prog: str,
-        *,
-        work_bytes: int = 0,
-        announce_bytes: int = ANNOUNCE_BYTES,
-        announce: str | None = None,
-        first_after_s: float = FIRST_AFTER_S,
-        every_s: float = EVERY_S,
-        only_in_kernel: bool = False,
-        status: Callable[[], str] | None = None,
-        terminal: bool = True,
-        stream: TextIO | None = None,
-    ) -> None:
-        self.prog = prog
-        self.work_bytes = work_bytes
-        self.announce_bytes = announce_bytes
-        self.announce = announce
-        self.first_after_s = first_after_s
-        self.every_s = every_s
-        self.only_in_kernel = only_in_kernel
-        self.status = status
-        self.terminal = terminal
-        self.stream = stream
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.reports = 0  # progress reports made (plain lines or status updates)
+    prog: str
+    _: KW_ONLY
+    work_bytes: int = 0
+    announce_bytes: int = ANNOUNCE_BYTES
+    announce: str | None = None
+    first_after_s: float = FIRST_AFTER_S
+    every_s: float = EVERY_S
+    only_in_kernel: bool = False
+    status: Callable[[], str] | None = None
+    terminal: bool = True
+    stream: TextIO | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, init=False, repr=False)
+    _thread: threading.Thread | None = field(default=None, init=False, repr=False)
+    #: Progress reports made (plain lines or status updates).
+    reports: int = field(default=0, init=False)
 
     def __enter__(self) -> Heartbeat:
         out = self.stream or sys.stderr

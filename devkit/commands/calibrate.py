@@ -26,15 +26,17 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from devkit.commands import add_command, stdout_console
+from devkit.commands import add_call_arguments, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_file
 from devkit.workflow.hw import predict as hw_predict
 from devkit.workflow.hw import store as hw_store
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "refit the cost model's parameters to hardware measurements"
+
+EXAMPLES = """examples:
   devkit calibrate --from results/                 # dry run: show the fit per target
   devkit calibrate --from results/ --write         # store the fitted values in params.toml
   devkit calibrate measurements.jsonl --params dma_fixed_latency_ns,dma_queue_busy_ns
@@ -45,10 +47,8 @@ _EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "calibrate", "refit the cost model's parameters to hardware measurements", __doc__, _EXAMPLES
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit calibrate``."""
     p.add_argument(
         "measurements",
         nargs="?",
@@ -83,13 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.py:KERNEL",
         help="the profiled call of a neuron-profile summary (a FILE.py:KERNEL or registry name)",
     )
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="DTYPE[D0,D1,...]",
-        help="arguments of the profiled call, in order (with --kernel)",
-    )
+    add_call_arguments(p, "arguments of the profiled call, in order (with --kernel)")
     p.add_argument(
         "--report",
         default=None,
@@ -102,7 +96,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR|TGZ",
         help="nki-samples 0898a77 checkout or its .tar.gz (the report's QoR points)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -198,26 +191,24 @@ def run(args: argparse.Namespace) -> int:
 def fit_tables(entry: dict[str, Any]) -> Any:
     from rich.console import Group
 
-    params = Table(
-        title=f"{entry['target']}: fitted parameters (log-error loss {entry['loss_before']:.4g} -> "
-        f"{entry['loss_after']:.4g}, {entry['evaluations']} evaluations)"
+    from devkit.tables import table
+
+    params = table(
+        f"{entry['target']}: fitted parameters (log-error loss {entry['loss_before']:.4g} -> "
+        f"{entry['loss_after']:.4g}, {entry['evaluations']} evaluations)",
+        ("<parameter", "before", "after"),
+        [(name, f"{v['before']:.4g}", f"{v['after']:.4g}") for name, v in entry["params"].items()],
     )
-    for col in ("parameter", "before", "after"):
-        params.add_column(col, justify="left" if col == "parameter" else "right")
-    for name, v in entry["params"].items():
-        params.add_row(name, f"{v['before']:.4g}", f"{v['after']:.4g}")
-    meas = Table(title=f"{entry['target']}: measured vs predicted (us)")
-    for col in ("measurement", "measured", "before", "ratio", "after", "ratio "):
-        meas.add_column(col, justify="left" if col == "measurement" else "right")
-    for m in entry["measurements"]:
-        meas.add_row(
-            m["id"],
-            f"{m['measured_us']:,.1f}",
-            f"{m['predicted_before_us']:,.1f}",
-            f"{m['predicted_before_us'] / m['measured_us']:.2f}",
-            f"{m['predicted_after_us']:,.1f}",
-            f"{m['predicted_after_us'] / m['measured_us']:.2f}",
-        )
+    meas = table(
+        f"{entry['target']}: measured vs predicted (us)",
+        ("<measurement", "measured", "before", "ratio", "after", "ratio "),
+        [
+            (m["id"], f"{m['measured_us']:,.1f}", f"{m['predicted_before_us']:,.1f}",
+             f"{m['predicted_before_us'] / m['measured_us']:.2f}", f"{m['predicted_after_us']:,.1f}",
+             f"{m['predicted_after_us'] / m['measured_us']:.2f}")
+            for m in entry["measurements"]
+        ],
+    )  # fmt: skip
     return Group(params, meas)
 
 

@@ -18,30 +18,22 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from devkit.commands import add_command
+from devkit.commands import add_call_arguments
 from devkit.cost.compare import CompareError, Comparison, check_report, compare
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
+#: One line in ``devkit --help``.
+SUMMARY = "compare two cost reports (saved --json files or FILE.py:KERNEL) with ratios"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub, "compare", "compare two cost reports (saved --json files or FILE.py:KERNEL) with ratios", __doc__
-    )
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit compare``."""
     p.add_argument("a", metavar="A", help="baseline: report.json or FILE.py:KERNEL")
     p.add_argument("b", metavar="B", help="candidate: report.json or FILE.py:KERNEL")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="DTYPE[D0,D1,...]",
-        help="positional tensor argument for FILE.py:KERNEL sides (repeat in order)",
-    )
-    p.add_argument(
-        "--kwarg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="keyword argument (Python literal) for FILE.py:KERNEL sides",
+    add_call_arguments(
+        p,
+        "positional tensor argument for FILE.py:KERNEL sides (repeat in order)",
+        "keyword argument (Python literal) for FILE.py:KERNEL sides",
     )
     p.add_argument("--grid", default=None, metavar="G0[,G1...]", help="SPMD launch grid for kernel sides")
     p.add_argument("--target", default="trn1", help="target for kernel sides (default trn1)")
@@ -53,7 +45,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="exit 1 when B's latency exceeds A's by more than PCT percent",
     )
     p.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
-    p.set_defaults(func=run)
 
 
 def _side(ref: str, args: argparse.Namespace, label: str) -> dict[str, Any]:
@@ -103,29 +94,18 @@ def _fmt(value: float | None, unit: str) -> str:
 
 
 def _print(c: Comparison) -> None:
-    from rich.table import Table
-
     from devkit.commands import stdout_console
+    from devkit.tables import table
 
-    table = Table(title=f"A = {c.label_a}\nB = {c.label_b}")
-    for col, justify in (
-        ("group", "left"),
-        ("figure", "left"),
-        ("A", "right"),
-        ("B", "right"),
-        ("B / A", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    figures = table(f"A = {c.label_a}\nB = {c.label_b}", ("<group", "<figure", "A", "B", "B / A"))
     for r in c.rows:
         unit = " us" if r.unit == "us" else ""
         ratio = "-" if r.ratio is None else f"{r.ratio:.3f}x"
-        table.add_row(r.group, r.name, _fmt(r.a, r.unit) + unit, _fmt(r.b, r.unit) + unit, ratio)
-    table.add_row("latency", "bound by", c.bound_by[0], c.bound_by[1], "")
+        figures.add_row(r.group, r.name, _fmt(r.a, r.unit) + unit, _fmt(r.b, r.unit) + unit, ratio)
+    figures.add_row("latency", "bound by", c.bound_by[0], c.bound_by[1], "")
     out = stdout_console()
-    out.print(table)
-    hot = Table(title="top source lines (total busy us)")
-    hot.add_column("A", justify="left")
-    hot.add_column("B", justify="left")
+    out.print(figures)
+    hot = table("top source lines (total busy us)", ("<A", "<B"))
     ha, hb = c.hotspots
     for i in range(max(len(ha), len(hb))):
         cells = []

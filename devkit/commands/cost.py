@@ -15,28 +15,22 @@ import math
 import sys
 from typing import Any
 
-from devkit.commands import add_command
+from devkit.commands import add_call_arguments
 from devkit.commands._errors import UsageError, UserCodeError, bad_value, unknown_choice
 from devkit.dtype_names import itemsize
 from devkit.workflow.kernel_ref import KernelRefError, load_kernel, parse_arg_spec, parse_kwarg
 
+#: One line in ``devkit --help``.
+SUMMARY = "cost-only latency estimate of one kernel from an unmodified file"
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(sub, "cost", "cost-only latency estimate of one kernel from an unmodified file", __doc__)
+
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit cost``."""
     p.add_argument("kernel", metavar="FILE.py:KERNEL", help="kernel to estimate (or a declared name)")
-    p.add_argument(
-        "--arg",
-        action="append",
-        default=[],
-        metavar="DTYPE[D0,D1,...]",
-        help="one positional tensor argument (repeat in order)",
-    )
-    p.add_argument(
-        "--kwarg",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a keyword argument given as a Python literal (repeatable)",
+    add_call_arguments(
+        p,
+        "one positional tensor argument (repeat in order)",
+        "a keyword argument given as a Python literal (repeatable)",
     )
     p.add_argument(
         "--shape",
@@ -65,7 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.png|FILE.svg",
         help="also write the kernel's roofline chart (intensity and throughput under the target's roofs)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

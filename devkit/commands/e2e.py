@@ -16,9 +16,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from devkit.commands import add_executor_arguments, stdout_console
+from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._progress import Heartbeat
+from devkit.tables import table
 from devkit.workflow import e2e, llm
 
 #: Compression ratios of the ``--all`` table (the SVF README's per-model table uses these two).
@@ -42,16 +43,15 @@ defaults follow the paper's runs: batch {e2e.DEFAULT_BATCH}, {e2e.DEFAULT_CONTEX
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``e2e`` command to an argparse subparsers object."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "e2e",
-        help="estimate end-to-end LLM latency, dense vs SVD-compressed MLPs",
-        description=(
-            "Estimate prefill + decode latency of one generation with dense MLPs and with SVD-compressed "
-            "MLPs (NeuronMM ranks) on one NeuronCore. The compression ratio is the fraction of MLP "
-            "parameters removed."
-        ),
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "estimate end-to-end LLM latency, dense vs SVD-compressed MLPs",
+        "Estimate prefill + decode latency of one generation with dense MLPs and with SVD-compressed "
+        "MLPs (NeuronMM ranks) on one NeuronCore. The compression ratio is the fraction of MLP "
+        "parameters removed.",
+        _EXAMPLES,
+        func=run,
     )
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--model", help="model name (case-insensitive; HF repo ids accepted)")
@@ -87,15 +87,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write .devkit-cache/")
-    parser.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="worker processes for the (model, compression) estimates (default: 1, in this process)",
-    )
+    add_jobs_argument(parser, " for the (model, compression) estimates", in_process=True)
     add_executor_arguments(parser)
-    parser.set_defaults(func=run)
     return parser
 
 
@@ -170,25 +163,20 @@ def _estimate_all(
 def results_table(results: Sequence[e2e.E2EResult]) -> Table:
     """One row per (model, compression)."""
     first = results[0]
-    table = Table(
-        title=(
-            f"End-to-end estimate on {first.target} ({first.provider}): batch {first.batch}, "
-            f"{first.context} prompt + {first.generate} new tokens, {first.dtype}"
-        )
-    )
-    for col in ("model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s"):
-        table.add_column(col, justify="left" if col == "model" else "right")
     with_baseline = first.baseline is not None
-    if with_baseline:
-        table.add_column("stack ms d→s", justify="right")
-        table.add_column("stack speedup", justify="right")
+    out = table(
+        f"End-to-end estimate on {first.target} ({first.provider}): batch {first.batch}, "
+        f"{first.context} prompt + {first.generate} new tokens, {first.dtype}",
+        ("<model", "ratio", "rank", "dense ms", "SVD ms", "speedup", "MLP share", "ms/token d→s")
+        + (("stack ms d→s", "stack speedup") if with_baseline else ()),
+    )
     for r in results:
         extra = (
             [f"{r.baseline['dense_ms']:.2f}→{r.baseline['svd_ms']:.2f}", f"{r.baseline['speedup']:.3f}x"]
             if r.baseline
             else []
         )
-        table.add_row(
+        out.add_row(
             r.model,
             f"{r.compression:g}",
             str(r.ranks.gate),
@@ -201,24 +189,21 @@ def results_table(results: Sequence[e2e.E2EResult]) -> Table:
         )
     if with_baseline:
         eff = first.baseline["efficiency"]
-        table.caption = (
+        out.caption = (
             "stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
             f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
             f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
         )
-    return table
+    return out
 
 
 def detail_table(r: e2e.E2EResult) -> Table:
     """Prefill/decode/total rows for one estimate."""
-    table = Table(
-        title=(
-            f"{r.model} at compression {r.compression:g} (rank {r.ranks.gate}/{r.ranks.up}/{r.ranks.down}) "
-            f"on {r.target} ({r.provider}): batch {r.batch}, {r.context} prompt + {r.generate} new tokens"
-        )
+    out = table(
+        f"{r.model} at compression {r.compression:g} (rank {r.ranks.gate}/{r.ranks.up}/{r.ranks.down}) "
+        f"on {r.target} ({r.provider}): batch {r.batch}, {r.context} prompt + {r.generate} new tokens",
+        ("<phase", "dense ms", "SVD ms", "speedup"),
     )
-    for col in ("phase", "dense ms", "SVD ms", "speedup"):
-        table.add_column(col, justify="left" if col == "phase" else "right")
     rows = (
         ("prefill", r.prefill_dense_ms, r.prefill_svd_ms),
         (f"decode ({r.decode_steps} steps)", r.decode_dense_ms, r.decode_svd_ms),
@@ -228,8 +213,8 @@ def detail_table(r: e2e.E2EResult) -> Table:
     )
     for name, dense, svd in rows:
         speedup = f"{dense / svd:.3f}x" if svd > 0 else "-"
-        table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
-    table.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
+        out.add_row(name, f"{dense:.3f}", f"{svd:.3f}", speedup)
+    out.caption = f"MLP share of dense time: {r.mlp_share:.1%}"
     if r.baseline is not None:
         b, eff = r.baseline, r.baseline["efficiency"]
         for name, dense, svd in (
@@ -237,13 +222,13 @@ def detail_table(r: e2e.E2EResult) -> Table:
             ("stack: decode per token", b["decode"]["dense_ms_per_token"], b["decode"]["svd_ms_per_token"]),
             ("stack: total", b["dense_ms"], b["svd_ms"]),
         ):
-            table.add_row(name, f"{dense:.3f}", f"{svd:.3f}", f"{dense / svd:.3f}x")
-        table.caption += (
+            out.add_row(name, f"{dense:.3f}", f"{svd:.3f}", f"{dense / svd:.3f}x")
+        out.caption += (
             "; stack: as the NeuronMM stack ran (README, Llama-3.2-1B trn1): dense MLP at "
             f"{eff['prefill_dense_mlp']:.0%}/{eff['decode_dense_mlp']:.0%} and the rest at "
             f"{eff['prefill_rest']:.0%}/{eff['decode_rest']:.0%} (prefill/decode) of this estimate (docs/e2e.md)"
         )
-    return table
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

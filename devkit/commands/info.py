@@ -83,12 +83,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=2))
         return 0
-    from rich.table import Table
+    from devkit.tables import table
 
     out = stdout_console(120)
-    head = Table(title="devkit info", show_header=False)
-    head.add_column("item")
-    head.add_column("value")
+    head = table("devkit info", ("<item", "<value"), show_header=False)
     head.add_row("devkit", data["devkit"])
     head.add_row("python", data["python"])
     head.add_row("platform", data["platform"])
@@ -112,17 +110,16 @@ def run(args: argparse.Namespace) -> int:
     ready = "yes" if data["hardware_ready"] else "no: " + "; ".join(data["hardware_missing"])
     head.add_row("hardware stage ready", ready)
     out.print(head)
-    tt = Table(title="cost-model targets (one NeuronCore each)")
-    for col in ("target", "description", "bf16 TFLOP/s", "HBM GB/s", "SBUF MiB", "DMA engines"):
-        tt.add_column(col, justify="left" if col in ("target", "description") else "right")
-    for name, t in data["targets"].items():
-        tt.add_row(
-            name,
-            t["description"],
-            f"{t['tensor_peak_tflops_bf16']:g}",
-            f"{t['hbm_gb_per_s']:g}",
-            f"{t['sbuf_mib']:g}",
-            str(t["dma_engines"]),
+    rows = [
+        (name, t["description"], f"{t['tensor_peak_tflops_bf16']:g}", f"{t['hbm_gb_per_s']:g}",
+         f"{t['sbuf_mib']:g}", str(t["dma_engines"]))
+        for name, t in data["targets"].items()
+    ]  # fmt: skip
+    out.print(
+        table(
+            "cost-model targets (one NeuronCore each)",
+            ("<target", "<description", "bf16 TFLOP/s", "HBM GB/s", "SBUF MiB", "DMA engines"),
+            rows,
         )
-    out.print(tt)
+    )
     return 0

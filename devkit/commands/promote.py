@@ -24,16 +24,20 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 from rich.table import Table
 
-from devkit.commands import add_command, add_jobs_argument, stdout_console
+from devkit.commands import add_jobs_argument, stdout_console
 from devkit.commands._errors import UsageError, bad_value
 from devkit.commands._outputs import check_dir
+from devkit.commands._progress import count_bar
 from devkit.workflow import pool, promote
 from devkit.workflow.hw.host import git_commit
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "write a hardware test of a kernel (hw_tests/test_<kernel>.py + cases/<kernel>.json)"
+
+EXAMPLES = """examples:
   devkit promote xuv_fused                                   # validation shape + the paper's S=1K, 4K
   devkit promote xuv_fused --shape S=1,H=8192,r=4096,N=16384 --shape 4096,8192,4096,16384
   devkit promote matmul_optimized --dtype bfloat16 --dtype float32 --target trn1 --target trn2
@@ -42,9 +46,8 @@ _EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    summary = "write a hardware test of a kernel (hw_tests/test_<kernel>.py + cases/<kernel>.json)"
-    p = add_command(sub, "promote", summary, __doc__, _EXAMPLES)
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit promote``."""
     p.add_argument("kernel", nargs="?", help="FILE.py:KERNEL or a declared name (or --all)")
     p.add_argument("--all", action="store_true", help="promote every declared kernel (project and kit)")
     p.add_argument(
@@ -82,7 +85,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="which NKI API versions of the kernel: those the host's SDK compiles (default), all, or one",
     )
     add_jobs_argument(p, " for the predictions")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -132,14 +134,7 @@ def run(args: argparse.Namespace) -> int:
             else f"devkit promote {kernel}"
         )
         try:
-            with Progress(
-                TextColumn(f"[bold]promote {escape(kernel)}[/] predicting"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar:
+            with count_bar(f"[bold]promote {escape(kernel)}[/] predicting", err) as bar:
                 task = bar.add_task("", total=None)
 
                 def progress(done: int, total: int, bar: Progress = bar, task: int = task) -> None:

@@ -15,39 +15,29 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 
-from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
+from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import unknown_choice
 from devkit.commands._jobs import executor_from_args
 from devkit.commands._outputs import check_dir, check_input_dir
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
+from devkit.tables import table
 from devkit.workflow import executor as executors
 from devkit.workflow import run as main_job
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "the main job: validate all kernels, estimate NeuronMM, write the report"
+
+EXAMPLES = """examples:
   devkit run                         # full run, report in devkit-report/index.html
   devkit run --quick                 # smaller shapes and fewer points (about a minute on 2 cores)
   devkit run --target trn2 --out /tmp/report --jobs 1
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "run",
-        "the main job: validate all kernels, estimate NeuronMM, write the report",
-        __doc__,
-        _EXAMPLES,
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit run``."""
     p.add_argument(
         "kernels",
         nargs="*",
@@ -69,7 +59,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="hardware results store to include in the report (default: results/ when it has data)",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
         out.print(paper_table(summary, args.target))
     if summary.mlp_rows:
         out.print(mlp_table(summary, args.target))
-    for table in kernel_tables(summary, args.target):
-        out.print(table)
+    for t in kernel_tables(summary, args.target):
+        out.print(t)
     path = _write_report(summary, args, wall)
     out.print(f"report: {escape(str(path))}", highlight=False)
     if summary.passed:
@@ -154,16 +143,7 @@ def _execute_with_progress(
 
     with (
         Heartbeat("devkit run", status=status, terminal=False),
-        Progress(
-            SpinnerColumn(),
-            TextColumn("[bold]devkit run[/]"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=err,
-            transient=True,
-        ) as bar,
+        count_bar("[bold]devkit run[/]", err, spinner=True, description=True) as bar,
     ):
         job = bar.add_task("", total=len(tasks))
 
@@ -202,29 +182,19 @@ def _us(v: float | None) -> str:
 
 
 def validation_table(summary: main_job.Summary) -> Table:
-    table = Table(title="Validation against the NumPy references (simulator)")
-    for col, justify in (
-        ("kernel", "left"),
-        ("shape", "left"),
-        ("dtype", "left"),
-        ("result", "left"),
-        ("max error", "right"),
-        ("tolerance", "right"),
-        ("time", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for r in summary.validations:
-        result = "[green]pass[/]" if r.ok else "[red]FAIL[/]"
-        table.add_row(
-            r.task.kernel.rsplit(":", 1)[-1],
-            r.task.shape_text,
-            r.task.dtype,
-            result,
-            "-" if r.max_error is None else f"{r.max_error:.2e}",
-            "-" if r.tolerance is None else f"{r.tolerance:.0e}",
-            f"{r.seconds:.1f} s",
-        )
-    return table
+    rows = [
+        (r.task.kernel.rsplit(":", 1)[-1], r.task.shape_text, r.task.dtype,
+         "[green]pass[/]" if r.ok else "[red]FAIL[/]",
+         "-" if r.max_error is None else f"{r.max_error:.2e}",
+         "-" if r.tolerance is None else f"{r.tolerance:.0e}",
+         f"{r.seconds:.1f} s")
+        for r in summary.validations
+    ]  # fmt: skip
+    return table(
+        "Validation against the NumPy references (simulator)",
+        ("<kernel", "<shape", "<dtype", "<result", "max error", "tolerance", "time"),
+        rows,
+    )
 
 
 def band_caption(target: str) -> str:
@@ -241,30 +211,18 @@ def band_caption(target: str) -> str:
 
 
 def paper_table(summary: main_job.Summary, target: str) -> Table:
-    table = Table(
-        title=f"NeuronMM (S, {main_job.PAPER_H})·({main_job.PAPER_H}, {main_job.PAPER_R})·"
+    out = table(
+        f"NeuronMM (S, {main_job.PAPER_H})·({main_job.PAPER_H}, {main_job.PAPER_R})·"
         f"({main_job.PAPER_R}, {main_job.PAPER_N}) bf16, modelled on {target}",
+        ("S", "fused", "sequential", "dense", "fused vs dense", "fused vs seq", "HBM fused", "HBM seq",
+         "HBM dense", "TensorE util", "<bound by"),
         caption=band_caption(target),
-    )
-    for col in (
-        "S",
-        "fused",
-        "sequential",
-        "dense",
-        "fused vs dense",
-        "fused vs seq",
-        "HBM fused",
-        "HBM seq",
-        "HBM dense",
-        "TensorE util",
-        "bound by",
-    ):
-        table.add_column(col, justify="left" if col == "bound by" else "right")
+    )  # fmt: skip
     from devkit.workflow.report import fmt_bytes
 
     for row in summary.paper_rows:
         lat, hbm = row["latency_us"], row["hbm_bytes"]
-        table.add_row(
+        out.add_row(
             str(row["S"]),
             _us(lat["fused"]),
             _us(lat["sequential"]),
@@ -275,7 +233,7 @@ def paper_table(summary: main_job.Summary, target: str) -> Table:
             "-" if row["tensor_utilization"] is None else f"{row['tensor_utilization']:.1%}",
             row["bound_by"],
         )
-    return table
+    return out
 
 
 def _x(v: float | None) -> str:
@@ -283,34 +241,17 @@ def _x(v: float | None) -> str:
 
 
 def mlp_table(summary: main_job.Summary, target: str) -> Table:
-    table = Table(title=f"SVD MLP vs dense MLP (bf16), modelled on {target}", caption=band_caption(target))
-    for col in ("model", "compression", "S", "H", "I", "rank", "svd_mlp", "dense_mlp", "speedup"):
-        table.add_column(col, justify="left" if col == "model" else "right")
-    for r in summary.mlp_rows:
-        table.add_row(
-            r["model"],
-            r["compression"],
-            str(r["S"]),
-            str(r["H"]),
-            str(r["I"]),
-            r["ranks"],
-            _us(r["svd_us"]),
-            _us(r["dense_us"]),
-            _x(r["speedup"]),
-        )
-    return table
-
-
-def _table(
-    title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], caption: str | None = None
-) -> Table:
-    """A rich table; a column named ``"<name"`` is text (left-aligned), the others figures."""
-    table = Table(title=title, caption=caption)
-    for col in columns:
-        table.add_column(col.lstrip("<"), justify="left" if col.startswith("<") else "right")
-    for row in rows:
-        table.add_row(*row)
-    return table
+    rows = [
+        (r["model"], r["compression"], str(r["S"]), str(r["H"]), str(r["I"]), r["ranks"], _us(r["svd_us"]),
+         _us(r["dense_us"]), _x(r["speedup"]))
+        for r in summary.mlp_rows
+    ]  # fmt: skip
+    return table(
+        f"SVD MLP vs dense MLP (bf16), modelled on {target}",
+        ("<model", "compression", "S", "H", "I", "rank", "svd_mlp", "dense_mlp", "speedup"),
+        rows,
+        caption=band_caption(target),
+    )
 
 
 def kernel_tables(summary: main_job.Summary, target: str) -> list[Table]:
@@ -325,17 +266,17 @@ def kernel_tables(summary: main_job.Summary, target: str) -> list[Table]:
             for r in summary.kernel_rows
         ]  # fmt: skip
         tables.append(
-            _table(
+            table(
                 f"Kernels against their declared baselines, {on}",
                 ("<kernel", "<shape", "<dtype", "latency", "<bound by", "<baselines (kernel's speedup)"),
                 rows,
-                band_caption(target),
+                caption=band_caption(target),
             )
         )
     for t in summary.sweeps:
         rows = [(str(r["x"]), *(_us(r["latency_us"][lb]) for lb in t["labels"])) for r in t["rows"]]
         tables.append(
-            _table(f"Sweep of {t['kernel']} over {t['x']} ({t['dtype']}), {on}", (t["x"], *t["labels"]), rows)
+            table(f"Sweep of {t['kernel']} over {t['x']} ({t['dtype']}), {on}", (t["x"], *t["labels"]), rows)
         )
     if summary.tuning_rows:
         rows = [
@@ -344,7 +285,7 @@ def kernel_tables(summary: main_job.Summary, target: str) -> list[Table]:
             for r in summary.tuning_rows
         ]  # fmt: skip
         tables.append(
-            _table(
+            table(
                 f"Tuned configurations (project tuning table), {on}",
                 ("<kernel", "<shape", "<dtype", "<tuned", "tuned", "<declared default", "default", "speedup"),
                 rows,
@@ -358,7 +299,7 @@ def kernel_tables(summary: main_job.Summary, target: str) -> list[Table]:
             for g in summary.generation_rows
         ]  # fmt: skip
         tables.append(
-            _table(
+            table(
                 f"Beta 1 and Beta 2 side by side, {on}",
                 (
                     "<family",

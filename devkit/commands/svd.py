@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from devkit.commands import stdout_console
 from devkit.commands._errors import UsageError, bad_value, missing_subcommand
 from devkit.commands._outputs import check_dir, check_file
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
+from devkit.tables import table
 from devkit.workflow.svd import compress
 from devkit.workflow.svd.factor import SvdInputError
 
@@ -109,16 +109,7 @@ def run_compress(args: argparse.Namespace) -> int:
             contextlib.nullcontext()
             if args.quiet
             else Heartbeat("devkit svd compress", status=lambda: state["text"], terminal=False),
-            Progress(
-                TextColumn("[bold]SVD[/]"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.description}"),
-                console=err,
-                disable=args.quiet,
-                transient=False,
-            ) as bar,
+            count_bar("[bold]SVD[/]", err, description=True, disable=args.quiet, transient=False) as bar,
         ):
             task = bar.add_task("", total=None)
 
@@ -153,29 +144,18 @@ def run_compress(args: argparse.Namespace) -> int:
 
 def summary_table(summary: compress.CompressionSummary) -> Table:
     """A rich table with one row per compressed projection."""
-    table = Table(title=f"SVD compression at ratio {summary.compression:g} (block {summary.block})")
-    for col, justify in (
-        ("tensor", "left"),
-        ("in x out", "right"),
-        ("rank", "right"),
-        ("saving", "right"),
-        ("weight err", "right"),
-        ("act err", "right"),
-        ("whitened", "center"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    for layer in summary.layers:
-        act = "-" if layer.activation_error is None else f"{layer.activation_error:.4f}"
-        table.add_row(
-            layer.name,
-            f"{layer.in_features}x{layer.out_features}",
-            str(layer.rank),
-            f"{layer.saving:.1%}",
-            f"{layer.weight_error:.4f}",
-            act,
-            "yes" if layer.whitened else "no",
-        )
-    return table
+    rows = [
+        (layer.name, f"{layer.in_features}x{layer.out_features}", str(layer.rank), f"{layer.saving:.1%}",
+         f"{layer.weight_error:.4f}",
+         "-" if layer.activation_error is None else f"{layer.activation_error:.4f}",
+         "yes" if layer.whitened else "no")
+        for layer in summary.layers
+    ]  # fmt: skip
+    return table(
+        f"SVD compression at ratio {summary.compression:g} (block {summary.block})",
+        ("<tensor", "in x out", "rank", "saving", "weight err", "act err", "^whitened"),
+        rows,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,25 +14,22 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import add_command, add_executor_arguments, add_jobs_argument, stdout_console
+from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import bad_value, unknown_choice
 from devkit.commands._jobs import executor_from_args, job_progress
 from devkit.commands._outputs import check_dir
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "shape sweep of a kernel and its baselines: table, CSV/JSON and plot"
+
+EXAMPLES = """examples:
   devkit sweep xuv_fused                               # the declared sweep, with its baselines
   devkit sweep my_kernels.py:scaled_add --x N --values 512,2048,8192
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "sweep",
-        "shape sweep of a kernel and its baselines: table, CSV/JSON and plot",
-        __doc__,
-        _EXAMPLES,
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit sweep``."""
     p.add_argument("kernel", help="FILE.py:KERNEL or a declared name")
     p.add_argument("--x", default=None, metavar="NAME", help="shape parameter to sweep (default: declared)")
     p.add_argument("--values", default=None, metavar="V1,V2,...", help="values of the x parameter")
@@ -42,7 +39,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="output directory (default: the project's)")
     add_jobs_argument(p)
     add_executor_arguments(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,16 +16,18 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._jobs import executor_from_args
 from devkit.commands._outputs import check_file
-from devkit.commands._progress import Heartbeat
+from devkit.commands._progress import Heartbeat, count_bar
 from devkit.workflow import tune as tuner
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "config search ranked by the cost model; writes the project's tuning table"
+
+EXAMPLES = """examples:
   devkit tune xuv_fused --shape 4096,8192,4096,16384
   devkit tune xuv_fused --shape S=1,H=8192,r=4096,N=16384 --top 3 --jobs 2
   devkit tune matmul_optimized --shape K=8192,M=4096,N=16384 --no-write
@@ -33,14 +35,8 @@ _EXAMPLES = """examples:
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser(
-        "tune",
-        help="config search ranked by the cost model; writes the project's tuning table",
-        description=__doc__,
-        epilog=_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit tune``."""
     p.add_argument("kernel", help="FILE.py:KERNEL or a declared name (e.g. xuv_fused)")
     p.add_argument(
         "--shape",
@@ -75,7 +71,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--tuning-file", default=None, metavar="PATH", help="tuning table (default: the project's)"
     )
     p.add_argument("--no-write", action="store_true", help="print only; leave the tuning table alone")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -118,14 +113,7 @@ def run(args: argparse.Namespace) -> int:
                 status=lambda: f"{counts['phase']}: {counts['done']}/{counts['total']} done",
                 terminal=False,
             ),
-            Progress(
-                TextColumn("[bold]tune[/] {task.description}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                console=err,
-                transient=True,
-            ) as bar,
+            count_bar("[bold]tune[/] {task.description}", err) as bar,
         ):
             tasks: dict[str, int] = {}
 

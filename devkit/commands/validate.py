@@ -16,38 +16,29 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from devkit.commands import add_command, add_executor_arguments, stdout_console
+from devkit.commands import add_executor_arguments, add_jobs_argument, stdout_console
 from devkit.commands._errors import unknown_choice
+from devkit.tables import table
 
-_EXAMPLES = """examples:
+#: One line in ``devkit --help``.
+SUMMARY = "hypothesis numerics of a kernel against its declared reference (simulator)"
+
+EXAMPLES = """examples:
   devkit validate my_kernels.py:scaled_add           # 10 hypothesis examples
   devkit validate xuv_fused --examples 25 --dtype bfloat16
   devkit validate xuv_fused matmul_tiled svd_mlp --jobs 2     # one kernel per worker
 """
 
 
-def register(sub: argparse._SubParsersAction) -> None:
-    p = add_command(
-        sub,
-        "validate",
-        "hypothesis numerics of a kernel against its declared reference (simulator)",
-        __doc__,
-        _EXAMPLES,
-    )
+def arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``devkit validate``."""
     p.add_argument("kernel", help="FILE.py:KERNEL or a declared name")
     p.add_argument("more_kernels", nargs="*", metavar="KERNEL", help="more kernels, each an independent job")
     p.add_argument("--examples", type=int, default=10, metavar="N", help="hypothesis examples (default 10)")
     p.add_argument("--dtype", action="append", default=[], help="dtypes to draw from (default: the declared)")
     p.add_argument("--target", default="trn1", help="simulated target: trn1, inf2 or trn2 (default trn1)")
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="worker processes, one kernel each (default: 1, in this process)",
-    )
+    add_jobs_argument(p, ", one kernel each", in_process=True)
     add_executor_arguments(p)
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -133,16 +124,13 @@ def _verdict(report: object, out: Console, several: bool) -> bool:
 
 
 def examples_table(report: object) -> Table:
-    table = Table(title=f"{report.kernel}: numerics against the reference (simulator)")  # type: ignore[attr-defined]
-    for col in ("shape", "dtype", "seed", "result", "max error", "tolerance"):
-        table.add_column(col, justify="right" if col in ("seed", "max error", "tolerance") else "left")
-    for r in report.examples:  # type: ignore[attr-defined]
-        table.add_row(
-            ",".join(f"{k}={v}" for k, v in r.shape.items()),
-            r.dtype,
-            str(r.seed),
-            "[green]pass[/]" if r.ok else "[red]FAIL[/]",
-            f"{r.max_error:.2e}",
-            f"{r.tolerance:.0e}",
-        )
-    return table
+    rows = [
+        (",".join(f"{k}={v}" for k, v in r.shape.items()), r.dtype, str(r.seed),
+         "[green]pass[/]" if r.ok else "[red]FAIL[/]", f"{r.max_error:.2e}", f"{r.tolerance:.0e}")
+        for r in report.examples  # type: ignore[attr-defined]
+    ]  # fmt: skip
+    return table(
+        f"{report.kernel}: numerics against the reference (simulator)",  # type: ignore[attr-defined]
+        ("<shape", "<dtype", "seed", "<result", "max error", "tolerance"),
+        rows,
+    )

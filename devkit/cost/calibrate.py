@@ -34,6 +34,7 @@ from typing import Any
 
 from devkit.cost.nelder_mead import minimize
 from devkit.cost.params import PARAMS_PATH, Params, ParamSet, load_params_file, save_params
+from devkit.jsondict import pick
 
 METRICS = ("latency_us", "dma_engine_us", "initiation_interval_us")
 Predict = Callable[[Params], Mapping[str, float]]
@@ -136,16 +137,7 @@ def load_measurements(path: str | Path) -> list[Measurement]:
 def anchor_measurements(param_set: ParamSet) -> list[Measurement]:
     """The ``[[anchors]]`` of a params file as measurements."""
     return [
-        Measurement(
-            kernel=a.kernel,
-            target=a.target,
-            measured_us=a.measured_us,
-            shape=a.shape,
-            dtype=a.dtype,
-            id=a.id,
-            metric=a.metric,
-            source=a.source,
-        )
+        Measurement(**pick(a, "kernel target measured_us shape dtype id metric source"))
         for a in param_set.anchors
     ]
 

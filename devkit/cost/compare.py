@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from devkit.jsondict import pick
+
 #: Keys a report must have to be compared (the contract keys of DESIGN.md section 3).
 REQUIRED = (
     "target",
@@ -50,14 +52,7 @@ class Row:
         return self.b / self.a
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "name": self.name,
-            "a": self.a,
-            "b": self.b,
-            "unit": self.unit,
-            "ratio": self.ratio,
-        }
+        return pick(self, "group name a b unit ratio")
 
 
 @dataclass(frozen=True)

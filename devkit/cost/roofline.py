@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from devkit.jsondict import pick
 from devkit.targets import Target, resolve_target
 
 
@@ -46,14 +47,7 @@ class Roofs:
         return min(self.peak_tflops, self.memory_gbps * intensity / 1000.0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "target": self.target,
-            "dtype": self.dtype,
-            "peak_tflops": self.peak_tflops,
-            "hbm_gbps": self.hbm_gbps,
-            "dma_gbps": self.dma_gbps,
-            "ridge_flop_per_byte": self.ridge_flop_per_byte,
-        }
+        return pick(self, "target dtype peak_tflops hbm_gbps dma_gbps ridge_flop_per_byte")
 
 
 def roofs(target: str | Target, dtype: str = "bfloat16") -> Roofs:
@@ -94,10 +88,7 @@ class RooflinePoint:
 
     def to_dict(self, r: Roofs | None = None) -> dict[str, Any]:
         out = {
-            "label": self.label,
-            "flops": self.flops,
-            "hbm_bytes": self.hbm_bytes,
-            "latency_us": self.latency_us,
+            **pick(self, "label flops hbm_bytes latency_us"),
             "arithmetic_intensity": self.intensity,
             "achieved_tflops": self.achieved_tflops,
         }

@@ -14,7 +14,7 @@ it is the same on every bundled target, so the default target's values serve eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,22 @@ def _check_banks(kernel: str, banks: int, pairs: int = 1) -> None:
         )
 
 
+def _halve_until_fits(
+    blocks: dict[str, Any],
+    overrides: Mapping[str, Any],
+    floors: Mapping[str, int],
+    plan_of: Callable[[dict[str, Any]], Plan],
+) -> Plan:
+    """``plan_of(blocks)``, shrunk to fit: each block of ``floors`` in turn that the caller did not set
+    (not in ``overrides``) is halved, not below its floor, until the plan fits (``blocks`` is updated)."""
+    plan = plan_of(blocks)
+    for name, floor in floors.items():
+        while not plan.fits and name not in overrides and blocks[name] > floor:
+            blocks[name] = max(floor, blocks[name] // 2)
+            plan = plan_of(blocks)
+    return plan
+
+
 # --------------------------------------------------------------------------------------------------
 # dense matmul
 
@@ -146,13 +162,12 @@ def resolve_matmul(
 ) -> Plan:
     """Merge fallback < tuning defaults < explicit overrides; shrink defaulted sizes that do not fit."""
     blocks = {**MATMUL_FALLBACK, **defaults, **overrides}
-    plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
-    while not plan.fits and "k_chunk_tiles" not in overrides and blocks["k_chunk_tiles"] > 1:
-        blocks["k_chunk_tiles"] = max(1, blocks["k_chunk_tiles"] // 2)
-        plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
-    while not plan.fits and "block_m" not in overrides and blocks["block_m"] > P:
-        blocks["block_m"] = max(P, blocks["block_m"] // 2)
-        plan = matmul_plan(k, m, n, itemsize, blocks, usable, kernel)
+    plan = _halve_until_fits(
+        blocks,
+        overrides,
+        {"k_chunk_tiles": 1, "block_m": P},
+        lambda b: matmul_plan(k, m, n, itemsize, b, usable, kernel),
+    )
     if plan.mode == "panel" and "block_m" not in overrides:
         # prefer the widest resident panel that fits (fewer rhs re-streams)
         while blocks["block_m"] < min(m, P * plan.blocks["psum_banks"]):
@@ -396,12 +411,12 @@ def resolve_dense_mlp(
     kernel: str = "dense_mlp",
 ) -> Plan:
     blocks = {**DENSE_MLP_FALLBACK, **defaults, **overrides}
-    plan = dense_mlp_plan(s_tok, h, i, itemsize, blocks, usable, kernel)
-    for name in ("k_chunk_tiles", "block_tokens"):
-        floor = P if name == "block_tokens" else 1
-        while not plan.fits and name not in overrides and blocks[name] > floor:
-            blocks[name] = max(floor, blocks[name] // 2)
-            plan = dense_mlp_plan(s_tok, h, i, itemsize, blocks, usable, kernel)
+    plan = _halve_until_fits(
+        blocks,
+        overrides,
+        {"k_chunk_tiles": 1, "block_tokens": P},
+        lambda b: dense_mlp_plan(s_tok, h, i, itemsize, b, usable, kernel),
+    )
     if not plan.fits:
         raise BlockError(plan.sbuf_message())
     return plan

@@ -321,14 +321,24 @@ def _xuv_resolve(kernel: str, out: str, x_rows: bool) -> Callable[..., plans.Pla
     return resolve
 
 
-def _mm_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
-    return plans.matmul_plan(s["K"], s["M"], s["N"], itemsize, blocks, usable)
+def _dims_plan(
+    plan: Callable[..., plans.Plan], resolve: Callable[..., plans.Plan], dims: tuple[str, ...]
+) -> tuple[Callable[..., plans.Plan], Callable[..., plans.Plan]]:
+    """The plan and resolver of a kernel whose :mod:`~devkit.kernels.plans` functions take the shape's
+    ``dims`` first, in that order."""
+
+    def plan_of(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
+        return plan(*(s[d] for d in dims), itemsize, blocks, usable)
+
+    def resolve_of(
+        s: Shape, itemsize: int, usable: int, defaults: Mapping[str, Any], given: Mapping[str, Any]
+    ) -> plans.Plan:
+        return resolve(*(s[d] for d in dims), itemsize, usable, defaults, given)
+
+    return plan_of, resolve_of
 
 
-def _mm_resolve(
-    s: Shape, itemsize: int, usable: int, defaults: Mapping[str, Any], given: Mapping[str, Any]
-) -> plans.Plan:
-    return plans.resolve_matmul(s["K"], s["M"], s["N"], itemsize, usable, defaults, given)
+_mm_plan, _mm_resolve = _dims_plan(plans.matmul_plan, plans.resolve_matmul, ("K", "M", "N"))
 
 
 def _svd_mlp_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
@@ -346,14 +356,9 @@ def _svd_mlp_resolve(
     return plans.resolve_svd_mlp(s["S"], s["H"], s["r"], s["r"], s["I"], itemsize, usable, defaults, given)[0]
 
 
-def _dense_mlp_plan(s: Shape, blocks: Mapping[str, Any], itemsize: int, usable: int) -> plans.Plan:
-    return plans.dense_mlp_plan(s["S"], s["H"], s["I"], itemsize, blocks, usable)
-
-
-def _dense_mlp_resolve(
-    s: Shape, itemsize: int, usable: int, defaults: Mapping[str, Any], given: Mapping[str, Any]
-) -> plans.Plan:
-    return plans.resolve_dense_mlp(s["S"], s["H"], s["I"], itemsize, usable, defaults, given)
+_dense_mlp_plan, _dense_mlp_resolve = _dims_plan(
+    plans.dense_mlp_plan, plans.resolve_dense_mlp, ("S", "H", "I")
+)
 
 
 def _panel_limit(cols: int) -> Callable[[Shape, int], int]:

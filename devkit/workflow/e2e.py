@@ -32,6 +32,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from devkit import atomic
 from devkit.cost.closed_form import Bound
+from devkit.jsondict import pick
 from devkit.workflow import llm
 from devkit.workflow.llm import LlmConfig, MlpRanks, Op
 
@@ -432,6 +433,12 @@ class CachedMlpCost:
 MEASURED_PATH = Path(__file__).with_name("e2e_measured.json")
 
 
+def _run_settings(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The generation's settings (``batch``, ``context``, ``generate``, ``target``) of a plain-data record
+    (the measured stack, an executor job), as :func:`estimate` takes them."""
+    return {key: data[key] for key in ("batch", "context", "generate", "target")}
+
+
 @functools.cache
 def measured_stack() -> dict[str, Any]:
     """The published end-to-end measurements of the NeuronMM stack (see ``e2e_measured.json``)."""
@@ -473,16 +480,7 @@ def stack_baseline(
 ) -> StackBaseline:
     """Calibrate :class:`StackBaseline` from :func:`measured_stack` with this estimator's own numbers."""
     m = measured_stack()
-    r = estimate(
-        m["model"],
-        m["compression"],
-        batch=m["batch"],
-        context=m["context"],
-        generate=m["generate"],
-        target=m["target"],
-        provider=provider,
-        cache=cache,
-    )
+    r = estimate(m["model"], m["compression"], **_run_settings(m), provider=provider, cache=cache)
     steps = max(r.decode_steps, 1)
     pre_dense_mlp, pre_svd_mlp = r.prefill_mlp_dense_ms, r.prefill_mlp_svd_ms
     dec_dense_mlp = (r.mlp_dense_ms - pre_dense_mlp) / steps
@@ -565,18 +563,9 @@ class E2EResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with the contract keys (``model``, ``compression``, ``rank``, ``dense_ms``...)."""
         return {
-            "model": self.model,
-            "compression": self.compression,
-            "target": self.target,
-            "dtype": self.dtype,
-            "batch": self.batch,
-            "context": self.context,
-            "generate": self.generate,
-            "provider": self.provider,
+            **pick(self, "model compression target dtype batch context generate provider"),
             "rank": {"gate_proj": self.ranks.gate, "up_proj": self.ranks.up, "down_proj": self.ranks.down},
-            "dense_ms": self.dense_ms,
-            "svd_ms": self.svd_ms,
-            "speedup": self.speedup,
+            **pick(self, "dense_ms svd_ms speedup"),
             "prefill": {
                 "tokens": self.batch * self.context,
                 "dense_ms": self.prefill_dense_ms,
@@ -777,10 +766,7 @@ def estimate_job(item: Mapping[str, Any]) -> E2EResult:
     return estimate(
         item["model"],
         item["ratio"],
-        batch=item["batch"],
-        context=item["context"],
-        generate=item["generate"],
-        target=item["target"],
+        **_run_settings(item),
         dtype=item["dtype"],
         provider=get_provider(item["provider"]),
         cache=DiskCache() if item["cache"] else None,

@@ -384,19 +384,13 @@ def forward_ops(
     # Scores Q Kᵀ per (sequence, query head): (q_len, d) x (d, kv_len); K read from the KV cache (once per
     # kv head, shared by its query-head group), scores kept on chip.
     kv_read = batch * c.kv_heads * kv_len * d * s
-    scores = _matmul(
-        "self_attn.scores",
-        "attention",
-        q_len,
-        d,
-        kv_len,
-        s,
-        repeat=n_layers,
-        batch=batch * c.heads,
-        read_b=False,
-        write_c=False,
-    )
-    ops.append(dataclasses.replace(scores, bytes=scores.bytes + kv_read))
+
+    def from_cache(name: str, m: int, k: int, n: int, **operands: bool) -> Op:
+        """An attention product per (sequence, query head) whose K or V operand is read from the KV cache."""
+        op = _matmul(name, "attention", m, k, n, s, repeat=n_layers, batch=batch * c.heads, **operands)
+        return dataclasses.replace(op, bytes=op.bytes + kv_read)
+
+    ops.append(from_cache("self_attn.scores", q_len, d, kv_len, read_b=False, write_c=False))
     prob_elems = batch * c.heads * q_len * kv_len
     ops.append(
         Op(
@@ -410,19 +404,7 @@ def forward_ops(
             n_layers,
         )
     )
-    values = _matmul(
-        "self_attn.values",
-        "attention",
-        q_len,
-        kv_len,
-        d,
-        s,
-        repeat=n_layers,
-        batch=batch * c.heads,
-        read_a=False,
-        read_b=False,
-    )
-    ops.append(dataclasses.replace(values, bytes=values.bytes + kv_read))
+    ops.append(from_cache("self_attn.values", q_len, kv_len, d, read_a=False, read_b=False))
     ops += [
         _matmul("self_attn.o_proj", "attention_proj", t, c.q_width, h, s, repeat=n_layers),
         _stream(

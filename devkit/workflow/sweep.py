@@ -20,6 +20,7 @@ from typing import Any
 
 from devkit import atomic
 from devkit.declare import KernelSpec, Sweep
+from devkit.jsondict import pick
 
 
 class SweepError(ValueError):
@@ -50,15 +51,10 @@ class SweepResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kernel": self.kernel,
-            "x": self.x,
-            "fixed": self.fixed,
-            "dtype": self.dtype,
-            "target": self.target,
+            **pick(self, "kernel x fixed dtype target"),
             "unit": "us (modelled, cost-only)",
             "lines": self.labels,
-            "rows": self.rows,
-            "errors": self.errors,
+            **pick(self, "rows errors"),
         }
 
 

@@ -23,6 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from devkit.workflow.executor.batch import Batch
 from devkit.workflow.executor.checkpoint import Checkpoint
 from devkit.workflow.executor.refs import ExecutorError, fn_ref, resolve_fn
 
@@ -36,6 +37,7 @@ RAY_ADDRESS_ENV = "RAY_ADDRESS"
 
 __all__ = [
     "BACKENDS",
+    "Batch",
     "Checkpoint",
     "Executor",
     "ExecutorError",
@@ -56,18 +58,9 @@ class Executor(Protocol):
     def describe(self) -> str:
         """One phrase for progress lines (``2 local worker(s)``, ``Ray cluster at HOST:PORT (4 CPUs)``)."""
 
-    def map(
-        self,
-        fn: Callable[[J], R],
-        items: Sequence[J],
-        *,
-        order: Sequence[int] | None = None,
-        on_start: Callable[[J], None] | None = None,
-        on_done: Callable[[R], None] | None = None,
-        on_failure: Callable[[J, BaseException, str], R] | None = None,
-        resources: dict[str, float] | None = None,
-    ) -> list[R]:
-        """``[fn(item) for item in items]`` on the backend's workers (see :func:`run_jobs`)."""
+    def map(self, batch: Batch) -> list[Any]:
+        """``[batch.fn(item) for item in batch.items]`` on the backend's workers, in item order (see
+        :func:`run_jobs`)."""
 
     def close(self) -> None:
         """Release the backend (disconnect from a cluster); the executor is not used afterwards."""
@@ -158,14 +151,18 @@ def run_jobs(
         # results carry no position, so each job is wrapped: (position, item) in, (position, result) out
         wrapped = [(i, items[i]) for i in todo]
         results = executor.map(
-            _Positioned(fn),
-            wrapped,
-            on_start=(lambda pair: on_start(pair[1])) if on_start else None,
-            on_done=lambda pr: finished(pr[0], pr[1]),
-            on_failure=(
-                (lambda pair, exc, what: (pair[0], on_failure(pair[1], exc, what))) if on_failure else None
-            ),
-            resources=resources,
+            Batch(
+                _Positioned(fn),
+                wrapped,
+                on_start=(lambda pair: on_start(pair[1])) if on_start else None,
+                on_done=lambda pr: finished(pr[0], pr[1]),
+                on_failure=(
+                    (lambda pair, exc, what: (pair[0], on_failure(pair[1], exc, what)))
+                    if on_failure
+                    else None
+                ),
+                resources=resources,
+            )
         )
         for i, result in results:
             done[i] = result

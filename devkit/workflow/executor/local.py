@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
+
+from devkit.workflow.executor.batch import Batch
 
 #: Times a job lost with its worker process is run again, in a fresh pool, before it is reported.
 MAX_RETRIES = 1
@@ -38,46 +40,26 @@ class LocalExecutor:
     def describe(self) -> str:
         return f"{self.jobs} local worker(s)"
 
-    def map(
-        self,
-        fn: Callable[[Any], Any],
-        items: Sequence[Any],
-        *,
-        order: Sequence[int] | None = None,
-        on_start: Callable[[Any], None] | None = None,
-        on_done: Callable[[Any], None] | None = None,
-        on_failure: Callable[[Any, BaseException, str], Any] | None = None,
-        resources: dict[str, float] | None = None,
-    ) -> list[Any]:
+    def map(self, batch: Batch) -> list[Any]:
         results: dict[int, Any] = {}
-        todo = list(order) if order is not None else list(range(len(items)))
+        todo = batch.positions()
         attempts = self.retries + 1 if self.jobs > 1 else 1  # in this process no worker can be lost
         for attempt in range(attempts):
-            lost = self._attempt(
-                fn, items, todo, results, attempt, attempt == attempts - 1, on_start, on_done, on_failure
-            )
+            lost = self._attempt(batch, todo, results, attempt, attempt == attempts - 1)
             todo = [i for i in todo if i in lost]
             if not todo:
                 break
-        return [results[i] for i in range(len(items))]
+        return [results[i] for i in range(len(batch.items))]
 
     def _attempt(
-        self,
-        fn: Callable[[Any], Any],
-        items: Sequence[Any],
-        todo: list[int],
-        results: dict[int, Any],
-        attempt: int,
-        last: bool,
-        on_start: Callable[[Any], None] | None,
-        on_done: Callable[[Any], None] | None,
-        on_failure: Callable[[Any, BaseException, str], Any] | None,
+        self, batch: Batch, todo: list[int], results: dict[int, Any], attempt: int, last: bool
     ) -> set[int]:
         """Run the jobs at ``todo`` in one pool; returns the positions lost (kept for another attempt
         unless ``last``, when they go through ``on_failure``)."""
         from devkit.workflow import pool
 
         lost: set[int] = set()
+        items, on_start, on_done, on_failure = batch.items, batch.on_start, batch.on_done, batch.on_failure
 
         def failed(pair: tuple[int, Any], exc: BaseException, what: str) -> tuple[int, Any]:
             if not last and isinstance(exc, BrokenProcessPool):  # the worker died: try once more
@@ -94,7 +76,7 @@ class LocalExecutor:
                     on_done(pair[1])
 
         pool.run_jobs(
-            _Indexed(fn),
+            _Indexed(batch.fn),
             [(i, items[i]) for i in todo],
             jobs=self.jobs,
             on_start=(lambda pair: on_start(pair[1])) if on_start else None,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
 from typing import Any
 
+from devkit.workflow.executor.batch import Batch
 from devkit.workflow.executor.refs import ExecutorError
 
 #: Times Ray re-runs a task whose worker or node died (then the job is reported as failed).
@@ -106,25 +106,16 @@ class RayExecutor:
         where = "a one-machine Ray" if self.address == "local" else f"the Ray cluster at {self.address}"
         return f"{where} ({self.cpus()} CPUs)"
 
-    def map(
-        self,
-        fn: Callable[[Any], Any],
-        items: Sequence[Any],
-        *,
-        order: Sequence[int] | None = None,
-        on_start: Callable[[Any], None] | None = None,
-        on_done: Callable[[Any], None] | None = None,
-        on_failure: Callable[[Any, BaseException, str], Any] | None = None,
-        resources: dict[str, float] | None = None,
-    ) -> list[Any]:
+    def map(self, batch: Batch) -> list[Any]:
         from devkit.workflow.executor.refs import fn_ref
 
         ray = self.ray
         self.connect()
+        items = batch.items
         # a plain function goes by reference; run_jobs' positioned wrapper holds one and is shipped as is
-        job: Any = fn if hasattr(fn, "ref") else fn_ref(fn)
-        positions = list(order) if order is not None else list(range(len(items)))
-        resources = dict(resources or {})
+        job: Any = batch.fn if hasattr(batch.fn, "ref") else fn_ref(batch.fn)
+        positions = batch.positions()
+        resources = dict(batch.resources or {})
         num_cpus = resources.pop("CPU", 0 if resources else 1)
         task = ray.remote(_call).options(
             num_cpus=num_cpus,
@@ -143,8 +134,8 @@ class RayExecutor:
             while queue and len(pending) < window:
                 i = queue.pop(0)
                 pending[task.remote(job, items[i], cwd)] = i
-                if on_start:
-                    on_start(items[i])
+                if batch.on_start:
+                    batch.on_start(items[i])
 
         try:
             submit()
@@ -155,17 +146,17 @@ class RayExecutor:
                     try:
                         result, node = ray.get(obj)
                     except ray.exceptions.RayError as exc:  # lost with its worker after the retries
-                        if on_failure is None:
+                        if batch.on_failure is None:
                             cause = getattr(exc, "cause", None)  # the job's own exception, as locally
                             if isinstance(exc, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
                                 raise cause from None
                             raise ExecutorError(f"job {items[i]!r} failed on the Ray cluster: {exc}") from exc
-                        result = on_failure(items[i], exc, "worker failed")
+                        result = batch.on_failure(items[i], exc, "worker failed")
                     else:
                         self.nodes[node] += 1
                     results[i] = result
-                    if on_done:
-                        on_done(result)
+                    if batch.on_done:
+                        batch.on_done(result)
                 if not ready:
                     window = 2 * self.cpus()
                 submit()

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devkit.jsondict import pick
 from devkit.workflow.hw.store import ResultsStore, shape_key
 
 
@@ -53,21 +54,11 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kernel": self.kernel,
-            "shape": self.shape,
-            "dtype": self.dtype,
-            "target": self.target,
-            "backend": self.backend,
-            "runs": self.runs,
-            "measured_p50_us": self.measured_p50_us,
-            "measured_p99_us": self.measured_p99_us,
-            "predicted_us": self.predicted_us,
-            "ratio": self.ratio,
-            "numerics_passed": self.numerics_passed,
-            "numerics_failed": self.numerics_failed,
-            "last_run": self.last_run,
-            "last_p50_us": self.last_p50_us,
-            "previous_p50_us": self.previous_p50_us,
+            **pick(
+                self,
+                "kernel shape dtype target backend runs measured_p50_us measured_p99_us predicted_us ratio "
+                "numerics_passed numerics_failed last_run last_p50_us previous_p50_us",
+            ),
             "change_vs_previous": self.change,
         }
 
@@ -122,24 +113,13 @@ def compare(records: Iterable[Mapping[str, Any]]) -> list[Comparison]:
 def comparison_table(rows: Sequence[Comparison], slack: float | None = None, threshold: float = 0.10) -> Any:
     """A rich table of :func:`compare` rows (``slack`` marks model error outside ±slack of the prediction;
     a latest run slower than the previous by more than ``threshold`` is marked as a regression)."""
-    from rich.table import Table
+    from devkit.tables import table
 
-    table = Table(title="Hardware: measured vs predicted latency (us)")
-    for col, justify in (
-        ("kernel", "left"),
-        ("shape", "left"),
-        ("dtype", "left"),
-        ("target", "left"),
-        ("backend", "left"),
-        ("runs", "right"),
-        ("P50", "right"),
-        ("P99", "right"),
-        ("predicted", "right"),
-        ("P50/pred", "right"),
-        ("last vs prev", "right"),
-        ("numerics", "right"),
-    ):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
+    out = table(
+        "Hardware: measured vs predicted latency (us)",
+        ("<kernel", "<shape", "<dtype", "<target", "<backend", "runs", "P50", "P99", "predicted", "P50/pred",
+         "last vs prev", "numerics"),
+    )  # fmt: skip
     for c in rows:
         ratio = c.ratio
         if ratio is None:
@@ -157,7 +137,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None, thr
         change_text = "-" if change is None else f"{change:+.1%}"
         if change is not None and change > threshold:
             change_text = f"[red]{change_text} regression[/red]"
-        table.add_row(
+        out.add_row(
             c.kernel,
             c.shape,
             c.dtype,
@@ -171,7 +151,7 @@ def comparison_table(rows: Sequence[Comparison], slack: float | None = None, thr
             change_text,
             checks,
         )
-    return table
+    return out
 
 
 def load_rows(results: str | Path, include_fake: bool = False) -> tuple[list[Comparison], list[str]]:

@@ -100,18 +100,23 @@ def check_numerics(registry: Any, case: Case, inputs: Sequence[Any], output: Any
     return NumericsCheck(passed, err, tol, f"{where}: max error {err:.3g} {verdict} the tolerance {tol:.3g}")
 
 
+def case_record(ctx: HostContext, case: Case, kind: str, **fields: Any) -> dict[str, Any]:
+    """Store record of one run of ``case`` (its kernel, shape, dtype and blocks; ``fields`` add the
+    figures of the ``kind``)."""
+    return make_record(
+        ctx, kind=kind, kernel=case.kernel, shape=case.shape, dtype=case.dtype, blocks=case.blocks, **fields
+    )
+
+
 def numerics_record(
     ctx: HostContext, case: Case, check: NumericsCheck, generation: str = "beta1"
 ) -> dict[str, Any]:
     """Store record of one numerics run."""
     err = check.max_error if math.isfinite(check.max_error) else None
-    return make_record(
+    return case_record(
         ctx,
-        kind="numerics",
-        kernel=case.kernel,
-        shape=case.shape,
-        dtype=case.dtype,
-        blocks=case.blocks,
+        case,
+        "numerics",
         passed=check.passed,
         max_error=err,
         tolerance=check.tolerance,
@@ -243,13 +248,10 @@ def latency_record(
             "regression": judgement.regression,
             "model_ratio": judgement.model_ratio,
         }
-    return make_record(
+    return case_record(
         ctx,
-        kind="latency",
-        kernel=case.kernel,
-        shape=case.shape,
-        dtype=case.dtype,
-        blocks=case.blocks,
+        case,
+        "latency",
         measured_us=dict(measured),
         predicted_us=predicted_us,
         slack=slack,
