@@ -25,6 +25,17 @@ def _assert_product(got, lhsT, rhs) -> None:
     np.testing.assert_allclose(got, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
 
 
+def _simulate_product(kernel, seed: int, k: int, m: int, n: int) -> None:
+    """Simulate ``kernel(lhsT, rhs)`` on :func:`_operands` and check it computes ``lhsT.T @ rhs``."""
+    lhsT, rhs = _operands(seed, k, m, n)
+    _assert_product(devkit.simulate(kernel, lhsT, rhs), lhsT, rhs)
+
+
+def _record_joins(monkeypatch, name):
+    """Record ``(parts joined, joined without a copy)`` for each call of ``deferred.<name>``."""
+    return _record(monkeypatch, name, lambda parts, view: (len(parts), view is not None))
+
+
 def _record(monkeypatch, name, what):
     """Wrap ``deferred.<name>`` (one argument) and record ``what(argument, result)`` for each call."""
     calls = []
@@ -94,10 +105,8 @@ def k_tiled(lhsT, rhs):
 
 
 def test_k_tiled_chain_settles_as_one_stacked_product(monkeypatch):
-    stacked = _record(monkeypatch, "stack_rows", lambda parts, view: (len(parts), view is not None))
-    lhsT, rhs = _operands(1, 512, 128, 256)
-    out = devkit.simulate(k_tiled, lhsT, rhs)
-    _assert_product(out, lhsT, rhs)
+    stacked = _record_joins(monkeypatch, "stack_rows")
+    _simulate_product(k_tiled, 1, 512, 128, 256)
     # the stationary and the moving operands of the one chain were stacked (never one product per tile)
     assert stacked and all(parts == 4 and ok for parts, ok in stacked)
 
@@ -118,9 +127,7 @@ def reused_buffers(lhsT, rhs):
 
 
 def test_overwriting_an_operand_settles_the_pending_products_first():
-    lhsT, rhs = _operands(2, 384, 128, 64)
-    out = devkit.simulate(reused_buffers, lhsT, rhs)
-    _assert_product(out, lhsT, rhs)
+    _simulate_product(reused_buffers, 2, 384, 128, 64)
 
 
 @nki.jit
@@ -193,10 +200,8 @@ def mn_tiled(lhsT, rhs):
 
 
 def test_the_chains_of_a_loop_nest_become_one_product(monkeypatch):
-    joined = _record(monkeypatch, "stack_cols", lambda parts, view: (len(parts), view is not None))
-    lhsT, rhs = _operands(5, 256, 256, 384)
-    out = devkit.simulate(mn_tiled, lhsT, rhs)
-    _assert_product(out, lhsT, rhs)
+    joined = _record_joins(monkeypatch, "stack_cols")
+    _simulate_product(mn_tiled, 5, 256, 256, 384)
     # per m block, the 3 n chains side by side; then the 2 m blocks side by side
     assert joined == [(3, True), (3, True), (2, True)]
 
@@ -242,9 +247,7 @@ def many_chains(lhsT, rhs):
 
 def test_deferred_stores_are_carried_out_in_bounded_batches(monkeypatch):
     batches = _record(monkeypatch, "_batch", lambda evacs, _: len(evacs))
-    lhsT, rhs = _operands(7, 256, 128, 4 * 70)
-    out = devkit.simulate(many_chains, lhsT, rhs)
-    _assert_product(out, lhsT, rhs)
+    _simulate_product(many_chains, 7, 256, 128, 4 * 70)
     assert batches == [deferred.Chains.MAX_WRITES, 70 - deferred.Chains.MAX_WRITES]
 
 
