@@ -41,6 +41,9 @@ dtypes_float = st.sampled_from(FLOATS)
 dtypes_int = st.sampled_from(INTS)
 parts = st.one_of(st.integers(1, 6), st.just(128))
 frees = st.integers(1, 12)
+#: the leading ``@given`` arguments of a property test on (p, f) tiles: ``data`` draws the tiles' values
+#: (:func:`arrays`), ``p`` the partitions, ``f`` the free size
+TILE = {"data": st.data(), "p": parts, "f": frees}
 
 
 def special_bits(d: np.dtype) -> list[int]:

@@ -25,6 +25,7 @@ from _numerics_beta2 import (
 from _numerics_draw import (
     EPS32,
     EXAMPLES,
+    TILE,
     arrays,
     assert_bits,
     assert_close,
@@ -32,7 +33,6 @@ from _numerics_draw import (
     dtypes_any,
     dtypes_float,
     frees,
-    parts,
 )
 from _numerics_ref import (
     BF16,
@@ -64,9 +64,7 @@ BOOL = ref.BOOL
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_float,
     fv=st.sampled_from([-9984.0, 0.0, -math.inf]),
     cm=st.integers(-2, 2),
@@ -89,7 +87,7 @@ def test_nisa_affine_select(data, p, f, dtype, fv, cm, off, cmp):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, start=st.integers(0, 20))
+@given(**TILE, dtype=dtypes_float, start=st.integers(0, 20))
 def test_nisa_range_select(data, p, f, dtype, start):
     """nisa.range_select (v3+): keep element j when both comparisons of ``range_start + j`` (fp32) with
     the (P,1) bounds hold, else on_false_value; max-reduce into reduce_res [B2 §5]."""
@@ -113,7 +111,7 @@ def test_nisa_range_select(data, p, f, dtype, start):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, reverse=st.booleans())
+@given(**TILE, dtype=dtypes_float, reverse=st.booleans())
 def test_nisa_select_reduce(data, p, f, dtype, reverse):
     """nisa.select_reduce(dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op=maximum,
     reverse_pred): where(pred, on_true, on_false) plus an optional max into (P,1) [B2 §5]."""
@@ -147,9 +145,7 @@ def test_nisa_sequence_bounds(data, n, dtype):
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_any,
     rev=st.booleans(),
     pd=st.sampled_from([U8, np.dtype(np.uint16), U32]),
@@ -499,9 +495,7 @@ ACT2_PAIRS = [("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypas
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     pair=st.sampled_from(ACT2_PAIRS),
     func=st.sampled_from(["copy", "relu", "prelu"]),
     rev=st.booleans(),

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from _nki_support import apply, stream_shuffle_kernel
 from _numerics_checks import check_rms_norm, check_softmax
-from _numerics_draw import EXAMPLES, dtypes_any, dtypes_float, frees, parts
+from _numerics_draw import EXAMPLES, TILE, dtypes_any, dtypes_float, frees, parts
 from _numerics_props import (
     EPS32,
     EX,
@@ -398,7 +398,7 @@ def test_matmul(api, data, k, m, n, d1, d2):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis): exp(x - max) / sum exp(x - max) in fp32, cast once [B1-NL]; finite
     inputs; tolerance: the fp32 evaluation of exp and of an f-term sum, relative to the result."""
@@ -407,7 +407,7 @@ def test_nl_softmax(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_rms_norm(data, p, f, dtype):
     """nl.rms_norm(x, w, axis, n, epsilon): x * rsqrt(sum(x^2)/n + epsilon) * w [B1-NL]; moderate
     finite inputs (squares must not overflow fp32)."""
