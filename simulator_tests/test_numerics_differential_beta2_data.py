@@ -22,9 +22,12 @@ from _numerics_beta2 import (
     to_hbm,
     to_sbuf,
 )
+from _numerics_checks import check_matmul
 from _numerics_draw import (
     EPS32,
     EXAMPLES,
+    MATMUL,
+    MOVE_TILE,
     TILE,
     arrays,
     assert_bits,
@@ -33,6 +36,7 @@ from _numerics_draw import (
     dtypes_any,
     dtypes_float,
     frees,
+    matmul_operands,
 )
 from _numerics_ref import (
     BF16,
@@ -176,9 +180,7 @@ def test_nisa_tensor_copy_predicated(data, p, f, dtype, rev, pd):
 )  # fmt: skip
 @EX
 @given(
-    data=st.data(),
-    p=st.integers(1, 16),
-    f=st.integers(1, 16),
+    **MOVE_TILE,
     dtype=dtypes_any,
     od=dtypes_any,
     engine=engines,
@@ -574,21 +576,13 @@ MM_DTYPES = st.sampled_from([FP8, FP8_E5, BF16, F16, F32])
 
 @pytest.mark.parametrize("api", ["nisa.nc_matmul", "nisa.nc_matmul(accumulate)", "nl.matmul"])
 @EX
-@given(
-    data=st.data(),
-    k=st.integers(1, 16),
-    m=st.integers(1, 8),
-    n=st.integers(1, 12),
-    d1=MM_DTYPES,
-    d2=MM_DTYPES,
-)
+@given(**MATMUL, d1=MM_DTYPES, d2=MM_DTYPES)
 def test_matmul(api, data, k, m, n, d1, d2):
     """TensorE: ``stationary.T @ moving`` with fp32 products and fp32 accumulation into PSUM [B2 §5
     nc_matmul; B2 §3.7 ``matmul(x, y, transpose_x=True)``]; a second matmul into the same PSUM elements
     adds (implicit accumulation).  Accumulation order undocumented: n-term bound; inputs <= 2**20.
     Reading: an fp32 operand is multiplied in fp32 (no documented fp32 truncation in the simulator)."""
-    a = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
-    b = data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
+    a, b = matmul_operands(data, d1, d2, k, m, n)
     if d1 == F32 or d2 == F32:  # fp32 matmul takes fp32 on both sides
         a, b = a.astype(np.float32), b.astype(np.float32)
     twice = api == "nisa.nc_matmul(accumulate)"
@@ -608,11 +602,7 @@ def test_matmul(api, data, k, m, n, d1, d2):
             return to_hbm(sb)
 
         got = nki.simulate(kern)(a, b)
-    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
-    mult = 2 if twice else 1
-    want = mult * (a64.T @ b64)
-    slack = mult * (k + 1) * EPS32 * (np.abs(a64).T @ np.abs(b64))
-    assert_close(got.astype(np.float32), want, F32, slack=slack, what=api)
+    check_matmul(got.astype(np.float32), a, b, api, terms=k + 1, times=2 if twice else 1)
 
 
 #: MX x4 formats quantize_mx writes -> mantissa bits of the element format [B2 §3.1, §5].
