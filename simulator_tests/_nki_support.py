@@ -46,6 +46,9 @@ small_frees = st.integers(1, 64)
 seeds = st.integers(0, 2**31 - 1)
 float_dtypes = st.sampled_from(FLOATS)
 int_dtypes = st.sampled_from(INTS)
+#: the ``@given`` arguments every random-tile property starts from: ``p`` partitions, ``f`` free size and the
+#: ``seed`` of its values (:func:`rng_of`)
+TILE = {"p": partitions, "f": frees, "seed": seeds}
 
 
 def rng_of(seed: int) -> np.random.Generator:

@@ -12,6 +12,7 @@ from _nki_support import (
     BF16,
     F32,
     FAST,
+    TILE,
     apply,
     as_tile,
     assert_close,
@@ -19,7 +20,6 @@ from _nki_support import (
     cast,
     f32,
     float_dtypes,
-    frees,
     int_dtypes,
     partitions,
     rand,
@@ -151,9 +151,7 @@ def test_tensor_partition_reduce_bitwise():
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
-    seed=seeds,
+    **TILE,
     op0=st.sampled_from(["add", "multiply", "subtract"]),
     red=st.sampled_from(["add", "max", "min"]),
     vector=st.booleans(),
