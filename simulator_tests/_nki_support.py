@@ -67,6 +67,12 @@ def rand(rng: np.random.Generator, shape, dtype, lo: float = -4.0, hi: float = 4
     return rng.uniform(lo, hi, size=shape).astype(np.float32).astype(d)
 
 
+def bit_patterns(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Random values over the whole range of the integer ``dtype`` (operands of bitwise ops and shifts)."""
+    info = np.iinfo(dtype)
+    return rand(rng, shape, dtype, info.min, info.max)
+
+
 def cast(x, dtype) -> np.ndarray:
     """Round an fp32 computation to ``dtype`` the way the engines write it (RNE; ints RNE + saturate)."""
     d = np.dtype(dtype)

@@ -18,6 +18,7 @@ from _nki_support import (
     apply,
     assert_close,
     assert_exact,
+    bit_patterns,
     cast,
     f32,
     float_dtypes,
@@ -77,9 +78,8 @@ def test_tensor_tensor_arithmetic(name, p, f, d1, d2, seed):
 @given(**TILE, dtype=int_dtypes)
 def test_tensor_tensor_bitvec_ops_on_integers(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
-    a = rand(rng, (p, f), dtype, info.min, info.max)
-    b = rand(rng, (p, f), dtype, info.min, info.max)
+    a = bit_patterns(rng, (p, f), dtype)
+    b = bit_patterns(rng, (p, f), dtype)
     for op, ref in (
         (np.bitwise_and, np.bitwise_and),
         (nl.bitwise_or, np.bitwise_or),
@@ -201,8 +201,7 @@ def test_tensor_scalar_doc_examples():
 @given(**TILE, dtype=int_dtypes)
 def test_tensor_scalar_bitvec(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
-    x = rand(rng, (p, f), dtype, info.min, info.max)
+    x = bit_patterns(rng, (p, f), dtype)
     got = apply(lambda t: nisa.tensor_scalar(t, np.bitwise_and, 0x3C, op1=np.bitwise_xor, operand1=0x0F), x)
     want = (x & np.array(0x3C).astype(dtype)) ^ np.array(0x0F).astype(dtype)
     assert got.dtype == dtype

@@ -21,6 +21,7 @@ from _nki_support import (
     apply,
     assert_close,
     assert_exact,
+    bit_patterns,
     cast,
     f32,
     float_dtypes,
@@ -349,8 +350,7 @@ BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_
 def test_bitwise_ops_on_bit_patterns(p, f, dtype, seed, bcast):
     rng = rng_of(seed)
     sx, sy = (_shape(c, p, f) for c in bcast.split(","))
-    info = np.iinfo(dtype)
-    x, y = rand(rng, sx, dtype, info.min, info.max), rand(rng, sy, dtype, info.min, info.max)
+    x, y = bit_patterns(rng, sx, dtype), bit_patterns(rng, sy, dtype)
     for name, ref in BITWISE.items():
         assert_exact(apply(getattr(nl, name), x, y), ref(x, y))
     assert_exact(apply(nl.invert, x), np.invert(x))
@@ -360,9 +360,8 @@ def test_bitwise_ops_on_bit_patterns(p, f, dtype, seed, bcast):
 @given(**TILE, dtype=int_dtypes)
 def test_shifts_are_logical(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
     bits = 8 * np.dtype(dtype).itemsize
-    x = rand(rng, (p, f), dtype, info.min, info.max)
+    x = bit_patterns(rng, (p, f), dtype)
     s = rand(rng, (p, f), dtype, 0, bits - 1)
     u = np.dtype(f"u{np.dtype(dtype).itemsize}")
     assert_exact(apply(nl.left_shift, x, s), np.left_shift(x.view(u), s.astype(u)).view(dtype))
