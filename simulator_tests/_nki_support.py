@@ -147,6 +147,24 @@ def apply(fn, *arrays):
 
 
 @nki.jit
+def load_kernel(x, dtype):
+    """``nl.load(x, dtype=dtype)`` (``dtype`` None: x's own) stored unchanged into a tensor of the tile's dtype."""
+    t = nl.load(x, dtype=dtype)
+    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+@nki.jit
+def dma_kernel(x, dtype):
+    """One HBM -> HBM ``nisa.dma_copy`` of ``x`` into a tensor of ``dtype`` (None: x's own; a DMA cast when
+    the dtypes differ)."""
+    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@nki.jit
 def stream_shuffle_kernel(src, old, mask):
     """``nisa.nc_stream_shuffle`` of ``src`` into a tile loaded from ``old`` (row ``q*32+i`` takes ``src``'s
     row ``q*32+mask[i]``; mask 255 keeps ``old``'s row); returns the shuffled tile."""

@@ -47,6 +47,14 @@ def nl_kernel(inputs, fn):
     return to_hbm(r)
 
 
+@nki.jit
+def dma_hbm_kernel(x, dtype):
+    """One HBM -> HBM ``dma_copy`` of ``x`` into a tensor of ``dtype`` (a DMA cast when the dtypes differ)."""
+    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
 def run_isa(fn, inputs, *outs):
     return nki.simulate(isa_kernel)(list(inputs), fn, list(outs))
 

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _numerics_beta2 import (
     EX,
+    dma_hbm_kernel,
     eng,
     engines,
     run_isa,
@@ -196,7 +197,7 @@ def test_data_movement(path, data, p, f, dtype, od, engine):
     if path == "dma_copy":
         got = run_isa(lambda d, a: nisa.dma_copy(d, a), [x], ((p, f), od))
     elif path == "dma_copy_hbm":
-        got = nki.simulate(_dma_hbm)(x, od)
+        got = nki.simulate(dma_hbm_kernel)(x, od)
     elif path == "tensor_copy":
         got = run_isa(lambda d, a: nisa.tensor_copy(d, a, engine=eng(engine)), [x], ((p, f), od))
     elif path == "dma_transpose":
@@ -228,13 +229,6 @@ def test_data_movement(path, data, p, f, dtype, od, engine):
     out_dtype = np.dtype(out_dtype)
     check = assert_bits if out_dtype == dtype else assert_same  # a converted NaN's payload is undocumented
     check(got, convert(np.ascontiguousarray(want), out_dtype), path)
-
-
-@nki.jit
-def _dma_hbm(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
-    return out
 
 
 @nki.jit

@@ -10,7 +10,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply, stream_shuffle_kernel
+from _nki_support import apply, dma_kernel, load_kernel, stream_shuffle_kernel
 from _numerics_checks import check_matmul, check_rms_norm, check_softmax
 from _numerics_draw import (
     EXAMPLES,
@@ -81,7 +81,7 @@ def test_data_movement(path, data, p, f, dtype, out):
         x = data.draw(arrays(dtype, (p, f)))
     want = x
     if path == "load":
-        got = _load_kernel(x, out)
+        got = load_kernel(x, out)
     elif path == "load_transpose2d":
         got = _load_t_kernel(x, out)
         want = x.T
@@ -90,7 +90,7 @@ def test_data_movement(path, data, p, f, dtype, out):
     elif path == "tensor_copy":
         got = apply(lambda t: nisa.tensor_copy(t, dtype=out), x)
     elif path == "dma_copy":
-        got = _dma_kernel(x, out)
+        got = dma_kernel(x, out)
     elif path == "dma_transpose":
         got = apply(lambda t: nisa.dma_transpose(t, dtype=out), x)
         want = x.T
@@ -106,25 +106,10 @@ def test_data_movement(path, data, p, f, dtype, out):
 
 
 @nki.jit
-def _load_kernel(x, dtype):
-    t = nl.load(x, dtype=dtype)
-    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-@nki.jit
 def _load_t_kernel(x, dtype):
     t = nl.load_transpose2d(x, dtype=dtype)
     out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
     nl.store(out, value=t)
-    return out
-
-
-@nki.jit
-def _dma_kernel(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
     return out
 
 
