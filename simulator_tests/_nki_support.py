@@ -147,10 +147,11 @@ def apply(fn, *arrays):
 
 
 @nki.jit
-def load_kernel(x, dtype):
-    """``nl.load(x, dtype=dtype)`` (``dtype`` None: x's own) stored unchanged into a tensor of the tile's dtype."""
-    t = nl.load(x, dtype=dtype)
-    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+def load_kernel(x, dtype, transpose=False):
+    """``nl.load(x, dtype=dtype)`` (``dtype`` None: x's own), or ``nl.load_transpose2d`` when ``transpose``,
+    stored unchanged into a tensor of the tile's shape and dtype."""
+    t = nl.load_transpose2d(x, dtype=dtype) if transpose else nl.load(x, dtype=dtype)
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
     nl.store(out, value=t)
     return out
 

@@ -83,7 +83,7 @@ def test_data_movement(path, data, p, f, dtype, out):
     if path == "load":
         got = load_kernel(x, out)
     elif path == "load_transpose2d":
-        got = _load_t_kernel(x, out)
+        got = load_kernel(x, out, transpose=True)
         want = x.T
     elif path == "copy":
         got = apply(lambda t: nl.copy(t, dtype=out), x)
@@ -103,14 +103,6 @@ def test_data_movement(path, data, p, f, dtype, out):
     od = np.dtype(out or dtype)
     check = assert_bits if od == dtype else assert_same  # a converted NaN's payload is undocumented
     check(got, convert(np.ascontiguousarray(want), od), path)
-
-
-@nki.jit
-def _load_t_kernel(x, dtype):
-    t = nl.load_transpose2d(x, dtype=dtype)
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
 
 
 @EX
