@@ -166,6 +166,17 @@ def dma_kernel(x, dtype):
 
 
 @nki.jit
+def bn_stats_kernel(a):
+    """``nisa.bn_stats`` of the loaded ``a`` [P, F] (fp32, [P, 6]) and ``nisa.bn_aggr`` of those ([P, 2])."""
+    s_h = nl.ndarray((a.shape[0], 6), dtype=nl.float32, buffer=nl.shared_hbm)
+    m_h = nl.ndarray((a.shape[0], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nisa.bn_stats(nl.load(a), dtype=nl.float32)
+    nl.store(s_h, value=s)
+    nl.store(m_h, value=nisa.bn_aggr(s))
+    return s_h, m_h
+
+
+@nki.jit
 def stream_shuffle_kernel(src, old, mask):
     """``nisa.nc_stream_shuffle`` of ``src`` into a tile loaded from ``old`` (row ``q*32+i`` takes ``src``'s
     row ``q*32+mask[i]``; mask 255 keeps ``old``'s row); returns the shuffled tile."""

@@ -18,6 +18,7 @@ from _nki_support import (
     assert_close,
     assert_exact,
     bit_patterns,
+    bn_stats_kernel,
     cast,
     f32,
     float_dtypes,
@@ -203,17 +204,7 @@ def _bn_stats(x):
 @given(p=partitions, f=st.integers(1, 512), seed=seeds, dtype=float_dtypes)
 def test_bn_stats_and_bn_aggr(p, f, seed, dtype):
     x = rand(rng_of(seed), (p, f), dtype, -3, 5)
-
-    @nki.jit
-    def k(a):
-        s = nl.ndarray((p, 6), dtype=nl.float32, buffer=nl.shared_hbm)
-        g = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
-        st_ = nisa.bn_stats(nl.load(a), dtype=nl.float32)
-        nl.store(s, value=st_)
-        nl.store(g, value=nisa.bn_aggr(st_))
-        return s, g
-
-    s, g = k(x)
+    s, g = bn_stats_kernel(x)
     x64 = x.astype(np.float64)
     assert_close(s, _bn_stats(x64), atol=1e-4, rtol=1e-4)
     assert_close(g[:, 0], x64.mean(1), atol=1e-5, rtol=1e-4)

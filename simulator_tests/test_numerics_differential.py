@@ -36,7 +36,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply
+from _nki_support import apply, bn_stats_kernel
 from _numerics_checks import (
     REDUCTION_BOUNDS,
     assert_every_op_covered,
@@ -548,17 +548,7 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
     elements; nisa.bn_aggr: (mean, variance) of all [B1-ISA].  Finite moderate inputs (the statistics
     of inf/NaN are undocumented); summation-order bounds."""
     x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**10))
-
-    @nki.jit
-    def k(a):
-        s_h = nl.ndarray((p, 6), dtype=nl.float32, buffer=nl.shared_hbm)
-        m_h = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
-        s = nisa.bn_stats(nl.load(a), dtype=nl.float32)
-        nl.store(s_h, value=s)
-        nl.store(m_h, value=nisa.bn_aggr(s))
-        return s_h, m_h
-
-    s, mv = k(x)
+    s, mv = bn_stats_kernel(x)
     check_bn_stats_and_aggr(s, mv, x)
 
 
