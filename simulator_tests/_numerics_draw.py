@@ -123,11 +123,11 @@ def tensor_scalar_operands(data, p: int, vec: bool) -> tuple:
 
 
 def matmul_operands(data, d1, d2, k: int, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """The (k, m) stationary of ``d1`` and the (k, n) moving operand of ``d2`` of a TensorE case: finite
-    magnitudes <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on the order)."""
-    return data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20)), data.draw(
-        arrays(d2, (k, n), lo=0.0, hi=2.0**20)
-    )
+    """The (k, m) stationary of ``d1`` and the (k, n) moving operand of ``d2`` of a TensorE case, their finite
+    values of magnitude <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on the
+    undocumented order)."""
+    stationary = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
+    return stationary, data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
 
 
 def bitvec_operands(data, op: str, d1: np.dtype, d2: np.dtype, shape: tuple[int, int]) -> tuple:
