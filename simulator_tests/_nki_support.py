@@ -1,8 +1,8 @@
 """Shared helpers for the NKI API tests (test_nl_*, test_isa_*, test_indexing, test_rules).
 
 Kernels in the tests are written like real NKI code; these helpers only build inputs and NumPy
-references, compare results bit-exactly or with a tolerance, run a one-op kernel for sweeps, and find
-the source line a negative test expects the simulator to blame.
+references, compare results bit-exactly or with a tolerance, run one-op kernels for sweeps (also shared by
+the Beta-1 numerics suites), and find the source line a negative test expects the simulator to blame.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Shared pieces of the Beta-2 differential suites (``test_numerics_differential_beta2*.py``): drawn
-shapes and dtypes, the example budget, the one-op ``@nki.jit`` kernels run with ``nki.simulate``, and the
-tolerance helpers their docstrings justify."""
+"""Shared pieces of the Beta-2 numerics suites (``test_numerics_differential_beta2*.py``,
+``test_numerics_regressions_beta2.py``): drawn shapes and dtypes, the example budget, the one-op
+``@nki.jit`` kernels run with ``nki.simulate``, and the tolerance helpers their docstrings justify."""
 
 from __future__ import annotations
 
