@@ -52,6 +52,11 @@ def optional_blocks(**choices: list[int]) -> st.SearchStrategy[dict[str, int]]:
     return st.fixed_dictionaries(draws).map(lambda d: {k: v for k, v in d.items() if v is not None})
 
 
+#: ``{"K", "M", "N"}`` of the dense baselines (tiled, hoisted, blocked) of either generation
+BASELINE_SHAPES = dense_shapes(300, 300, 700)
+#: ``{"K", "M", "N"}`` of matmul_optimized of either generation (several row blocks and PSUM banks)
+OPTIMIZED_SHAPES = dense_shapes(400, 400, 1100)
+
 #: matmul_optimized's blocks, each optional
 OPTIMIZED_BLOCKS = optional_blocks(block_m=[128, 256, 384], k_chunk_tiles=[1, 2, 3], psum_banks=[1, 2, 4, 8])
 
@@ -96,6 +101,20 @@ def trace_cost_only(
         sink=sink,
     )
     return sink
+
+
+#: the fields two traces of one kernel must agree on instruction by instruction
+INSTR_FIELDS = ("id", "engine", "opcode", "lineno", "ins", "outs", "flops")
+
+
+def assert_same_instructions(full: Trace, fast: Trace, extra: tuple[str, ...] = ()) -> None:
+    """``fast`` issues the instructions of ``full``, equal in :data:`INSTR_FIELDS` and the ``extra`` fields
+    (e.g. ``deps``, ``attrs``), in the same order."""
+    assert len(fast.instrs) == len(full.instrs), f"{len(fast.instrs)} instructions, not {len(full.instrs)}"
+    fields = INSTR_FIELDS + extra
+    for a, b in zip(full.instrs, fast.instrs):
+        want, got = (tuple(getattr(i, f) for f in fields) for i in (a, b))
+        assert got == want, f"instruction {a.id} ({a.opcode}, line {a.lineno}) differs"
 
 
 def assert_rejected_before_running(kernel: Any, specs: Any, blocks: dict[str, int], limit: str) -> Any:

@@ -1,8 +1,8 @@
 """Shared helpers for the NKI API tests (test_nl_*, test_isa_*, test_indexing, test_rules).
 
 Kernels in the tests are written like real NKI code; these helpers only build inputs and NumPy
-references, compare results bit-exactly or with a tolerance, run a one-op kernel for sweeps, and find
-the source line a negative test expects the simulator to blame.
+references, compare results bit-exactly or with a tolerance, run one-op kernels for sweeps (also shared by
+the Beta-1 numerics suites), and find the source line a negative test expects the simulator to blame.
 """
 
 from __future__ import annotations
@@ -46,6 +46,9 @@ small_frees = st.integers(1, 64)
 seeds = st.integers(0, 2**31 - 1)
 float_dtypes = st.sampled_from(FLOATS)
 int_dtypes = st.sampled_from(INTS)
+#: the ``@given`` arguments every random-tile property starts from: ``p`` partitions, ``f`` free size and the
+#: ``seed`` of its values (:func:`rng_of`)
+TILE = {"p": partitions, "f": frees, "seed": seeds}
 
 
 def rng_of(seed: int) -> np.random.Generator:
@@ -62,6 +65,12 @@ def rand(rng: np.random.Generator, shape, dtype, lo: float = -4.0, hi: float = 4
     if d == np.bool_:
         return rng.random(shape) < 0.5
     return rng.uniform(lo, hi, size=shape).astype(np.float32).astype(d)
+
+
+def bit_patterns(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Random values over the whole range of the integer ``dtype`` (operands of bitwise ops and shifts)."""
+    info = np.iinfo(dtype)
+    return rand(rng, shape, dtype, info.min, info.max)
 
 
 def cast(x, dtype) -> np.ndarray:
@@ -135,6 +144,36 @@ def apply_kernel(inputs, fn):
 def apply(fn, *arrays):
     """Run ``fn`` on SBUF tiles of ``arrays`` in the simulator; return the stored result."""
     return apply_kernel(list(arrays), fn)
+
+
+@nki.jit
+def load_kernel(x, dtype, transpose=False):
+    """``nl.load(x, dtype=dtype)`` (``dtype`` None: x's own), or ``nl.load_transpose2d`` when ``transpose``,
+    stored unchanged into a tensor of the tile's shape and dtype."""
+    t = nl.load_transpose2d(x, dtype=dtype) if transpose else nl.load(x, dtype=dtype)
+    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=t)
+    return out
+
+
+@nki.jit
+def dma_kernel(x, dtype):
+    """One HBM -> HBM ``nisa.dma_copy`` of ``x`` into a tensor of ``dtype`` (None: x's own; a DMA cast when
+    the dtypes differ)."""
+    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
+
+
+@nki.jit
+def bn_stats_kernel(a):
+    """``nisa.bn_stats`` of the loaded ``a`` [P, F] (fp32, [P, 6]) and ``nisa.bn_aggr`` of those ([P, 2])."""
+    s_h = nl.ndarray((a.shape[0], 6), dtype=nl.float32, buffer=nl.shared_hbm)
+    m_h = nl.ndarray((a.shape[0], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    s = nisa.bn_stats(nl.load(a), dtype=nl.float32)
+    nl.store(s_h, value=s)
+    nl.store(m_h, value=nisa.bn_aggr(s))
+    return s_h, m_h
 
 
 @nki.jit

@@ -1,6 +1,6 @@
-"""Shared pieces of the Beta-2 differential suites (``test_numerics_differential_beta2*.py``): drawn
-shapes and dtypes, the example budget, the one-op ``@nki.jit`` kernels run with ``nki.simulate``, and the
-tolerance helpers their docstrings justify."""
+"""Shared pieces of the Beta-2 numerics suites (``test_numerics_differential_beta2*.py``,
+``test_numerics_regressions_beta2.py``): drawn shapes and dtypes, the example budget, the one-op
+``@nki.jit`` kernels run with ``nki.simulate``, and the tolerance helpers their docstrings justify."""
 
 from __future__ import annotations
 
@@ -45,6 +45,14 @@ def nl_kernel(inputs, fn):
         nisa.tensor_copy(s, r)
         r = s
     return to_hbm(r)
+
+
+@nki.jit
+def dma_hbm_kernel(x, dtype):
+    """One HBM -> HBM ``dma_copy`` of ``x`` into a tensor of ``dtype`` (a DMA cast when the dtypes differ)."""
+    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=x)
+    return out
 
 
 def run_isa(fn, inputs, *outs):

@@ -141,6 +141,17 @@ def check_rms_norm(got, x: np.ndarray, w: np.ndarray, dtype) -> None:
     assert_close(got, want, dtype, slack=(4 * f + 32) * EPS32 * np.abs(want) + 1e-30, what="rms_norm")
 
 
+def check_matmul(
+    got, a: np.ndarray, b: np.ndarray, what: str, terms: int | None = None, times: int = 1
+) -> None:
+    """TensorE ``times`` x ``a.T @ b`` (``a`` the (k, m) stationary, ``b`` the (k, n) moving operand): fp32
+    products of the stored values accumulated in fp32 PSUM, an fp32 ``got``; the order of the additions is
+    not documented, so within ``times`` x the n-term bound for ``terms`` (default k) additions."""
+    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
+    slack = times * (a.shape[0] if terms is None else terms) * EPS32 * (np.abs(a64).T @ np.abs(b64))
+    assert_close(got, times * (a64.T @ b64), F32, slack=slack, what=what)
+
+
 def assert_every_op_covered(
     module, covered: dict[str, str], non_ops: dict[str, str], tests: Iterable[str], also: Iterable[str] = ()
 ) -> None:

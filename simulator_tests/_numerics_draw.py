@@ -41,6 +41,15 @@ dtypes_float = st.sampled_from(FLOATS)
 dtypes_int = st.sampled_from(INTS)
 parts = st.one_of(st.integers(1, 6), st.just(128))
 frees = st.integers(1, 12)
+#: the leading ``@given`` arguments of a property test on (p, f) tiles: ``data`` draws the tiles' values
+#: (:func:`arrays`), ``p`` the partitions, ``f`` the free size
+TILE = {"data": st.data(), "p": parts, "f": frees}
+#: ``TILE`` for the data-movement properties of both generations: up to 16 x 16, within the limits of every
+#: copy and transpose path
+MOVE_TILE = {"data": st.data(), "p": st.integers(1, 16), "f": st.integers(1, 16)}
+#: the leading ``@given`` arguments of a TensorE property: ``data``, contraction ``k``, stationary free
+#: size ``m``, moving free size ``n``
+MATMUL = {"data": st.data(), "k": st.integers(1, 16), "m": st.integers(1, 8), "n": st.integers(1, 12)}
 
 
 def special_bits(d: np.dtype) -> list[int]:
@@ -111,6 +120,14 @@ def tensor_scalar_operands(data, p: int, vec: bool) -> tuple:
         else np.float32(data.draw(st.sampled_from([2.0, -0.0, 0.1, 3e38])))
     )
     return o0, np.float32(data.draw(st.sampled_from([1.0, -7.5, 0.0])))
+
+
+def matmul_operands(data, d1, d2, k: int, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (k, m) stationary of ``d1`` and the (k, n) moving operand of ``d2`` of a TensorE case, their finite
+    values of magnitude <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on the
+    undocumented order)."""
+    stationary = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
+    return stationary, data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
 
 
 def bitvec_operands(data, op: str, d1: np.dtype, d2: np.dtype, shape: tuple[int, int]) -> tuple:

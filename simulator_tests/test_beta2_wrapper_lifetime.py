@@ -131,29 +131,26 @@ def test_a_dropped_wrapper_tile_is_freed_at_once(no_cycle_collector):
 
 
 @pytest.mark.parametrize("numerics", [True, False], ids=["numerics", "cost-only"])
-def test_wrapper_tiles_rebound_per_iteration_need_one_tile(no_cycle_collector, runs, numerics):
+@pytest.mark.parametrize(
+    ("kernel", "tiles", "replay"),
+    [
+        (load_per_iteration, 1, (1, 0)),  # rebound per iteration: one tile's worth, the loop replays
+        (load_kept_in_a_list, N, (0, 1)),  # a store to a Python list: every iteration executes
+    ],
+    ids=["rebound-per-iteration-one-tile", "kept-alive-n-tiles"],
+)
+def test_wrapper_tiles_live_as_long_as_python_holds_them(
+    no_cycle_collector, runs, numerics, kernel, tiles, replay
+):
     x = _x(N * ROWS)
     if numerics:
-        np.testing.assert_array_equal(nki.simulate(load_per_iteration)(x), x)
+        np.testing.assert_array_equal(nki.simulate(kernel)(x), x)
     else:
-        devkit.estimate(load_per_iteration, nt.tensor[[N * ROWS, COLS], nl.float32], target="trn2")
+        devkit.estimate(kernel, nt.tensor[[N * ROWS, COLS], nl.float32], target="trn2")
     replays, fallbacks, peak = runs[-1]
-    assert peak == TILE_BYTES_PP  # one tile's worth, not N
+    assert peak == tiles * TILE_BYTES_PP
     if not numerics:  # (numerics runs execute every iteration)
-        assert (replays, fallbacks) == (1, 0)
-
-
-@pytest.mark.parametrize("numerics", [True, False], ids=["numerics", "cost-only"])
-def test_wrapper_tiles_kept_alive_need_n_tiles(no_cycle_collector, runs, numerics):
-    x = _x(N * ROWS)
-    if numerics:
-        np.testing.assert_array_equal(nki.simulate(load_kept_in_a_list)(x), x)
-    else:
-        devkit.estimate(load_kept_in_a_list, nt.tensor[[N * ROWS, COLS], nl.float32], target="trn2")
-    replays, fallbacks, peak = runs[-1]
-    assert peak == N * TILE_BYTES_PP
-    if not numerics:  # a store to a Python list: the loop executes every iteration
-        assert (replays, fallbacks) == (0, 1)
+        assert (replays, fallbacks) == replay
 
 
 def test_elementwise_wrapper_loop_replays_with_the_trace_of_full_execution(no_cycle_collector, runs):

@@ -21,6 +21,16 @@ def _one(build) -> object:
     return b.instrs[-1]
 
 
+def _instr(engine: str, opcode: str, ins: list[tuple], outs: list[tuple], **attrs: object) -> object:
+    """One instruction whose operands are ``access(*operand)`` of each tuple (buffer, dtype, partitions,
+    elements)."""
+    return _one(
+        lambda b: b.add(
+            engine, opcode, tuple(access(*a) for a in ins), tuple(access(*o) for o in outs), **attrs
+        )
+    )
+
+
 # --- TensorE -------------------------------------------------------------------------------------
 
 
@@ -51,14 +61,8 @@ def test_matmul_small_stationary_bounds_the_minimum() -> None:
 
 
 def test_matmul_shapes_from_operands_when_attrs_missing() -> None:
-    b = TraceBuilder()
-    b.add(
-        TENSOR,
-        "nc_matmul",
-        (access(SBUF, "bfloat16", 128, 128), access(SBUF, "bfloat16", 128, 300)),
-        (access(PSUM, "float32", 128, 300),),
-    )
-    assert TRN1.cycles(b.instrs[0]) == 300
+    ins = [(SBUF, "bfloat16", 128, 128), (SBUF, "bfloat16", 128, 300)]
+    assert TRN1.cycles(_instr(TENSOR, "nc_matmul", ins, [(PSUM, "float32", 128, 300)])) == 300
 
 
 def test_pe_transpose() -> None:
@@ -85,15 +89,8 @@ def test_vector_one_input_and_min_ii() -> None:
 def test_vector_two_inputs() -> None:
     assert TRN1.cycles(_compute(VECTOR, "tensor_tensor", 512, inputs=2)) == 1024
     # one input in PSUM: single pass
-    b = TraceBuilder()
-    b.add(
-        VECTOR,
-        "tensor_tensor",
-        (access(PSUM, "float32", 128, 512), access(SBUF, "float32", 128, 512)),
-        (access(SBUF, "float32", 128, 512),),
-        op="add",
-    )
-    assert TRN1.cycles(b.instrs[0]) == 512
+    ins = [(PSUM, "float32", 128, 512), (SBUF, "float32", 128, 512)]
+    assert TRN1.cycles(_instr(VECTOR, "tensor_tensor", ins, [(SBUF, "float32", 128, 512)], op="add")) == 512
     # all-bf16 SBUF add: single pass on trn1, and perf mode 2x on trn2
     add = _compute(VECTOR, "tensor_tensor", 512, inputs=2, dtype="bfloat16", op="add")
     assert TRN1.cycles(add) == 512
@@ -131,15 +128,8 @@ def test_scalar_rules() -> None:
     assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce_op="add")) == 512
     assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce=True)) == 512
     assert TRN1.cycles(_compute(SCALAR, "activation", 512, reduce=False)) == 512
-    two_outs = _one(
-        lambda b: b.add(
-            SCALAR,
-            "activation",
-            (access(SBUF, "float32", 128, 512),),
-            (access(SBUF, "float32", 128, 512), access(SBUF, "float32", 128, 1)),
-            reduce=True,
-        )
-    )
+    outs = [(SBUF, "float32", 128, 512), (SBUF, "float32", 128, 1)]
+    two_outs = _instr(SCALAR, "activation", [(SBUF, "float32", 128, 512)], outs, reduce=True)
     assert TRN1.cycles(two_outs) == 512 + 64
     assert TRN1.cycles(_compute(SCALAR, "activation_reduce", 512)) == 512 + 64
     assert TRN1.duration_ns(_compute(SCALAR, "activation", 512)) == pytest.approx(512 / 1.4)

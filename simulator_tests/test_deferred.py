@@ -14,8 +14,26 @@ from devkit.sim import deferred
 from devkit.sim.deferred import stack_rows
 
 
-def _rand(rng, shape):
-    return rng.standard_normal(shape).astype(np.float32)
+def _operands(seed: int, k: int, m: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded fp32 ``lhsT`` (k, m) and ``rhs`` (k, n) of a product ``lhsT.T @ rhs``."""
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((k, m)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+
+
+def _assert_product(got, lhsT, rhs) -> None:
+    """``got`` is ``lhsT.T @ rhs`` within fp32 summation-order rounding."""
+    np.testing.assert_allclose(got, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+
+
+def _simulate_product(kernel, seed: int, k: int, m: int, n: int) -> None:
+    """Simulate ``kernel(lhsT, rhs)`` on :func:`_operands` and check it computes ``lhsT.T @ rhs``."""
+    lhsT, rhs = _operands(seed, k, m, n)
+    _assert_product(devkit.simulate(kernel, lhsT, rhs), lhsT, rhs)
+
+
+def _record_joins(monkeypatch, name):
+    """Record ``(parts joined, joined without a copy)`` for each call of ``deferred.<name>``."""
+    return _record(monkeypatch, name, lambda parts, view: (len(parts), view is not None))
 
 
 def _record(monkeypatch, name, what):
@@ -87,11 +105,8 @@ def k_tiled(lhsT, rhs):
 
 
 def test_k_tiled_chain_settles_as_one_stacked_product(monkeypatch):
-    stacked = _record(monkeypatch, "stack_rows", lambda parts, view: (len(parts), view is not None))
-    rng = np.random.default_rng(1)
-    lhsT, rhs = _rand(rng, (512, 128)), _rand(rng, (512, 256))
-    out = devkit.simulate(k_tiled, lhsT, rhs)
-    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    stacked = _record_joins(monkeypatch, "stack_rows")
+    _simulate_product(k_tiled, 1, 512, 128, 256)
     # the stationary and the moving operands of the one chain were stacked (never one product per tile)
     assert stacked and all(parts == 4 and ok for parts, ok in stacked)
 
@@ -112,10 +127,7 @@ def reused_buffers(lhsT, rhs):
 
 
 def test_overwriting_an_operand_settles_the_pending_products_first():
-    rng = np.random.default_rng(2)
-    lhsT, rhs = _rand(rng, (384, 128)), _rand(rng, (384, 64))
-    out = devkit.simulate(reused_buffers, lhsT, rhs)
-    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    _simulate_product(reused_buffers, 2, 384, 128, 64)
 
 
 @nki.jit
@@ -138,8 +150,7 @@ def read_and_rewrite_midway(lhsT, rhs):
 
 
 def test_reading_or_rewriting_the_accumulator_settles_it_in_order():
-    rng = np.random.default_rng(3)
-    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 512))
+    lhsT, rhs = _operands(3, 256, 128, 512)
     p0 = lhsT[:128].T @ rhs[:128]
     p1 = lhsT[128:].T @ rhs[128:]
     mid, out = devkit.simulate(read_and_rewrite_midway, lhsT, rhs)
@@ -164,11 +175,10 @@ def product_read_directly(lhsT, rhs):
 
 
 def test_a_product_read_as_a_tile_is_computed():
-    rng = np.random.default_rng(4)
-    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 96))
+    lhsT, rhs = _operands(4, 256, 128, 96)
     single, out = devkit.simulate(product_read_directly, lhsT, rhs)
     np.testing.assert_allclose(single, lhsT[:128].T @ rhs[:128], rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    _assert_product(out, lhsT, rhs)
 
 
 # ---- copies and stores that wait with their chain --------------------------------------------------------
@@ -190,11 +200,8 @@ def mn_tiled(lhsT, rhs):
 
 
 def test_the_chains_of_a_loop_nest_become_one_product(monkeypatch):
-    joined = _record(monkeypatch, "stack_cols", lambda parts, view: (len(parts), view is not None))
-    rng = np.random.default_rng(5)
-    lhsT, rhs = _rand(rng, (256, 256)), _rand(rng, (256, 384))
-    out = devkit.simulate(mn_tiled, lhsT, rhs)
-    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    joined = _record_joins(monkeypatch, "stack_cols")
+    _simulate_product(mn_tiled, 5, 256, 256, 384)
     # per m block, the 3 n chains side by side; then the 2 m blocks side by side
     assert joined == [(3, True), (3, True), (2, True)]
 
@@ -217,8 +224,7 @@ def store_then_load(lhsT, rhs):
 
 
 def test_a_deferred_store_is_carried_out_before_the_memory_is_used():
-    rng = np.random.default_rng(6)
-    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 64))
+    lhsT, rhs = _operands(6, 256, 128, 64)
     ref = lhsT.T @ rhs
     out, twice = devkit.simulate(store_then_load, lhsT, rhs)
     np.testing.assert_allclose(twice, 2 * ref, rtol=1e-5, atol=1e-4)
@@ -241,10 +247,7 @@ def many_chains(lhsT, rhs):
 
 def test_deferred_stores_are_carried_out_in_bounded_batches(monkeypatch):
     batches = _record(monkeypatch, "_batch", lambda evacs, _: len(evacs))
-    rng = np.random.default_rng(7)
-    lhsT, rhs = _rand(rng, (256, 128)), _rand(rng, (256, 4 * 70))
-    out = devkit.simulate(many_chains, lhsT, rhs)
-    np.testing.assert_allclose(out, lhsT.T @ rhs, rtol=1e-5, atol=1e-4)
+    _simulate_product(many_chains, 7, 256, 128, 4 * 70)
     assert batches == [deferred.Chains.MAX_WRITES, 70 - deferred.Chains.MAX_WRITES]
 
 
@@ -285,8 +288,7 @@ def test_deferred_work_is_bounded_by_held_bytes(monkeypatch):
 
     monkeypatch.setattr(deferred.Chains, "add", add)
     monkeypatch.setattr(deferred.Chains, "evacuate", evacuate)
-    rng = np.random.default_rng(5)
-    a, b = _rand(rng, (10 * 128, 128)), _rand(rng, (10 * 128, 512))
+    a, b = _operands(5, 10 * 128, 128, 512)
     got = devkit.simulate(accumulations_stored_late, a, b)
     want = np.stack([(a * (j + 1)).T @ b for j in range(8)])
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-3)

@@ -14,16 +14,14 @@ from _nki_support import (
     BF16,
     F32,
     FAST,
+    TILE,
     assert_close,
     assert_exact,
     cast,
     f32,
     float_dtypes,
-    frees,
-    partitions,
     rand,
     rng_of,
-    seeds,
 )
 from hypothesis import given
 from hypothesis import strategies as st
@@ -58,14 +56,7 @@ POSITIVE = {"rsqrt", "sqrt", "log", "reciprocal"}
 
 @pytest.mark.parametrize("name", sorted(ACT))
 @FAST
-@given(
-    p=partitions,
-    f=frees,
-    dtype=float_dtypes,
-    seed=seeds,
-    scale_kind=st.sampled_from(["scalar", "vector"]),
-    with_bias=st.booleans(),
-)
+@given(**TILE, dtype=float_dtypes, scale_kind=st.sampled_from(["scalar", "vector"]), with_bias=st.booleans())
 def test_activation_scale_and_bias(name, p, f, dtype, seed, scale_kind, with_bias):
     op, ref = ACT[name]
     rng = rng_of(seed)
@@ -116,7 +107,7 @@ def test_activation_dtype_casts_the_fp32_result():
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, data=st.data())
+@given(**TILE, data=st.data())
 def test_activation_mask(p, f, seed, data):
     mp, mf = data.draw(st.integers(0, p)), data.draw(st.integers(0, f))
     x = rand(rng_of(seed), (p, f), F32)
@@ -139,7 +130,7 @@ def test_activation_mask(p, f, seed, data):
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, reduce_op=st.sampled_from([nl.add, np.add, np.sum]))
+@given(**TILE, reduce_op=st.sampled_from([nl.add, np.add, np.sum]))
 def test_activation_reduce_writes_the_row_sum(p, f, seed, reduce_op):
     rng = rng_of(seed)
     x = rand(rng, (p, f), F32, -1, 1)

@@ -35,6 +35,13 @@ def _ints(rng, shape, dtype, lo=-4, hi=4):
     return rng.integers(lo, hi + 1, size=shape).astype(np.float32).astype(dtype)
 
 
+def _operands(seed: int, s_shape: tuple, m_shape: tuple, ds=BF16, dm=None) -> tuple[np.ndarray, np.ndarray]:
+    """Seeded small-integer stationary (``ds``) and moving (``dm``, default ``ds``) operands: every product
+    and partial sum is exact in fp32."""
+    rng = rng_of(seed)
+    return _ints(rng, s_shape, ds), _ints(rng, m_shape, ds if dm is None else dm)
+
+
 @nki.jit
 def nc_matmul_kernel(stationary, moving):
     out = nl.ndarray((stationary.shape[1], moving.shape[1]), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -56,9 +63,7 @@ def nc_matmul_kernel(stationary, moving):
     seed=seeds,
 )
 def test_nc_matmul_low_precision_operands(k, m, n, ds, dm, seed):
-    rng = rng_of(seed)
-    s = _ints(rng, (k, m), ds)
-    mv = _ints(rng, (k, n), dm)
+    s, mv = _operands(seed, (k, m), (k, n), ds, dm)
     assert_exact(nc_matmul_kernel(s, mv), f32(s).T @ f32(mv))
 
 
@@ -83,9 +88,7 @@ def test_nc_matmul_uses_the_fp8_stored_values():
 @FAST
 @given(kt=st.integers(1, 5), m=st.integers(1, 128), n=st.integers(1, 512), seed=seeds)
 def test_nc_matmul_psum_accumulation_over_k_tiles(kt, m, n, seed):
-    rng = rng_of(seed)
-    s = _ints(rng, (kt * 128, m), BF16)
-    mv = _ints(rng, (kt * 128, n), BF16)
+    s, mv = _operands(seed, (kt * 128, m), (kt * 128, n), BF16)
 
     @nki.jit
     def k(st_, mv_):
@@ -102,9 +105,7 @@ def test_nc_matmul_psum_accumulation_over_k_tiles(kt, m, n, seed):
 
 
 def test_nc_matmul_accumulation_into_a_block_dim_psum_tile():
-    rng = rng_of(1)
-    s = _ints(rng, (2, 128, 64), BF16)
-    mv = _ints(rng, (2, 128, 256), BF16)
+    s, mv = _operands(1, (2, 128, 64), (2, 128, 256), BF16)
 
     @nki.jit
     def k(st_, mv_):
@@ -121,9 +122,7 @@ def test_nc_matmul_accumulation_into_a_block_dim_psum_tile():
 
 
 def test_nc_matmul_multi_dim_free_axes_are_flattened():
-    rng = rng_of(2)
-    s = _ints(rng, (32, 4, 8), BF16)
-    mv = _ints(rng, (32, 2, 50), BF16)
+    s, mv = _operands(2, (32, 4, 8), (32, 2, 50), BF16)
 
     @nki.jit
     def k(a, b):
@@ -140,9 +139,7 @@ def test_nc_matmul_multi_dim_free_axes_are_flattened():
 def test_nc_matmul_mask_limits_the_output_region(m, n, seed, data):
     a = data.draw(st.integers(0, m))
     b = data.draw(st.integers(0, n))
-    rng = rng_of(seed)
-    s = _ints(rng, (64, m), BF16)
-    mv = _ints(rng, (64, n), BF16)
+    s, mv = _operands(seed, (64, m), (64, n), BF16)
 
     @nki.jit
     def k(st_, mv_):
@@ -161,9 +158,7 @@ def test_nc_matmul_mask_limits_the_output_region(m, n, seed, data):
 
 def test_nc_matmul_pe_tiling_is_numerically_an_ordinary_matmul():
     """The tile_position example of the docs: 2x2 batched (64,64).T @ (64,512) on sub-arrays."""
-    rng = rng_of(3)
-    s = _ints(rng, (2, 2, 64, 64), BF16)
-    mv = _ints(rng, (2, 2, 64, 512), BF16)
+    s, mv = _operands(3, (2, 2, 64, 64), (2, 2, 64, 512), BF16)
 
     @nki.jit
     def k(a, b):
@@ -195,9 +190,7 @@ def test_nc_matmul_onezero_hints_do_not_change_results():
 
 
 def test_nc_matmul_double_row_on_trn2():
-    rng = rng_of(5)
-    s = _ints(rng, (128, 2, 16), FP8)
-    mv = _ints(rng, (128, 2, 512), FP8)
+    s, mv = _operands(5, (128, 2, 16), (128, 2, 512), FP8)
 
     @nki.jit(platform_target="trn2")
     def k(a, b):
@@ -282,26 +275,22 @@ def test_nc_transpose_flattens_extra_free_axes():
     assert_exact(k(x), x.reshape(16, 12).T.copy())
 
 
-def test_nc_transpose_limits():
-    big = np.zeros((33, 8), np.float32)
+@pytest.mark.parametrize(
+    ("engine", "shape"),
+    [("vector", (33, 8)), ("tensor", (4, 129))],
+    ids=["vector-33-rows", "tensor-129-cols"],
+)
+def test_nc_transpose_limits(engine, shape):
+    """VectorE transposes at most 32 x 32 elements, TensorE at most 128 x 128."""
 
     @nki.jit
-    def vec(a):
-        out = nl.ndarray((8, 33), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, value=nisa.nc_transpose(nl.load(a), engine=nisa.vector_engine))
+    def k(a):
+        out = nl.ndarray(shape[::-1], dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nisa.nc_transpose(nl.load(a), engine=getattr(nisa, f"{engine}_engine")))
         return out
 
     with pytest.raises(TileShapeError):
-        vec(big)
-
-    @nki.jit
-    def ten(a):
-        out = nl.ndarray((129, 4), dtype=nl.float32, buffer=nl.shared_hbm)
-        nl.store(out, value=nisa.nc_transpose(nl.load(a), engine=nisa.tensor_engine))
-        return out
-
-    with pytest.raises(TileShapeError):
-        ten(np.zeros((4, 129), np.float32))
+        k(np.zeros(shape, np.float32))
 
 
 def test_transpose_via_matmul_with_identity_is_exact():
@@ -322,9 +311,7 @@ def test_transpose_via_matmul_with_identity_is_exact():
 
 
 def test_accumulation_into_a_slice_of_a_psum_tile():
-    rng = rng_of(8)
-    s = _ints(rng, (2, 128, 64), BF16)
-    mv = _ints(rng, (2, 128, 512), BF16)
+    s, mv = _operands(8, (2, 128, 64), (2, 128, 512), BF16)
 
     @nki.jit
     def k(a, b):

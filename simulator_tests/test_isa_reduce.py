@@ -12,14 +12,16 @@ from _nki_support import (
     BF16,
     F32,
     FAST,
+    TILE,
     apply,
     as_tile,
     assert_close,
     assert_exact,
+    bit_patterns,
+    bn_stats_kernel,
     cast,
     f32,
     float_dtypes,
-    frees,
     int_dtypes,
     partitions,
     rand,
@@ -72,8 +74,7 @@ def test_tensor_reduce(name, p, f, dtype, seed, negate, keepdims, three_d):
 @FAST
 @given(p=partitions, f=st.integers(1, 200), dtype=int_dtypes, seed=seeds)
 def test_tensor_reduce_bitvec(p, f, dtype, seed):
-    info = np.iinfo(dtype)
-    x = rand(rng_of(seed), (p, f), dtype, info.min, info.max)
+    x = bit_patterns(rng_of(seed), (p, f), dtype)
     for op, ref in (
         (np.bitwise_and, np.bitwise_and),
         (np.bitwise_or, np.bitwise_or),
@@ -151,9 +152,7 @@ def test_tensor_partition_reduce_bitwise():
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
-    seed=seeds,
+    **TILE,
     op0=st.sampled_from(["add", "multiply", "subtract"]),
     red=st.sampled_from(["add", "max", "min"]),
     vector=st.booleans(),
@@ -205,17 +204,7 @@ def _bn_stats(x):
 @given(p=partitions, f=st.integers(1, 512), seed=seeds, dtype=float_dtypes)
 def test_bn_stats_and_bn_aggr(p, f, seed, dtype):
     x = rand(rng_of(seed), (p, f), dtype, -3, 5)
-
-    @nki.jit
-    def k(a):
-        s = nl.ndarray((p, 6), dtype=nl.float32, buffer=nl.shared_hbm)
-        g = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
-        st_ = nisa.bn_stats(nl.load(a), dtype=nl.float32)
-        nl.store(s, value=st_)
-        nl.store(g, value=nisa.bn_aggr(st_))
-        return s, g
-
-    s, g = k(x)
+    s, g = bn_stats_kernel(x)
     x64 = x.astype(np.float64)
     assert_close(s, _bn_stats(x64), atol=1e-4, rtol=1e-4)
     assert_close(g[:, 0], x64.mean(1), atol=1e-5, rtol=1e-4)

@@ -13,13 +13,13 @@ from _nki_support import (
     BF16,
     F32,
     FAST,
+    TILE,
     apply,
     assert_close,
     assert_exact,
     cast,
     f32,
     float_dtypes,
-    frees,
     partitions,
     rand,
     rng_of,
@@ -48,11 +48,9 @@ PREDS = {
 @pytest.mark.parametrize("name", sorted(PREDS))
 @FAST
 @given(
-    p=partitions,
-    f=frees,
+    **TILE,
     c=st.integers(0, 40),
     dtype=float_dtypes,
-    seed=seeds,
     false_value=st.sampled_from([float(FP32_MIN), -9984.0, 0.0]),
 )
 def test_affine_select(name, p, f, c, dtype, seed, false_value):
@@ -116,9 +114,7 @@ CMP = {
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
-    seed=seeds,
+    **TILE,
     c0=st.sampled_from(["greater_equal", "greater", "equal"]),
     c1=st.sampled_from(["less", "less_equal"]),
     start=st.integers(0, 1000),
@@ -214,9 +210,7 @@ def test_range_select_is_trn2_only():
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
-    seed=seeds,
+    **TILE,
     reverse=st.booleans(),
     vector_false=st.booleans(),
     dtype=st.sampled_from([F32, BF16]),

@@ -14,9 +14,11 @@ from _nki_support import (
     FAST,
     INTS,
     SLOW,
+    TILE,
     apply,
     assert_close,
     assert_exact,
+    bit_patterns,
     cast,
     f32,
     float_dtypes,
@@ -51,7 +53,7 @@ ARITH = {
 
 @pytest.mark.parametrize("name", sorted(ARITH))
 @FAST
-@given(p=partitions, f=frees, d1=float_dtypes, d2=float_dtypes, seed=seeds)
+@given(**TILE, d1=float_dtypes, d2=float_dtypes)
 def test_tensor_tensor_arithmetic(name, p, f, d1, d2, seed):
     op, ref = ARITH[name]
     rng = rng_of(seed)
@@ -73,12 +75,11 @@ def test_tensor_tensor_arithmetic(name, p, f, d1, d2, seed):
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=int_dtypes, seed=seeds)
+@given(**TILE, dtype=int_dtypes)
 def test_tensor_tensor_bitvec_ops_on_integers(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
-    a = rand(rng, (p, f), dtype, info.min, info.max)
-    b = rand(rng, (p, f), dtype, info.min, info.max)
+    a = bit_patterns(rng, (p, f), dtype)
+    b = bit_patterns(rng, (p, f), dtype)
     for op, ref in (
         (np.bitwise_and, np.bitwise_and),
         (nl.bitwise_or, np.bitwise_or),
@@ -142,10 +143,8 @@ TS_OPS = {
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
+    **TILE,
     dtype=float_dtypes,
-    seed=seeds,
     op0=st.sampled_from(sorted(TS_OPS)),
     op1=st.sampled_from([None, *sorted(TS_OPS)]),
     reverse0=st.booleans(),
@@ -199,11 +198,10 @@ def test_tensor_scalar_doc_examples():
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=int_dtypes, seed=seeds)
+@given(**TILE, dtype=int_dtypes)
 def test_tensor_scalar_bitvec(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
-    x = rand(rng, (p, f), dtype, info.min, info.max)
+    x = bit_patterns(rng, (p, f), dtype)
     got = apply(lambda t: nisa.tensor_scalar(t, np.bitwise_and, 0x3C, op1=np.bitwise_xor, operand1=0x0F), x)
     want = (x & np.array(0x3C).astype(dtype)) ^ np.array(0x0F).astype(dtype)
     assert got.dtype == dtype
@@ -231,10 +229,8 @@ def test_tensor_scalar_engines_agree(engine):
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
+    **TILE,
     dtype=float_dtypes,
-    seed=seeds,
     op0=st.sampled_from(sorted(TS_OPS)),
     op1=st.sampled_from(sorted(TS_OPS)),
     reverse0=st.booleans(),
@@ -341,11 +337,9 @@ def test_tensor_tensor_scan_chained_across_chunks():
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
+    **TILE,
     src=st.sampled_from((F32, BF16, *INTS)),
     dst=st.sampled_from((None, F32, BF16, *INTS)),
-    seed=seeds,
     engine=st.sampled_from(["vector", "gpsimd", "unknown"]),
 )
 def test_tensor_copy(p, f, src, dst, seed, engine):
@@ -367,10 +361,8 @@ def test_tensor_copy_int32_is_bit_exact_on_vector_but_goes_through_fp32_on_scala
 
 @FAST
 @given(
-    p=partitions,
-    f=frees,
+    **TILE,
     dtype=float_dtypes,
-    seed=seeds,
     reverse=st.booleans(),
     scalar_src=st.booleans(),
     pdtype=st.sampled_from([np.uint8, np.uint16, np.uint32]),
@@ -396,7 +388,7 @@ def test_tensor_copy_predicated(p, f, dtype, seed, reverse, scalar_src, pdtype):
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds)
+@given(**TILE, dtype=float_dtypes)
 def test_reciprocal(p, f, dtype, seed):
     x = rand(rng_of(seed), (p, f), dtype, 0.25, 4)
     x = np.where(rng_of(seed).random((p, f)) < 0.5, x, -f32(x)).astype(dtype)
@@ -462,14 +454,7 @@ def test_memset(p, f, dtype, value):
 
 @slow
 @SLOW
-@given(
-    p=partitions,
-    f=frees,
-    dtype=float_dtypes,
-    seed=seeds,
-    op0=st.sampled_from(sorted(TS_OPS)),
-    op1=st.sampled_from(sorted(TS_OPS)),
-)
+@given(**TILE, dtype=float_dtypes, op0=st.sampled_from(sorted(TS_OPS)), op1=st.sampled_from(sorted(TS_OPS)))
 def test_tensor_scalar_sweep(p, f, dtype, seed, op0, op1):
     rng = rng_of(seed)
     x = rand(rng, (p, f), dtype, 0.5, 3)

@@ -12,7 +12,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 from _kernel_checks import (
+    BASELINE_SHAPES,
     OPTIMIZED_BLOCKS,
+    OPTIMIZED_SHAPES,
     SEQUENTIAL_SHAPES,
     XUV_BLOCKS,
     XUV_OR_DEFAULT_BLOCKS,
@@ -39,18 +41,12 @@ DTYPES = ["bfloat16", "float32"]
 # ---- dense matmuls --------------------------------------------------------------------------------
 
 
+BASELINES = ["matmul_tiled", "matmul_hoisted", "matmul_blocked"]
 test_dense_baselines_match_reference = reference_property(
-    ["matmul_tiled", "matmul_hoisted", "matmul_blocked"],
-    dense_shapes(300, 300, 700),
-    max_examples=15,
-    dtypes=DTYPES,
+    BASELINES, BASELINE_SHAPES, max_examples=15, dtypes=DTYPES
 )
 test_matmul_optimized_matches_reference = reference_property(
-    ["matmul_optimized"],
-    dense_shapes(400, 400, 1100),
-    max_examples=25,
-    dtypes=DTYPES,
-    blocks=OPTIMIZED_BLOCKS,
+    ["matmul_optimized"], OPTIMIZED_SHAPES, max_examples=25, dtypes=DTYPES, blocks=OPTIMIZED_BLOCKS
 )
 
 

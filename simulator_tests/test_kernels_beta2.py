@@ -10,14 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _kernel_checks import (
+    BASELINE_SHAPES,
     DENSE_MLP_SHAPES,
     OPTIMIZED_BLOCKS,
+    OPTIMIZED_SHAPES,
     SEQUENTIAL_SHAPES,
     SVD_MLP_SHAPES,
     XUV_BLOCKS,
     XUV_OR_DEFAULT_BLOCKS,
     check,
-    dense_shapes,
     dim,
     fused_shapes,
     optional_blocks,
@@ -40,18 +41,12 @@ FUSED = ["xuv_fused_b2", "xuv_fused_t_b2", "xtuv_fused_b2"]
 test_fused_b2_matches_reference = reference_property(
     FUSED, fused_shapes(600), max_examples=15, dtypes=DTYPES, blocks=XUV_OR_DEFAULT_BLOCKS
 )
+BASELINES = ["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"]
 test_dense_baselines_b2_match_reference = reference_property(
-    ["matmul_tiled_b2", "matmul_hoisted_b2", "matmul_blocked_b2"],
-    dense_shapes(300, 300, 700),
-    max_examples=10,
-    dtypes=DTYPES,
+    BASELINES, BASELINE_SHAPES, max_examples=10, dtypes=DTYPES
 )
 test_matmul_optimized_b2_matches_reference = reference_property(
-    ["matmul_optimized_b2"],
-    dense_shapes(400, 400, 1100),
-    max_examples=12,
-    dtypes=DTYPES,
-    blocks=OPTIMIZED_BLOCKS,
+    ["matmul_optimized_b2"], OPTIMIZED_SHAPES, max_examples=12, dtypes=DTYPES, blocks=OPTIMIZED_BLOCKS
 )
 test_xuv_sequential_b2_matches_reference = reference_property(
     ["xuv_sequential_b2"], SEQUENTIAL_SHAPES, max_examples=6, dtypes=DTYPES

@@ -17,13 +17,14 @@ from _nki_support import (
     FLOATS,
     FP8,
     SLOW,
+    TILE,
     apply,
     assert_close,
     assert_exact,
+    bit_patterns,
     cast,
     f32,
     float_dtypes,
-    frees,
     int_dtypes,
     partitions,
     rand,
@@ -100,7 +101,7 @@ def _check_unary(name, p, f, dtype, seed):
 
 @pytest.mark.parametrize("name", sorted(UNARY))
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds)
+@given(**TILE, dtype=float_dtypes)
 def test_unary_matches_numpy(name, p, f, dtype, seed):
     _check_unary(name, p, f, dtype, seed)
 
@@ -108,7 +109,7 @@ def test_unary_matches_numpy(name, p, f, dtype, seed):
 @slow
 @pytest.mark.parametrize("name", sorted(UNARY))
 @SLOW
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds)
+@given(**TILE, dtype=float_dtypes)
 def test_unary_matches_numpy_sweep(name, p, f, dtype, seed):
     _check_unary(name, p, f, dtype, seed)
 
@@ -180,7 +181,7 @@ def _binary_inputs(name, p, f, dx, dy, seed, bcast):
 @pytest.mark.parametrize("bcast", _BCAST)
 @pytest.mark.parametrize("name", sorted(BINARY))
 @FAST
-@given(p=partitions, f=frees, dx=float_dtypes, dy=float_dtypes, seed=seeds)
+@given(**TILE, dx=float_dtypes, dy=float_dtypes)
 def test_binary_matches_numpy_with_broadcasting(name, bcast, p, f, dx, dy, seed):
     x, y = _binary_inputs(name, p, f, dx, dy, seed, bcast)
     got = apply(getattr(nl, name), x, y)
@@ -197,14 +198,14 @@ def test_binary_matches_numpy_with_broadcasting(name, bcast, p, f, dx, dy, seed)
 @slow
 @pytest.mark.parametrize("name", sorted(BINARY))
 @SLOW
-@given(p=partitions, f=frees, dx=float_dtypes, dy=float_dtypes, seed=seeds, bcast=st.sampled_from(_BCAST))
+@given(**TILE, dx=float_dtypes, dy=float_dtypes, bcast=st.sampled_from(_BCAST))
 def test_binary_matches_numpy_sweep(name, p, f, dx, dy, seed, bcast):
     test_binary_matches_numpy_with_broadcasting.hypothesis.inner_test(name, bcast, p, f, dx, dy, seed)
 
 
 @pytest.mark.parametrize("name", sorted(COMPARE))
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, bcast=st.sampled_from(_BCAST))
+@given(**TILE, dtype=float_dtypes, bcast=st.sampled_from(_BCAST))
 def test_comparisons_and_logical_default_to_bool(name, p, f, dtype, seed, bcast):
     x, y = _binary_inputs(name, p, f, dtype, dtype, seed, bcast)
     got = apply(getattr(nl, name), x, y)
@@ -320,9 +321,7 @@ def test_weak_python_scalar_promotion(dtype, scalar, want):
 
 
 @FAST
-@given(
-    p=partitions, f=frees, dtype=int_dtypes, seed=seeds, bcast=st.sampled_from(["PF,PF", "PF,P1", "PF,1F"])
-)
+@given(**TILE, dtype=int_dtypes, bcast=st.sampled_from(["PF,PF", "PF,P1", "PF,1F"]))
 def test_integer_arithmetic_rounds_and_saturates_into_the_int_dtype(p, f, dtype, seed, bcast):
     rng = rng_of(seed)
     sx, sy = (_shape(c, p, f) for c in bcast.split(","))
@@ -347,24 +346,22 @@ BITWISE = {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=int_dtypes, seed=seeds, bcast=st.sampled_from(_BCAST))
+@given(**TILE, dtype=int_dtypes, bcast=st.sampled_from(_BCAST))
 def test_bitwise_ops_on_bit_patterns(p, f, dtype, seed, bcast):
     rng = rng_of(seed)
     sx, sy = (_shape(c, p, f) for c in bcast.split(","))
-    info = np.iinfo(dtype)
-    x, y = rand(rng, sx, dtype, info.min, info.max), rand(rng, sy, dtype, info.min, info.max)
+    x, y = bit_patterns(rng, sx, dtype), bit_patterns(rng, sy, dtype)
     for name, ref in BITWISE.items():
         assert_exact(apply(getattr(nl, name), x, y), ref(x, y))
     assert_exact(apply(nl.invert, x), np.invert(x))
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=int_dtypes, seed=seeds)
+@given(**TILE, dtype=int_dtypes)
 def test_shifts_are_logical(p, f, dtype, seed):
     rng = rng_of(seed)
-    info = np.iinfo(dtype)
     bits = 8 * np.dtype(dtype).itemsize
-    x = rand(rng, (p, f), dtype, info.min, info.max)
+    x = bit_patterns(rng, (p, f), dtype)
     s = rand(rng, (p, f), dtype, 0, bits - 1)
     u = np.dtype(f"u{np.dtype(dtype).itemsize}")
     assert_exact(apply(nl.left_shift, x, s), np.left_shift(x.view(u), s.astype(u)).view(dtype))
@@ -391,9 +388,7 @@ def test_logical_not():
 
 
 @FAST
-@given(
-    p=partitions, f=frees, dtype=float_dtypes, seed=seeds, ybc=st.sampled_from(["PF", "P1", "1F", "scalar"])
-)
+@given(**TILE, dtype=float_dtypes, ybc=st.sampled_from(["PF", "P1", "1F", "scalar"]))
 def test_where(p, f, dtype, seed, ybc):
     rng = rng_of(seed)
     c = rng.random((p, f)) < 0.5
@@ -412,7 +407,7 @@ def test_where(p, f, dtype, seed, ybc):
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, data=st.data())
+@given(**TILE, data=st.data())
 def test_mask_restricts_the_computed_region(p, f, seed, data):
     """Assigned into an existing tile, masked-off elements keep their old values."""
     mp = data.draw(st.integers(0, p))
@@ -466,7 +461,7 @@ OPS = {
 
 @pytest.mark.parametrize("op", sorted(OPS))
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds, ybc=st.sampled_from(["PF", "P1", "1F"]))
+@given(**TILE, dtype=float_dtypes, ybc=st.sampled_from(["PF", "P1", "1F"]))
 def test_python_operators(op, p, f, dtype, seed, ybc):
     fn, ref = OPS[op]
     rng = rng_of(seed)
@@ -514,7 +509,7 @@ def test_three_dimensional_broadcasting(p, g, f, seed, dtype):
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds)
+@given(**TILE)
 def test_reduction_result_used_as_a_per_partition_operand(p, f, seed):
     """The RMSNorm tutorial: nl.multiply(a_tile, nl.rsqrt(nl.sum(sq, axis=[1]))) with a (P,) reduction."""
     x = rand(rng_of(seed), (p, f), np.float32, 0.5, 2)
@@ -525,7 +520,7 @@ def test_reduction_result_used_as_a_per_partition_operand(p, f, seed):
 
 @pytest.mark.parametrize("op", ["+=", "-=", "*=", "/="])
 @FAST
-@given(p=partitions, f=frees, seed=seeds, dtype=float_dtypes, scalar=st.booleans())
+@given(**TILE, dtype=float_dtypes, scalar=st.booleans())
 def test_augmented_assignment_updates_in_place(op, p, f, seed, dtype, scalar):
     rng = rng_of(seed)
     x = rand(rng, (p, f), dtype)

@@ -15,6 +15,7 @@ from _nki_support import (
     FAST,
     FP8,
     INTS,
+    TILE,
     apply,
     assert_exact,
     cast,
@@ -33,13 +34,7 @@ ALL = (F32, BF16, F16, FP8, *INTS)
 
 
 @FAST
-@given(
-    p=partitions,
-    f=frees,
-    src=st.sampled_from(ALL),
-    dst=st.sampled_from((None, F32, BF16, F16, np.int32)),
-    seed=seeds,
-)
+@given(**TILE, src=st.sampled_from(ALL), dst=st.sampled_from((None, F32, BF16, F16, np.int32)))
 def test_load_store_roundtrip_with_dtype_cast(p, f, src, dst, seed):
     x = rand(rng_of(seed), (p, f), src, -100, 100)
 
@@ -58,7 +53,7 @@ def test_load_store_roundtrip_with_dtype_cast(p, f, src, dst, seed):
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, dst=st.sampled_from((BF16, F16, np.int16, np.uint8)))
+@given(**TILE, dst=st.sampled_from((BF16, F16, np.int16, np.uint8)))
 def test_store_casts_into_the_destination_dtype(p, f, seed, dst):
     x = rand(rng_of(seed), (p, f), F32, -300, 300)
 
@@ -150,13 +145,7 @@ def test_load_transpose2d(rows, cols, dtype, seed):
 
 
 @FAST
-@given(
-    p=partitions,
-    f=frees,
-    dtype=st.sampled_from(ALL),
-    to=st.sampled_from((None, F32, BF16, np.int8)),
-    seed=seeds,
-)
+@given(**TILE, dtype=st.sampled_from(ALL), to=st.sampled_from((None, F32, BF16, np.int8)))
 def test_copy(p, f, dtype, to, seed):
     x = rand(rng_of(seed), (p, f), dtype, -200, 200)
     got = apply(lambda t: nl.copy(t, dtype=to), x)
@@ -174,7 +163,7 @@ def test_copy_of_int32_is_bit_exact():
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, src=st.sampled_from(["1F", "P1", "11"]))
+@given(**TILE, src=st.sampled_from(["1F", "P1", "11"]))
 def test_broadcast_to(p, f, seed, src):
     shape = {"1F": (1, f), "P1": (p, 1), "11": (1, 1)}[src]
     x = rand(rng_of(seed), shape, BF16)

@@ -11,6 +11,7 @@ from _nki_support import (
     F32,
     FAST,
     SLOW,
+    TILE,
     apply,
     as_tile,
     assert_close,
@@ -18,7 +19,6 @@ from _nki_support import (
     cast,
     f32,
     float_dtypes,
-    frees,
     partitions,
     rand,
     rng_of,
@@ -71,20 +71,13 @@ def test_reductions_match_numpy(name, case, keepdims, p, f, dtype, seed):
 @slow
 @pytest.mark.parametrize("name", sorted(REDUCE))
 @SLOW
-@given(
-    p=partitions,
-    f=frees,
-    dtype=float_dtypes,
-    seed=seeds,
-    keepdims=st.booleans(),
-    case=st.integers(0, len(AXES) - 1),
-)
+@given(**TILE, dtype=float_dtypes, keepdims=st.booleans(), case=st.integers(0, len(AXES) - 1))
 def test_reductions_match_numpy_sweep(name, case, keepdims, p, f, dtype, seed):
     _check_reduce(name, case, keepdims, p, f, dtype, seed)
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds)
+@given(**TILE)
 def test_all(p, f, seed):
     rng = rng_of(seed)
     x = (rng.random((p, f)) < 0.97).astype(np.float32)
@@ -106,7 +99,7 @@ def test_reduction_dtype_argument():
 
 
 @FAST
-@given(p=partitions, f=frees, seed=seeds, data=st.data())
+@given(**TILE, data=st.data())
 def test_masked_reduction_only_reduces_the_masked_region(p, f, seed, data):
     mp = data.draw(st.integers(1, p))
     mf = data.draw(st.integers(1, f))
@@ -157,7 +150,7 @@ def _softmax(x, axis):
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds)
+@given(**TILE, dtype=float_dtypes)
 def test_softmax(p, f, dtype, seed):
     x = rand(rng_of(seed), (p, f), dtype, -8, 8)
     got = apply(lambda t: nl.softmax(t, axis=1), x)
@@ -175,7 +168,7 @@ def test_softmax_is_stable_for_large_inputs_and_takes_dtype():
 
 
 @FAST
-@given(p=partitions, f=frees, dtype=float_dtypes, seed=seeds)
+@given(**TILE, dtype=float_dtypes)
 def test_rms_norm(p, f, dtype, seed):
     rng = rng_of(seed)
     x = rand(rng, (p, f), dtype)

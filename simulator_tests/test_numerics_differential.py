@@ -36,7 +36,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply
+from _nki_support import apply, bn_stats_kernel
 from _numerics_checks import (
     REDUCTION_BOUNDS,
     assert_every_op_covered,
@@ -50,6 +50,7 @@ from _numerics_checks import (
 from _numerics_draw import (
     SHARED_COVERAGE,
     SHARED_NON_OPS,
+    TILE,
     assert_activation,
     bitvec_operands,
     dtypes_any,
@@ -110,7 +111,7 @@ NL_UNARY = NL_ACTIVATIONS + sorted(VUNARY)
 
 @pytest.mark.parametrize("name", NL_UNARY)
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, out=st.one_of(st.none(), dtypes_any))
+@given(**TILE, dtype=dtypes_any, out=st.one_of(st.none(), dtypes_any))
 def test_nl_unary(name, data, p, f, dtype, out):
     """nl.<unary>(x, dtype=): the input read as fp32, the function, one rounding into ``dtype``
     (default: the input dtype) [B1-NL, B1-SH].  Exact for abs/sign/relu/square/negative/trunc/floor/
@@ -124,7 +125,7 @@ def test_nl_unary(name, data, p, f, dtype, out):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+@given(**TILE, dtype=dtypes_any)
 def test_nl_logical_not(data, p, f, dtype):
     """nl.logical_not: nonzero is true (NaN is nonzero), result bool [B1-NL]."""
     x = data.draw(arrays(dtype, (p, f)))
@@ -132,7 +133,7 @@ def test_nl_logical_not(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_int)
+@given(**TILE, dtype=dtypes_int)
 def test_nl_invert(data, p, f, dtype):
     """nl.invert: bitwise NOT of the integer bit pattern [B1-SH bitvec]."""
     x = data.draw(arrays(dtype, (p, f)))
@@ -142,9 +143,7 @@ def test_nl_invert(data, p, f, dtype):
 @pytest.mark.parametrize("name", sorted(ACT))
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_float,
     out=st.one_of(st.none(), dtypes_float),
     scale=st.sampled_from([1.0, -0.5, 3.0, 0.0]),
@@ -170,7 +169,7 @@ def test_nisa_activation(name, data, p, f, dtype, out, scale, with_bias):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nisa_activation_reduce(data, p, f, dtype):
     """nisa.activation_reduce: also writes the free-axis add-reduction of the activation result
     (before the output cast) into reduce_res [B1-ISA]; summation order undocumented: n-term bound."""
@@ -215,9 +214,7 @@ def _binary_ref(op: str, x, y, od: np.dtype, two_tiles: bool):
 @pytest.mark.parametrize("op", NL_BINARY)
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     d1=dtypes_any,
     d2=dtypes_any,
     form=st.sampled_from(["tile", "vector", "int", "float"]),
@@ -258,7 +255,7 @@ def test_nl_binary(op, data, p, f, d1, d2, form, out):
 
 @pytest.mark.parametrize("op", NL_BITVEC)
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_int, d2=dtypes_int)
+@given(**TILE, d1=dtypes_int, d2=dtypes_int)
 def test_nl_bitvec(op, data, p, f, d1, d2):
     """Bitvec operators act on bit patterns [B1-SH]: and/or/xor on the operands widened by value to
     the promoted integer type; shifts are logical and, "without any data type casting" [B1-ISA
@@ -271,7 +268,7 @@ def test_nl_bitvec(op, data, p, f, d1, d2):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_any, d2=dtypes_any, cd=st.sampled_from([U8, I32, F32]))
+@given(**TILE, d1=dtypes_any, d2=dtypes_any, cd=st.sampled_from([U8, I32, F32]))
 def test_nl_where(data, p, f, d1, d2, cd):
     """nl.where(c, x, y): element-wise select; result dtype promoted from x and y [B1-NL].  Reading:
     select moves values like a copy (no fp32 round trip), so it is exact whenever the promoted type
@@ -293,9 +290,7 @@ ISA_ARITH = ["add", "subtract", "multiply", "divide", "maximum", "minimum", "equ
 @pytest.mark.parametrize("op", ISA_ARITH)
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     d1=dtypes_any,
     d2=dtypes_any,
     engine=st.sampled_from(["default", "vector", "gpsimd"]),
@@ -315,9 +310,7 @@ def test_nisa_tensor_tensor(op, data, p, f, d1, d2, engine, out):
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_any,
     op0=st.sampled_from(["add", "multiply", "subtract", "maximum", "divide"]),
     op1=st.sampled_from([None, "add", "multiply", "minimum"]),
@@ -343,7 +336,7 @@ def test_nisa_tensor_scalar(data, p, f, dtype, op0, op1, rev, vec, out):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, rev=st.tuples(st.booleans(), st.booleans()))
+@given(**TILE, dtype=dtypes_float, rev=st.tuples(st.booleans(), st.booleans()))
 def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
     """nisa.scalar_tensor_tensor: (data op0 operand0) op1 operand1, fp32, one cast [B1-ISA]."""
     x = data.draw(arrays(dtype, (p, f)))
@@ -366,7 +359,7 @@ def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nisa_tensor_tensor_scan(data, p, f, dtype):
     """nisa.tensor_tensor_scan: r[i] = op1(op0(d0[i], r[i-1]), d1[i]), r[-1] = initial, in fp32 [B1-ISA].
     Reading: the running value stays fp32 between steps; each output element is cast once."""
@@ -378,7 +371,7 @@ def test_nisa_tensor_tensor_scan(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nisa_tensor_scalar_cumulative(data, p, f, dtype):
     """nisa.tensor_scalar_cumulative: reg = op1(op0(src[i], imm0), reg); dst[i] = reg, with
     reset_reduce starting from the identity of op1 [B1-ISA]; fp32 running value, one cast each."""
@@ -411,7 +404,7 @@ def test_nisa_tensor_scalar_cumulative(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nisa_reciprocal(data, p, f, dtype):
     """nisa.reciprocal: 1/x on VectorE "at a higher precision" than ScalarE [B1-SH]; the reference
     is the correctly rounded fp32 quotient (reading: VectorE's reciprocal is the IEEE division)."""
@@ -426,7 +419,7 @@ def test_nisa_reciprocal(data, p, f, dtype):
 
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "all"])
 @EX
-@given(data=st.data(), p=parts, f=frees, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
+@given(**TILE, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
 def test_nl_reductions(name, data, p, f, g, dtype, keep):
     """nl.<reduction>(x, axis): fp32 arithmetic over free axes [B1-NL, B1-ISA tensor_reduce]; the
     order of the fp32 additions is not documented, so sums, means and variances are checked against
@@ -485,7 +478,7 @@ def test_nl_loop_reduce(op, data, n, p, f, dtype):
 
 @pytest.mark.parametrize("op", ["add", "max", "multiply", "bitwise_or"])
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
+@given(**TILE, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
 def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
     """nisa.tensor_reduce(op, data, axis, negate=, keepdims=): fp32 reduction, negated if asked,
     one cast [B1-ISA]; bitvec ops reduce the integer bit patterns (and take no negate)."""
@@ -515,7 +508,7 @@ def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
 
 @pytest.mark.parametrize("op", ["add", "max", "bitwise_and"])
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+@given(**TILE, dtype=dtypes_any)
 def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
     """nisa.tensor_partition_reduce: reduce across partitions to (1, F) on GpSimd [B1-ISA]."""
     if op == "bitwise_and" and dtype not in INTS:
@@ -526,7 +519,7 @@ def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, red=st.sampled_from(["add", "max", "min"]))
+@given(**TILE, dtype=dtypes_float, red=st.sampled_from(["add", "max", "min"]))
 def test_nisa_tensor_scalar_reduce(data, p, f, dtype, red):
     """nisa.tensor_scalar_reduce: out = data op0 operand0 (fp32, cast) and reduce_res = reduce_op of
     the fp32 results over the free axis [B1-ISA]."""
@@ -555,17 +548,7 @@ def test_nisa_bn_stats_and_bn_aggr(data, p, f, dtype):
     elements; nisa.bn_aggr: (mean, variance) of all [B1-ISA].  Finite moderate inputs (the statistics
     of inf/NaN are undocumented); summation-order bounds."""
     x = data.draw(arrays(dtype, (p, f), finite=True, lo=0.0, hi=2.0**10))
-
-    @nki.jit
-    def k(a):
-        s_h = nl.ndarray((p, 6), dtype=nl.float32, buffer=nl.shared_hbm)
-        m_h = nl.ndarray((p, 2), dtype=nl.float32, buffer=nl.shared_hbm)
-        s = nisa.bn_stats(nl.load(a), dtype=nl.float32)
-        nl.store(s_h, value=s)
-        nl.store(m_h, value=nisa.bn_aggr(s))
-        return s_h, m_h
-
-    s, mv = k(x)
+    s, mv = bn_stats_kernel(x)
     check_bn_stats_and_aggr(s, mv, x)
 
 
@@ -602,7 +585,7 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, fv=st.sampled_from([-9984.0, 0.0, -math.inf]))
+@given(**TILE, dtype=dtypes_float, fv=st.sampled_from([-9984.0, 0.0, -math.inf]))
 def test_nisa_affine_select(data, p, f, dtype, fv):
     """nisa.affine_select(pred, on_true_tile, on_false_value): on_true where the affine predicate
     holds, else the fp32 on_false_value cast to the output dtype [B1-ISA]."""
@@ -621,7 +604,7 @@ def test_nisa_affine_select(data, p, f, dtype, fv):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, start=st.integers(0, 20))
+@given(**TILE, dtype=dtypes_float, start=st.integers(0, 20))
 def test_nisa_range_select(data, p, f, dtype, start):
     """nisa.range_select (trn2): keep elements whose index (range_start + free index) satisfies
     comp_op0 bound0 and comp_op1 bound1, else on_false_value; max-reduce of the results [B1-ISA]."""
@@ -650,7 +633,7 @@ def test_nisa_range_select(data, p, f, dtype, start):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, reverse=st.booleans())
+@given(**TILE, dtype=dtypes_float, reverse=st.booleans())
 def test_nisa_select_reduce(data, p, f, dtype, reverse):
     """nisa.select_reduce: dst = predicate ? on_true : on_false (reverse_pred inverts) [B1-ISA]."""
     x = data.draw(arrays(dtype, (p, f)))
@@ -682,7 +665,7 @@ def test_nisa_sequence_bounds(data, n, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, rev=st.booleans())
+@given(**TILE, dtype=dtypes_any, rev=st.booleans())
 def test_nisa_tensor_copy_predicated(data, p, f, dtype, rev):
     """nisa.tensor_copy_predicated: dst = src where predicate is nonzero (reverse_pred inverts), other
     elements of dst unchanged; a copy, so same-dtype values move bit for bit [B1-ISA]."""

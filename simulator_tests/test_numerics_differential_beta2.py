@@ -49,6 +49,7 @@ from _numerics_draw import (
     EPS32,
     SHARED_COVERAGE,
     SHARED_NON_OPS,
+    TILE,
     act_tolerance,
     arrays,
     assert_activation,
@@ -58,7 +59,6 @@ from _numerics_draw import (
     dtypes_any,
     dtypes_float,
     dtypes_int,
-    frees,
     parts,
     rerun_with_examples,
     tensor_scalar_operands,
@@ -95,7 +95,7 @@ NL_UNARY = NL_ACTIVATIONS + sorted(VUNARY)
 
 @pytest.mark.parametrize("name", NL_UNARY)
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, out=st.one_of(st.none(), dtypes_any))
+@given(**TILE, dtype=dtypes_any, out=st.one_of(st.none(), dtypes_any))
 def test_nl_unary(name, data, p, f, dtype, out):
     """nl.<unary>(x, dtype=None) [B2 §3.7]: x read as fp32, the function, one rounding into ``dtype``
     (default the input dtype) [B1-SH]; exact for abs/sign/relu/square and the VectorE roundings,
@@ -107,7 +107,7 @@ def test_nl_unary(name, data, p, f, dtype, out):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+@given(**TILE, dtype=dtypes_any)
 def test_nl_logical_not_and_invert(data, p, f, dtype):
     """nl.logical_not: nonzero (NaN included) is true; nl.invert: bitwise NOT of an integer [B2 §3.7;
     B1-SH bitvec].  Reading: logical_not keeps Beta 1's bool result ("comparisons yield 1/0 in the input
@@ -153,7 +153,7 @@ def binary_ref(op: str, x: np.ndarray, y: np.ndarray, od: np.dtype, integer_path
 
 @pytest.mark.parametrize("op", NL_ARITH + NL_COMPARE + NL_LOGICAL)
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_any, d2=dtypes_any, out=st.one_of(st.none(), dtypes_any))
+@given(**TILE, d1=dtypes_any, d2=dtypes_any, out=st.one_of(st.none(), dtypes_any))
 def test_nl_binary(op, data, p, f, d1, d2, out):
     """nl.<op>(x, y, dtype=None) on equal shapes ("no broadcasting") [B2 §3.7]: fp32 operation, one cast;
     default dtype: the promoted type [B1-SH], and for comparisons "1/0 in the input dtype" (x's).
@@ -175,7 +175,7 @@ def test_nl_binary(op, data, p, f, d1, d2, out):
 
 @pytest.mark.parametrize("op", NL_BITVEC)
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_int, d2=dtypes_int)
+@given(**TILE, d1=dtypes_int, d2=dtypes_int)
 def test_nl_bitvec(op, data, p, f, d1, d2):
     """Bitvec wrappers act on bit patterns [B1-SH]; shifts are logical on the data operand's own bits
     (reading and shift range as in the Beta-1 suite)."""
@@ -184,7 +184,7 @@ def test_nl_bitvec(op, data, p, f, d1, d2):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_any, d2=dtypes_any, cd=st.sampled_from([U8, I32, F32]))
+@given(**TILE, d1=dtypes_any, d2=dtypes_any, cd=st.sampled_from([U8, I32, F32]))
 def test_nl_where(data, p, f, d1, d2, cd):
     """nl.where(cond, x, y, dtype=None): x where cond is nonzero ("cond holds 1.0/0.0") else y [B2
     §3.7]; a select moves values (reading as in Beta 1), result dtype promoted from x and y."""
@@ -206,7 +206,7 @@ ISA_TT = [
 
 @pytest.mark.parametrize("op", ISA_TT)
 @EX
-@given(data=st.data(), p=parts, f=frees, d1=dtypes_any, d2=dtypes_any, od=dtypes_any, engine=engines)
+@given(**TILE, d1=dtypes_any, d2=dtypes_any, od=dtypes_any, engine=engines)
 def test_nisa_tensor_tensor(op, data, p, f, d1, d2, od, engine):
     """nisa.tensor_tensor(dst, data1, data2, op, engine) [B2 §5]: fp32 arithmetic written in dst's dtype;
     "all-int32/uint32 operands -> GpSimd exact integer math (Vector if ... forced)"."""
@@ -226,9 +226,7 @@ def test_nisa_tensor_tensor(op, data, p, f, d1, d2, od, engine):
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_any,
     od=dtypes_float,
     op0=st.sampled_from(["add", "multiply", "subtract", "maximum", "divide"]),
@@ -257,7 +255,7 @@ def test_nisa_tensor_scalar(data, p, f, dtype, od, op0, op1, rev, vec):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, rev=st.tuples(st.booleans(), st.booleans()))
+@given(**TILE, dtype=dtypes_float, rev=st.tuples(st.booleans(), st.booleans()))
 def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
     """nisa.scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1): ``(data op0 scalar) op1 tile``
     in fp32, one cast [B2 §5]."""
@@ -275,7 +273,7 @@ def test_nisa_scalar_tensor_tensor(data, p, f, dtype, rev):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nisa_tensor_tensor_scan(data, p, f, dtype):
     """nisa.tensor_tensor_scan: ``r[i] = op1(op0(d0[i], r[i-1]), d1[i])``, ``r[-1] = initial`` [B2 §5];
     fp32 running value, one cast per element."""
@@ -289,9 +287,7 @@ def test_nisa_tensor_tensor_scan(data, p, f, dtype):
 
 
 @EX
-@given(
-    data=st.data(), p=parts, f=frees, dtype=dtypes_float, op1=st.sampled_from(["add", "maximum", "minimum"])
-)
+@given(**TILE, dtype=dtypes_float, op1=st.sampled_from(["add", "maximum", "minimum"]))
 def test_nisa_tensor_scalar_cumulative(data, p, f, dtype, op1):
     """nisa.tensor_scalar_cumulative(dst, src, op0, op1, imm0): ``reg = op1(op0(x, imm0), reg)`` per
     partition, starting from op1's identity with reset_reduce [B2 §5]; fp32 register, one cast each."""
@@ -312,7 +308,7 @@ def test_nisa_tensor_scalar_cumulative(data, p, f, dtype, op1):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, od=dtypes_float)
+@given(**TILE, dtype=dtypes_float, od=dtypes_float)
 def test_nisa_reciprocal(data, p, f, dtype, od):
     """nisa.reciprocal(dst, data): 1/x in fp32 [B2 §5] (reading as in Beta 1: the IEEE quotient)."""
     x = data.draw(arrays(dtype, (p, f)))
@@ -327,9 +323,7 @@ def test_nisa_reciprocal(data, p, f, dtype, od):
 @pytest.mark.parametrize("name", sorted(ACT))
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_float,
     od=dtypes_float,
     scale=st.sampled_from([1.0, -0.5, 3.0, 0.0, "vector"]),
@@ -364,7 +358,7 @@ def test_nisa_activation(name, data, p, f, dtype, od, scale, with_bias):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, name=st.sampled_from(["exp", "copy", "square"]))
+@given(**TILE, dtype=dtypes_float, name=st.sampled_from(["exp", "copy", "square"]))
 def test_nisa_activation_reduce(data, p, f, dtype, name):
     """nisa.activation_reduce(dst, op, data, reduce_op=add, reduce_res): activation plus the free-axis sum
     of the fp32 activation results into reduce_res (P,1) [B2 §5]; summation order undocumented: n-term
@@ -384,7 +378,7 @@ def test_nisa_activation_reduce(data, p, f, dtype, name):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, with_sum=st.booleans())
+@given(**TILE, dtype=dtypes_float, with_sum=st.booleans())
 def test_nisa_exponential(data, p, f, dtype, with_sum):
     """nisa.exponential(dst, src, max_value, reduce_res, reduce_cmd) (v4): ``exp(src - max)`` with an
     optional running sum [B2 §5].  Reading: the subtraction is one fp32 rounding and the sum the n-term
@@ -416,7 +410,7 @@ def test_nisa_exponential(data, p, f, dtype, with_sum):
 
 @pytest.mark.parametrize("name", ["sum", "prod", "max", "min", "mean", "var", "all"])
 @EX
-@given(data=st.data(), p=parts, f=frees, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
+@given(**TILE, g=st.integers(1, 3), dtype=dtypes_any, keep=st.booleans())
 def test_nl_reductions(name, data, p, f, g, dtype, keep):
     """nl.<reduction>(x, axis, dtype=None, keepdims=False), ``all(x, axis, dtype=None)`` [B2 §3.7]: fp32
     over trailing free axes; "mean via fp32"; "var always keeps dims".  Sums/means/variances within the
@@ -435,7 +429,7 @@ def test_nl_reductions(name, data, p, f, g, dtype, keep):
 
 @pytest.mark.parametrize("op", ["add", "maximum", "multiply", "bitwise_or"])
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
+@given(**TILE, dtype=dtypes_any, negate=st.booleans(), keep=st.booleans())
 def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
     """nisa.tensor_reduce(dst, op, data, axis, negate, keepdims): reduce trailing free axes, fp32, negated
     if asked ("negate arithmetic only"), one cast into dst [B2 §5]; bitvec ops reduce bit patterns."""
@@ -469,7 +463,7 @@ def test_nisa_tensor_reduce(op, data, p, f, dtype, negate, keep):
 
 @pytest.mark.parametrize("op", ["add", "maximum", "bitwise_and", "average"])
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_any)
+@given(**TILE, dtype=dtypes_any)
 def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
     """nisa.tensor_partition_reduce(dst, op, data): reduce across partitions to (1, F): add, average, max,
     bitwise_or, bitwise_and [B2 §5]; sums and averages within the n-term bound."""
@@ -484,9 +478,7 @@ def test_nisa_tensor_partition_reduce(op, data, p, f, dtype):
 
 
 @EX
-@given(
-    data=st.data(), p=parts, f=frees, dtype=dtypes_float, red=st.sampled_from(["add", "maximum", "minimum"])
-)
+@given(**TILE, dtype=dtypes_float, red=st.sampled_from(["add", "maximum", "minimum"]))
 def test_nisa_tensor_scalar_reduce(data, p, f, dtype, red):
     """nisa.tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res): ``dst = data op0 a``
     (fp32, cast) and reduce_res = the reduction of the fp32 results over all free dims [B2 §5]."""
@@ -545,7 +537,7 @@ def test_nisa_max8_find_index8_match_replace8(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis=-1, dtype=None) [B2 §3.7]: exp(x - max) / sum in fp32, cast once; finite inputs."""
     x = data.draw(arrays(dtype, (p, f), finite=True))
@@ -553,7 +545,7 @@ def test_nl_softmax(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_rms_norm(data, p, f, dtype):
     """nl.rms_norm(x, w, axis, n, epsilon=1e-6) [B2 §3.7]: x * rsqrt(sum(x^2)/n + eps) * w; moderate
     finite inputs."""

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _numerics_beta2 import (
     EX,
+    dma_hbm_kernel,
     eng,
     engines,
     run_isa,
@@ -22,9 +23,13 @@ from _numerics_beta2 import (
     to_hbm,
     to_sbuf,
 )
+from _numerics_checks import check_matmul
 from _numerics_draw import (
     EPS32,
     EXAMPLES,
+    MATMUL,
+    MOVE_TILE,
+    TILE,
     arrays,
     assert_bits,
     assert_close,
@@ -32,7 +37,7 @@ from _numerics_draw import (
     dtypes_any,
     dtypes_float,
     frees,
-    parts,
+    matmul_operands,
 )
 from _numerics_ref import (
     BF16,
@@ -64,9 +69,7 @@ BOOL = ref.BOOL
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_float,
     fv=st.sampled_from([-9984.0, 0.0, -math.inf]),
     cm=st.integers(-2, 2),
@@ -89,7 +92,7 @@ def test_nisa_affine_select(data, p, f, dtype, fv, cm, off, cmp):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, start=st.integers(0, 20))
+@given(**TILE, dtype=dtypes_float, start=st.integers(0, 20))
 def test_nisa_range_select(data, p, f, dtype, start):
     """nisa.range_select (v3+): keep element j when both comparisons of ``range_start + j`` (fp32) with
     the (P,1) bounds hold, else on_false_value; max-reduce into reduce_res [B2 §5]."""
@@ -113,7 +116,7 @@ def test_nisa_range_select(data, p, f, dtype, start):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float, reverse=st.booleans())
+@given(**TILE, dtype=dtypes_float, reverse=st.booleans())
 def test_nisa_select_reduce(data, p, f, dtype, reverse):
     """nisa.select_reduce(dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op=maximum,
     reverse_pred): where(pred, on_true, on_false) plus an optional max into (P,1) [B2 §5]."""
@@ -147,9 +150,7 @@ def test_nisa_sequence_bounds(data, n, dtype):
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     dtype=dtypes_any,
     rev=st.booleans(),
     pd=st.sampled_from([U8, np.dtype(np.uint16), U32]),
@@ -180,9 +181,7 @@ def test_nisa_tensor_copy_predicated(data, p, f, dtype, rev, pd):
 )  # fmt: skip
 @EX
 @given(
-    data=st.data(),
-    p=st.integers(1, 16),
-    f=st.integers(1, 16),
+    **MOVE_TILE,
     dtype=dtypes_any,
     od=dtypes_any,
     engine=engines,
@@ -198,7 +197,7 @@ def test_data_movement(path, data, p, f, dtype, od, engine):
     if path == "dma_copy":
         got = run_isa(lambda d, a: nisa.dma_copy(d, a), [x], ((p, f), od))
     elif path == "dma_copy_hbm":
-        got = nki.simulate(_dma_hbm)(x, od)
+        got = nki.simulate(dma_hbm_kernel)(x, od)
     elif path == "tensor_copy":
         got = run_isa(lambda d, a: nisa.tensor_copy(d, a, engine=eng(engine)), [x], ((p, f), od))
     elif path == "dma_transpose":
@@ -230,13 +229,6 @@ def test_data_movement(path, data, p, f, dtype, od, engine):
     out_dtype = np.dtype(out_dtype)
     check = assert_bits if out_dtype == dtype else assert_same  # a converted NaN's payload is undocumented
     check(got, convert(np.ascontiguousarray(want), out_dtype), path)
-
-
-@nki.jit
-def _dma_hbm(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
-    return out
 
 
 @nki.jit
@@ -499,9 +491,7 @@ ACT2_PAIRS = [("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypas
 
 @EX
 @given(
-    data=st.data(),
-    p=parts,
-    f=frees,
+    **TILE,
     pair=st.sampled_from(ACT2_PAIRS),
     func=st.sampled_from(["copy", "relu", "prelu"]),
     rev=st.booleans(),
@@ -580,21 +570,13 @@ MM_DTYPES = st.sampled_from([FP8, FP8_E5, BF16, F16, F32])
 
 @pytest.mark.parametrize("api", ["nisa.nc_matmul", "nisa.nc_matmul(accumulate)", "nl.matmul"])
 @EX
-@given(
-    data=st.data(),
-    k=st.integers(1, 16),
-    m=st.integers(1, 8),
-    n=st.integers(1, 12),
-    d1=MM_DTYPES,
-    d2=MM_DTYPES,
-)
+@given(**MATMUL, d1=MM_DTYPES, d2=MM_DTYPES)
 def test_matmul(api, data, k, m, n, d1, d2):
     """TensorE: ``stationary.T @ moving`` with fp32 products and fp32 accumulation into PSUM [B2 §5
     nc_matmul; B2 §3.7 ``matmul(x, y, transpose_x=True)``]; a second matmul into the same PSUM elements
     adds (implicit accumulation).  Accumulation order undocumented: n-term bound; inputs <= 2**20.
     Reading: an fp32 operand is multiplied in fp32 (no documented fp32 truncation in the simulator)."""
-    a = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
-    b = data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
+    a, b = matmul_operands(data, d1, d2, k, m, n)
     if d1 == F32 or d2 == F32:  # fp32 matmul takes fp32 on both sides
         a, b = a.astype(np.float32), b.astype(np.float32)
     twice = api == "nisa.nc_matmul(accumulate)"
@@ -614,11 +596,7 @@ def test_matmul(api, data, k, m, n, d1, d2):
             return to_hbm(sb)
 
         got = nki.simulate(kern)(a, b)
-    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
-    mult = 2 if twice else 1
-    want = mult * (a64.T @ b64)
-    slack = mult * (k + 1) * EPS32 * (np.abs(a64).T @ np.abs(b64))
-    assert_close(got.astype(np.float32), want, F32, slack=slack, what=api)
+    check_matmul(got.astype(np.float32), a, b, api, terms=k + 1, times=2 if twice else 1)
 
 
 #: MX x4 formats quantize_mx writes -> mantissa bits of the element format [B2 §3.1, §5].

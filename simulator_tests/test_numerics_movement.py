@@ -10,15 +10,23 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import apply, stream_shuffle_kernel
-from _numerics_checks import check_rms_norm, check_softmax
-from _numerics_draw import EXAMPLES, dtypes_any, dtypes_float, frees, parts
+from _nki_support import apply, dma_kernel, load_kernel, stream_shuffle_kernel
+from _numerics_checks import check_matmul, check_rms_norm, check_softmax
+from _numerics_draw import (
+    EXAMPLES,
+    MATMUL,
+    MOVE_TILE,
+    TILE,
+    dtypes_any,
+    dtypes_float,
+    frees,
+    matmul_operands,
+    parts,
+)
 from _numerics_props import (
-    EPS32,
     EX,
     arrays,
     assert_bits,
-    assert_close,
     assert_same,
 )
 from _numerics_ref import (
@@ -57,9 +65,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 )
 @EX
 @given(
-    data=st.data(),
-    p=st.integers(1, 16),
-    f=st.integers(1, 16),
+    **MOVE_TILE,
     dtype=dtypes_any,
     out=st.one_of(st.none(), dtypes_any),
 )
@@ -75,16 +81,16 @@ def test_data_movement(path, data, p, f, dtype, out):
         x = data.draw(arrays(dtype, (p, f)))
     want = x
     if path == "load":
-        got = _load_kernel(x, out)
+        got = load_kernel(x, out)
     elif path == "load_transpose2d":
-        got = _load_t_kernel(x, out)
+        got = load_kernel(x, out, transpose=True)
         want = x.T
     elif path == "copy":
         got = apply(lambda t: nl.copy(t, dtype=out), x)
     elif path == "tensor_copy":
         got = apply(lambda t: nisa.tensor_copy(t, dtype=out), x)
     elif path == "dma_copy":
-        got = _dma_kernel(x, out)
+        got = dma_kernel(x, out)
     elif path == "dma_transpose":
         got = apply(lambda t: nisa.dma_transpose(t, dtype=out), x)
         want = x.T
@@ -97,29 +103,6 @@ def test_data_movement(path, data, p, f, dtype, out):
     od = np.dtype(out or dtype)
     check = assert_bits if od == dtype else assert_same  # a converted NaN's payload is undocumented
     check(got, convert(np.ascontiguousarray(want), od), path)
-
-
-@nki.jit
-def _load_kernel(x, dtype):
-    t = nl.load(x, dtype=dtype)
-    out = nl.ndarray(x.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-@nki.jit
-def _load_t_kernel(x, dtype):
-    t = nl.load_transpose2d(x, dtype=dtype)
-    out = nl.ndarray(t.shape, dtype=t.dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
-@nki.jit
-def _dma_kernel(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype or x.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
-    return out
 
 
 @EX
@@ -366,21 +349,12 @@ MM_DTYPES = st.sampled_from([FP8, FP8_E5, BF16, F16])
 
 @pytest.mark.parametrize("api", ["nc_matmul", "nl.matmul_T", "nl.matmul"])
 @EX
-@given(
-    data=st.data(),
-    k=st.integers(1, 16),
-    m=st.integers(1, 8),
-    n=st.integers(1, 12),
-    d1=MM_DTYPES,
-    d2=MM_DTYPES,
-)
+@given(**MATMUL, d1=MM_DTYPES, d2=MM_DTYPES)
 def test_matmul(api, data, k, m, n, d1, d2):
     """TensorE: stationary.T @ moving with fp32 products of the stored values and fp32 accumulation
-    into PSUM [B1-ISA nc_matmul]; the accumulation order is not documented: n-term bound.  Finite
-    inputs of magnitude <= 2**20 (whether a partial sum overflows, or inf - inf arises, depends on
-    the order)."""
-    a = data.draw(arrays(d1, (k, m), lo=0.0, hi=2.0**20))
-    b = data.draw(arrays(d2, (k, n), lo=0.0, hi=2.0**20))
+    into PSUM [B1-ISA nc_matmul]; the accumulation order is not documented: n-term bound
+    (``check_matmul``).  Finite inputs of magnitude <= 2**20 (``matmul_operands``)."""
+    a, b = matmul_operands(data, d1, d2, k, m, n)
     if api == "nc_matmul":
         got = apply(lambda s, mv: nl.copy(nisa.nc_matmul(s, mv), dtype=nl.float32), a, b)
     elif api == "nl.matmul_T":
@@ -388,17 +362,14 @@ def test_matmul(api, data, k, m, n, d1, d2):
     else:
         at = np.ascontiguousarray(a.T)
         got = apply(lambda s, mv: nl.copy(nl.matmul(s, mv), dtype=nl.float32), at, b)
-    a64, b64 = to_f32(a).astype(np.float64), to_f32(b).astype(np.float64)
-    want = a64.T @ b64
-    slack = k * EPS32 * (np.abs(a64).T @ np.abs(b64))
-    assert_close(got, want, F32, slack=slack, what=api)
+    check_matmul(got, a, b, api)
 
 
 # ---- fused helpers ------------------------------------------------------------------------------------------
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_softmax(data, p, f, dtype):
     """nl.softmax(x, axis): exp(x - max) / sum exp(x - max) in fp32, cast once [B1-NL]; finite
     inputs; tolerance: the fp32 evaluation of exp and of an f-term sum, relative to the result."""
@@ -407,7 +378,7 @@ def test_nl_softmax(data, p, f, dtype):
 
 
 @EX
-@given(data=st.data(), p=parts, f=frees, dtype=dtypes_float)
+@given(**TILE, dtype=dtypes_float)
 def test_nl_rms_norm(data, p, f, dtype):
     """nl.rms_norm(x, w, axis, n, epsilon): x * rsqrt(sum(x^2)/n + epsilon) * w [B1-NL]; moderate
     finite inputs (squares must not overflow fp32)."""

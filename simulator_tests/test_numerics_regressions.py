@@ -13,7 +13,7 @@ import neuronxcc.nki.isa as nisa
 import neuronxcc.nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import BF16, FP8, FP8_E5, apply
+from _nki_support import BF16, FP8, FP8_E5, apply, dma_kernel, load_kernel
 
 # ---- 2: same-dtype copies move bits unchanged -----------------------------------------------------------
 
@@ -90,13 +90,6 @@ def _store_narrow_kernel(x, dtype):
     return out
 
 
-@nki.jit
-def _dma_narrow_kernel(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
-    return out
-
-
 @pytest.mark.parametrize("dtype", [BF16, np.dtype(np.float16), FP8, FP8_E5], ids=str)
 @pytest.mark.parametrize(
     "path",
@@ -121,7 +114,7 @@ def test_int32_narrowing_goes_through_fp32(dtype, path):
     if path == "nl_store":
         out = _store_narrow_kernel(x, dtype)
     elif path == "dma_copy":
-        out = _dma_narrow_kernel(x, dtype)
+        out = dma_kernel(x, dtype)
     else:
         fn = {
             "nl_copy": lambda t: nl.copy(t, dtype=dtype),
@@ -132,23 +125,15 @@ def test_int32_narrowing_goes_through_fp32(dtype, path):
             "activation_copy": lambda t: nisa.activation(nl.copy, t, dtype=dtype),
             "tensor_scalar_add0": lambda t: nisa.tensor_scalar(t, np.add, 0, dtype=dtype),
         }[path]
-        out = _load_dtype_kernel(x, dtype) if fn is None else apply(fn, x)
+        out = load_kernel(x, dtype) if fn is None else apply(fn, x)
     want = _via_fp32(x, dtype)
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(want))
 
 
-@nki.jit
-def _load_dtype_kernel(x, dtype):
-    t = nl.load(x, dtype=dtype)
-    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nl.store(out, value=t)
-    return out
-
-
 def test_int32_to_bf16_tie_value():
     """The issue's number, stated outright: 2**24 + 2**16 + 1 -> fp32 16842752 -> bf16 16777216."""
-    out = _dma_narrow_kernel(np.array([[2**24 + 2**16 + 1]], np.int32), BF16)
+    out = dma_kernel(np.array([[2**24 + 2**16 + 1]], np.int32), BF16)
     assert float(out[0, 0]) == 16777216.0
 
 

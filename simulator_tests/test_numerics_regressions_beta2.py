@@ -16,50 +16,12 @@ import nki.language as nl
 import numpy as np
 import pytest
 from _nki_support import BF16, FP8, FP8_E5
+from _numerics_beta2 import dma_hbm_kernel, run_isa, run_nl
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
 I32 = np.dtype(np.int32)
 U32 = np.dtype(np.uint32)
-
-
-@nki.jit
-def one_op(inputs, fn, shape, dtype):
-    """DMA every input into SBUF, run ``fn(dst, *tiles)`` into a fresh SBUF ``dst`` of ``shape``/``dtype``
-    and DMA ``dst`` out (same dtype on every DMA, so the DMAs move bits)."""
-    tiles = []
-    for x in inputs:
-        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        tiles.append(t)
-    d = nl.ndarray(shape, dtype=dtype, buffer=nl.sbuf)
-    fn(d, *tiles)
-    out = nl.ndarray(shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=d)
-    return out
-
-
-@nki.jit
-def wrapped(inputs, fn):
-    """DMA every input into SBUF, call the ``nl`` wrapper ``fn(*tiles)`` (it returns a new tile) and DMA the
-    result out."""
-    tiles = []
-    for x in inputs:
-        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
-        nisa.dma_copy(dst=t, src=x)
-        tiles.append(t)
-    r = fn(*tiles)
-    out = nl.ndarray(r.shape, dtype=r.dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=r)
-    return out
-
-
-def run(fn, inputs, shape, dtype):
-    return nki.simulate(one_op)(list(inputs), fn, shape, dtype)
-
-
-def run_nl(fn, *inputs):
-    return nki.simulate(wrapped)(list(inputs), fn)
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -100,8 +62,8 @@ def test_int32_tensor_tensor_is_exact(dtype, op, api):
         eng = {"nisa.tensor_tensor": nisa.engine.unknown, "nisa.tensor_tensor(gpsimd)": nisa.engine.gpsimd}[
             api
         ]
-        out = run(
-            lambda d, x, y: nisa.tensor_tensor(d, x, y, getattr(nl, op), engine=eng), [a, b], a.shape, dtype
+        out = run_isa(
+            lambda d, x, y: nisa.tensor_tensor(d, x, y, getattr(nl, op), engine=eng), [a, b], (a.shape, dtype)
         )
     want = _INT_OPS[op](a.astype(np.int64), b.astype(np.int64)).astype(dtype)
     assert out.dtype == dtype
@@ -113,8 +75,8 @@ def test_int32_tensor_tensor_forced_to_vector_is_fp32():
     fp32 [B1-SH], so 16777217 + 0 rounds to 16777216 there."""
     a = np.array([[16777217, 2**30 + 1]], I32)
     b = np.array([[0, 3]], I32)
-    out = run(
-        lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add, engine=nisa.engine.vector), [a, b], a.shape, I32
+    out = run_isa(
+        lambda d, x, y: nisa.tensor_tensor(d, x, y, nl.add, engine=nisa.engine.vector), [a, b], (a.shape, I32)
     )
     np.testing.assert_array_equal(out, np.array([[16777216, 2**30]], I32))
 
@@ -151,7 +113,7 @@ def test_same_dtype_copies_keep_nan_payloads(dtype, path):
     elif path == "nl.load/nl.store":
         out = nki.simulate(_load_store_kernel)(x)
     else:
-        out = run(_COPY_PATHS[path], [x], x.shape, dtype)
+        out = run_isa(_COPY_PATHS[path], [x], (x.shape, dtype))
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(x))
 
@@ -189,14 +151,14 @@ def test_activation_limits_at_infinity(name, api):
     if api == "nl":
         out = run_nl(lambda t: fn(t), x)
     elif api == "nisa.activation":
-        out = run(lambda d, t: nisa.activation(d, fn, t), [x], x.shape, F32)
+        out = run_isa(lambda d, t: nisa.activation(d, fn, t), [x], (x.shape, F32))
     else:
 
         def act_red(d, t):
             r = nl.ndarray((1, 1), dtype=nl.float32, buffer=nl.sbuf)
             nisa.activation_reduce(d, fn, t, reduce_op=nl.add, reduce_res=r)
 
-        out = run(act_red, [x], x.shape, F32)
+        out = run_isa(act_red, [x], (x.shape, F32))
     lo, hi = LIMITS[name]
     assert out[0, 0] == lo and out[0, 1] == hi, f"{name}(-inf, inf) = {out[0, :2]}"
     assert np.isfinite(out[0, 2:]).all()
@@ -227,7 +189,7 @@ def test_gathers_move_values_exactly(dtype, api):
     if api == "nl.gather_flattened":
         out = run_nl(lambda d, i: nl.gather_flattened(d, i), data, idx.astype(np.int32))
     else:
-        out = run(lambda dst, d, i: nisa.nc_n_gather(dst, d, i), [data, idx], idx.shape, dtype)
+        out = run_isa(lambda dst, d, i: nisa.nc_n_gather(dst, d, i), [data, idx], (idx.shape, dtype))
     want = np.take_along_axis(data, idx.astype(np.int64), axis=1)
     assert out.dtype == dtype
     np.testing.assert_array_equal(_bits(out), _bits(want))
@@ -260,9 +222,9 @@ def test_int32_narrowing_goes_through_fp32(dtype, path):
     elif path == "nl.load(dtype=)":
         out = nki.simulate(_load_dtype_kernel)(x, dtype)
     elif path == "dma_copy(hbm->hbm)":
-        out = nki.simulate(_dma_hbm_kernel)(x, dtype)
+        out = nki.simulate(dma_hbm_kernel)(x, dtype)
     else:
-        out = run(_NARROW_PATHS[path], [x], x.shape, dtype)
+        out = run_isa(_NARROW_PATHS[path], [x], (x.shape, dtype))
     with np.errstate(over="ignore"):
         want = x.astype(np.float32).astype(dtype)
     assert out.dtype == dtype
@@ -274,13 +236,6 @@ def _load_dtype_kernel(x, dtype):
     t = nl.load(x, dtype=dtype)
     out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
     nl.store(out, t)
-    return out
-
-
-@nki.jit
-def _dma_hbm_kernel(x, dtype):
-    out = nl.ndarray(x.shape, dtype=dtype, buffer=nl.shared_hbm)
-    nisa.dma_copy(dst=out, src=x)
     return out
 
 
