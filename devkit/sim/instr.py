@@ -272,6 +272,30 @@ def elementwise(
     never-written elements flow to the result instead of being an error (:mod:`devkit.sim.unwritten`)."""
     m = machine(api)
     loc = user_location()
+    tiles = operand_tiles(api, operands)
+    shape = broadcast(api, [aligned_shape(t) for t in tiles])
+    if default_dtype is None:
+        default_dtype = dt.promote(
+            *[x.dtype if isinstance(x, Tensor) else dt.scalar_dtype(x) for x in operands]
+        )
+    odt = out_dtype(dtype, default_dtype, api)
+    marr = mask_array(mask, shape, api)
+    out = new_tile(m, shape, odt, out_buffer, loc)
+    for t in tiles:
+        m.check_read(t, loc)
+    size = int(np.prod(shape))
+    p = m.emit(engine, opcode, list(tiles), [out], flops_per_elem * size, attrs, loc)
+    vals = None
+    if m.numerics:
+        if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
+            return _commit_evacuation(m, p, out, tiles[0], fn, odt)
+        vals, garbage = broadcast_values(fn, operands, shape, marr, bitwise, moves)
+        return commit(m, p, out, vals, marr, garbage=garbage)
+    return commit(m, p, out, vals, marr)
+
+
+def operand_tiles(api: str, operands: Sequence[Any]) -> list[Tensor]:
+    """The tiles among the operands of an element-wise instruction, checked (the rest must be scalars)."""
     tiles = []
     for i, x in enumerate(operands):
         if isinstance(x, Tensor):
@@ -294,37 +318,30 @@ def elementwise(
             )
     if not tiles:
         raise KernelArgumentError(f"{api}: at least one operand must be a tile")
-    shape = broadcast(api, [aligned_shape(t) for t in tiles])
-    if default_dtype is None:
-        default_dtype = dt.promote(
-            *[x.dtype if isinstance(x, Tensor) else dt.scalar_dtype(x) for x in operands]
-        )
-    odt = out_dtype(dtype, default_dtype, api)
-    marr = mask_array(mask, shape, api)
-    out = new_tile(m, shape, odt, out_buffer, loc)
-    for t in tiles:
-        m.check_read(t, loc)
-    size = int(np.prod(shape))
-    p = m.emit(engine, opcode, list(tiles), [out], flops_per_elem * size, attrs, loc)
-    vals = None
-    if m.numerics:
-        if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
-            return _commit_evacuation(m, p, out, tiles[0], fn, odt)
-        garbage = None
-        if moves:
-            src = tiles[0]
-            garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
-            if garbage is not None:
-                garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
-        args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
-        with np.errstate(all="ignore"):
-            vals = fn(*args)
-        if bitwise:
-            vals = np.asarray(vals)
-        else:
-            vals = np.asarray(vals, dtype=np.float32)
-        return commit(m, p, out, vals, marr, garbage=garbage)
-    return commit(m, p, out, vals, marr)
+    return tiles
+
+
+def broadcast_values(
+    fn: Callable[..., Any],
+    operands: Sequence[Any],
+    shape: tuple[int, ...],
+    marr: np.ndarray | None,
+    bitwise: bool,
+    moves: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(fn(*operand values), garbage)`` of an element-wise instruction with NumPy broadcasting: fp32
+    arithmetic (the stored values with ``bitwise``); ``garbage`` (``moves``: a copy of its one tile) the
+    result positions that received never-written elements (:mod:`devkit.sim.unwritten`), or None."""
+    garbage = None
+    if moves:
+        src = operands[0]
+        garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
+        if garbage is not None:
+            garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
+    args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
+    with np.errstate(all="ignore"):
+        vals = fn(*args)
+    return (np.asarray(vals) if bitwise else np.asarray(vals, dtype=np.float32)), garbage
 
 
 def _waits_for_chain(m: Machine, t: Tensor, shape: tuple[int, ...]) -> bool:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from devkit.errors import KernelArgumentError, UnsupportedError
-from devkit.nki import _alu, _buffers
+from devkit.nki import _buffers, _isa_nl
 from devkit.nki import language as _b1
 from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
@@ -584,8 +584,8 @@ average = _token("average")
 
 # NKI 0.4.0 (trn3): the signed operand with the larger / smaller magnitude, ties -> y; callable wrappers
 # that are also ALU operator tokens (``op=nl.abs_max``)
-abs_max = _binary(_b1._binary("abs_max", _alu.ALU["abs_max"]), False)
-abs_min = _binary(_b1._binary("abs_min", _alu.ALU["abs_min"]), False)
+abs_max = _binary(_isa_nl.language(_isa_nl.ABS_MAX), False)
+abs_min = _binary(_isa_nl.language(_isa_nl.ABS_MIN), False)
 
 
 def _direct_operands_only(fn: Callable[..., Any]) -> Callable[..., Any]:
