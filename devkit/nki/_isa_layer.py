@@ -38,7 +38,7 @@ class Step:
     Set by :func:`execute`: ``api`` (the name errors use), ``m`` (the machine), ``loc`` (the kernel line),
     ``engine``/``opcode`` (the declared ones; a plan may pick another engine or opcode).  Set by the plan:
     ``reads`` (operands in trace order; the tiles among them are checked as read), either ``shape``/``dtype``/
-    ``buffer`` of the new result tile or ``dst`` (an in-place destination, checked as written, ``accumulate``
+    ``buffer`` of the new result tile (``buffer=None``: the instruction has no result) or ``dst`` (an in-place destination, checked as written, ``accumulate``
     for a read-modify-write), ``also`` (further outputs, e.g. ``reduce_res``; checked as written with
     ``also_checked``), ``flops`` and ``attrs`` of the trace event, ``mask`` (a boolean array of the result's
     shape or None), ``bit`` (integer operands are read as integers, not through fp32), ``exact`` (the values
@@ -141,7 +141,12 @@ def step(api: str, engine: str, opcode: str) -> Step:
 def issue(s: Step, numerics: Numerics) -> Tensor | None:
     """The steps every instruction shares, once its plan has filled in ``s``."""
     m, loc, dst = s.m, s.loc, s.dst
-    out = _x.new_tile(m, s.shape, s.dtype, s.buffer, loc) if dst is None else dst
+    if dst is None:
+        if s.buffer is None:
+            return _effect(s, numerics)
+        out = _x.new_tile(m, s.shape, s.dtype, s.buffer, loc)
+    else:
+        out = dst
     tiles = [v for v in s.reads if isinstance(v, Tensor)]
     for t in tiles:
         m.check_read(t, loc)
@@ -167,6 +172,18 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
     if vals is not WRITTEN:
         dst.write(vals if s.exact else _dt.round_to(vals, dst.dtype), s.mask)
     return None
+
+
+def _effect(s: Step, numerics: Numerics) -> None:
+    """An instruction with no tile result (``buffer=None``: it changes engine state, e.g. a PRNG seed): the
+    operands checked as read, one trace event, the numerics run for their effect."""
+    m, loc = s.m, s.loc
+    tiles = [v for v in s.reads if isinstance(v, Tensor)]
+    for t in tiles:
+        m.check_read(t, loc)
+    m.emit(s.engine, s.opcode, tiles, [], s.flops, s.attrs, loc)
+    if m.numerics:
+        numerics(s)
 
 
 def beta1_functions(instructions: tuple[Instruction, ...]) -> dict[str, Callable[..., Any]]:
