@@ -38,7 +38,7 @@ class Step:
     Set by :func:`execute`: ``api`` (the name errors use), ``m`` (the machine), ``loc`` (the kernel line),
     ``engine``/``opcode`` (the declared ones; a plan may pick another engine or opcode).  Set by the plan:
     ``reads`` (operands in trace order; the tiles among them are checked as read), either ``shape``/``dtype``/
-    ``buffer`` of the new result tile (``buffer=None``: the instruction has no result) or ``dst`` (an in-place destination, checked as written, ``accumulate``
+    ``buffer`` of the new result tile or ``dst`` (an in-place destination, checked as written, ``accumulate``
     for a read-modify-write), ``also`` (further outputs, e.g. ``reduce_res``; checked as written with
     ``also_checked``), ``flops`` and ``attrs`` of the trace event, ``mask`` (a boolean array of the result's
     shape or None), ``bit`` (integer operands are read as integers, not through fp32), ``exact`` (the values
@@ -47,6 +47,7 @@ class Step:
     instruction only moves its first operand: never-written elements flow to the result instead of being an
     error, :mod:`devkit.sim.unwritten`), and ``args``: what the numerics needs beyond the operands.  Set by the
     numerics: ``garbage`` (the result positions that received never-written data, kept never-written).
+    A plan that sets ``buffer=None`` declares no tile result (the instruction changes engine state only).
     """
 
     __slots__ = (

@@ -16,10 +16,10 @@ from devkit.dtype_names import itemsize
 from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
 from devkit.nki import _isa_layer as _layer
 from devkit.nki import _rng
+from devkit.nki._isa_common import _val, _vector_operand
 from devkit.nki._isa_layer import Instruction
 from devkit.nki.beta2._convention import _dst, _machine_at_least, _member, declared
 from devkit.nki.beta2.constants import engine
-from devkit.nki.isa import _val, _vector_operand
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, VECTOR
