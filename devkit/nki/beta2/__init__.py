@@ -37,6 +37,7 @@ from devkit.nki.beta2 import (
     typing,
     views,
 )
+from devkit.nki.beta2._convention import refusing
 from devkit.nki.beta2.targets import selected_target
 from devkit.sim.machine import current
 from devkit.sim.tensor import Tensor
@@ -198,16 +199,15 @@ def cpu_simulate(kernel: Any) -> _Simulated:
 
 
 def _not_available(name: str) -> Any:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedError(
+    return refusing(
+        name,
+        f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost).",
+        lambda: UnsupportedError(
             f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
             "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`",
             rule="not-available",
-        )
-
-    f.__name__ = name
-    f.__doc__ = f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost)."
-    return f
+        ),
+    )
 
 
 baremetal = _not_available("baremetal")

@@ -60,6 +60,17 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     return instruction(functools.wraps(fn)(bound))
 
 
+def refusing(name: str, doc: str, error: Callable[[], Exception]) -> Callable[..., Any]:
+    """A function ``name`` of the NKI 0.x API that the simulator refuses: any call raises ``error()``."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise error()
+
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = doc
+    return refuse
+
+
 def declared(ins: Instruction) -> Callable[..., Any]:
     """The ``nki.isa`` function of an NKI 0.x-only instruction declared in the instruction layer
     (:mod:`devkit.nki._isa_layer`) with a plan taking the NKI 0.x signature (``dst`` first).

@@ -387,21 +387,23 @@ def no_reorder() -> Iterator[None]:
 def program_id(axis: int = 0) -> int:
     """Index of this program in the launch ``kernel[lnc]`` (0 without a launch grid)."""
     m = _x.machine("nl.program_id")
-    if axis != 0:
-        raise KernelArgumentError(
-            f"nl.program_id(axis={axis!r}): a logical-core launch has one axis", rule="program-id-axis"
-        )
+    _one_axis("nl.program_id", "axis", axis)
     return m.program_ids[0] if m.program_ids else 0
 
 
 def num_programs(axes: int = 0) -> int:
     """Number of programs of the launch (1 without a grid)."""
     m = _x.machine("nl.num_programs")
-    if axes != 0:
-        raise KernelArgumentError(
-            f"nl.num_programs(axes={axes!r}): a logical-core launch has one axis", rule="program-id-axis"
-        )
+    _one_axis("nl.num_programs", "axes", axes)
     return m.grid[0] if m.grid else 1
+
+
+def _one_axis(api: str, name: str, value: Any) -> None:
+    """A logical-core launch has one axis: ``value`` (of argument ``name``) must be 0."""
+    if value != 0:
+        raise KernelArgumentError(
+            f"{api}({name}={value!r}): a logical-core launch has one axis", rule="program-id-axis"
+        )
 
 
 def program_ndim() -> int:
