@@ -63,6 +63,13 @@ def _uint32_lanes(api: str, t: Tensor, operand: str, eng: str) -> None:
         raise UnsupportedError(f"{api}: the GpSimd engine cannot access PSUM ({operand})", rule="gpsimd-psum")
 
 
+def _on_engine(s: _layer.Step, eng: str, op: str) -> None:
+    """The instruction runs on engine ``eng`` (``"vector"``/``"gpsimd"``, kept for the numerics) as ``op``."""
+    s.engine = _TRACE_ENGINE[eng]
+    s.attrs = {"op": op}
+    s.args = eng
+
+
 # ---- plans (parameters after the step: the NKI 0.x signature) and numerics -------------------------------
 
 
@@ -79,10 +86,8 @@ def _rng_plan(s: _layer.Step, dst: Any, engine: Any = engine.vector, name: Any =
             f"{_dt.name_of(d.dtype)}",
             rule="not-simulated",
         )
-    s.engine = _TRACE_ENGINE[eng]
     s.dst = d
-    s.attrs = {"op": "rng"}
-    s.args = eng
+    _on_engine(s, eng, "rng")
 
 
 def _rng_values(s: _layer.Step) -> Any:
@@ -152,11 +157,9 @@ def _rand_set_state(s: _layer.Step, src_seeds: Any, engine: Any = engine.unknown
     t = _x.tile(src_seeds, api, "src_seeds")
     eng = _state_engine(api, m, engine, t.free_size, "src_seeds")
     _uint32_lanes(api, t, "src_seeds", eng)
-    s.engine = _TRACE_ENGINE[eng]
     s.reads = [t]
     s.buffer = None  # no result: the generators' state changes
-    s.attrs = {"op": "rand_set_state"}
-    s.args = eng
+    _on_engine(s, eng, "rand_set_state")
 
 
 def _set_state_values(s: _layer.Step) -> None:
@@ -171,10 +174,8 @@ def _rand_get_state(s: _layer.Step, dst: Any, engine: Any = engine.unknown, name
     d = _dst(dst, api)
     eng = _state_engine(api, m, engine, d.free_size, "dst")
     _uint32_lanes(api, d, "dst", eng)
-    s.engine = _TRACE_ENGINE[eng]
     s.dst = d
-    s.attrs = {"op": "rand_get_state"}
-    s.args = eng
+    _on_engine(s, eng, "rand_get_state")
 
 
 def _get_state_values(s: _layer.Step) -> Any:
