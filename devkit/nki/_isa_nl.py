@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from devkit import dtypes as _dt
+from devkit.errors import user_location
 from devkit.nki import _alu
 from devkit.nki._alu import _ALU_ALIASES, ACTIVATIONS, ALU, _require_int
-from devkit.nki._isa_layer import Instruction, Step, execute
+from devkit.nki._isa_layer import Instruction, Step, execute, issue, step
 from devkit.sim import instr as _x
+from devkit.sim.races import REDUCE_CLASS
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, SCALAR, VECTOR
 
@@ -74,10 +76,11 @@ def _copy(s: Step, src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs
     """Copy a tile (e.g. PSUM -> SBUF), optionally casting."""
     tile = isinstance(src, Tensor)
     bitwise = tile and not _dt.is_float(src.dtype)
-    _plan(s, _identity, [src], dtype, src.dtype if tile else None, mask, bitwise, moves=True)
+    _plan(s, identity, [src], dtype, src.dtype if tile else None, mask, bitwise, moves=True)
 
 
-def _identity(a: Any) -> Any:
+def identity(a: Any) -> Any:
+    """The element-wise function of a copy."""
     return a
 
 
@@ -283,3 +286,92 @@ def language(ins: Instruction) -> Callable[..., Any]:
 def functions() -> dict[str, Callable[..., Any]]:
     """``{name: the nl function}`` of every ``nl`` element-wise instruction."""
     return {ins.name: language(ins) for ins in INSTRUCTIONS}
+
+
+# ---- element-wise instructions issued on the kernel's behalf -----------------------------------------------
+
+
+def elementwise(
+    api: str,
+    engine: str,
+    opcode: str,
+    fn: Callable[..., Any],
+    operands: list[Any],
+    *,
+    dtype: Any = None,
+    default_dtype: Any = None,
+    mask: Any = None,
+    attrs: dict | None = None,
+    bitwise: bool = False,
+) -> Tensor:
+    """An element-wise instruction with the ``nl`` rules that the kernel did not call by name (an augmented
+    assignment, one ``nl.loop_reduce`` iteration, a copy the compiler inserts), named ``api`` in errors and run
+    by the layer's executor: the new result tile."""
+    s = step(api, engine, opcode)
+    _plan(s, fn, operands, dtype, default_dtype, mask, bitwise, attrs)
+    return issue(s, broadcasting)  # type: ignore[return-value]
+
+
+#: augmented assignments ``dst op= value``: operator -> (symbol, fp32 function)
+_INPLACE = {
+    "add": ("+", np.add),
+    "sub": ("-", np.subtract),
+    "mul": ("*", np.multiply),
+    "div": ("/", np.divide),
+    "and": ("&", np.bitwise_and),
+    "or": ("|", np.bitwise_or),
+    "xor": ("^", np.bitwise_xor),
+}
+#: the ones int32/uint32 tiles run natively on the GpSimd (devkit.nki._alu.INT32_NATIVE)
+_INPLACE_INT32 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
+
+
+def _int32_inplace(f: Callable[..., Any], out: Any) -> Callable[..., np.ndarray]:
+    """``f`` exact on 32-bit integer tiles, wrapped modulo 2**32 into ``out`` (int32 or uint32)."""
+    od = np.dtype(out)
+    return lambda a, b: np.asarray(f(a.astype(np.int64), b.astype(np.int64))).astype(od)
+
+
+def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
+    """``dst op= value``: a fresh matmul accumulates into PSUM ``dst``; otherwise one in-place element-wise
+    instruction (VectorE ``tensor_tensor``/``tensor_scalar``; GpSimd for native int32 arithmetic)."""
+    if _x.accumulate_fresh_matmul(dst, value, op):
+        return dst
+    m = _x.machine("augmented assignment")
+    loc = user_location()
+    sym, fn = _INPLACE[op]
+    engine = VECTOR
+    ints = (dst.dtype, value.dtype) if isinstance(value, Tensor) else ()
+    native = (
+        op in _INPLACE_INT32
+        and all(_dt.name_of(d) in ("int32", "uint32") for d in ints)
+        and bool(ints)
+        and "psum" not in (dst.st.buffer, value.st.buffer)
+    )
+    if native:
+        engine, fn = GPSIMD, _int32_inplace(_INPLACE_INT32[op], dst.dtype)
+    prev = m.reducing  # the read and write of dst form one commutative update (race checker)
+    m.reducing = (dst.st, dst.box(), REDUCE_CLASS.get(op, False))
+    try:
+        opcode = "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar"
+        res = elementwise(f"'{sym}='", engine, opcode, fn, [dst, value], dtype=dst.dtype, bitwise=native)
+        _x.retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
+    finally:
+        m.reducing = prev
+    dst._fresh = _x.ASSIGNED
+    return dst
+
+
+def loop_reduce_step(dst: Tensor, r: _x.LoopReduction) -> Tensor:
+    """One iteration of ``dst[...] = nl.loop_reduce(x, op, ...)``: ``op(dst, x)`` as a new tile (VectorE)."""
+    return elementwise(
+        "nl.loop_reduce",
+        VECTOR,
+        "tensor_tensor",
+        r.fn,
+        [dst, r.value],
+        dtype=dst.dtype if r.dtype is None else r.dtype,
+        mask=r.mask,
+        attrs={"op": r.op},
+        bitwise=r.op.startswith("bitwise"),
+    )

@@ -13,6 +13,7 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import IndexingError, KernelArgumentError, TileShapeError
+from devkit.nki import _isa_nl
 from devkit.nki import language as nl
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
@@ -74,7 +75,7 @@ def _binop(fn: Any, reverse: bool = False):  # type: ignore[no-untyped-def]
 
 def _inplace(name: str):  # type: ignore[no-untyped-def]
     def op(self: Tensor, other: Any) -> Tensor:
-        return _x.augmented(self, other, name)
+        return _isa_nl.augmented(self, other, name)
 
     return op
 

@@ -654,7 +654,7 @@ def loop_reduce(
         )
     if not isinstance(x, Tensor):
         raise KernelArgumentError(f"nl.loop_reduce: x must be a tile, got {type(x).__name__}")
-    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype)
+    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype, _isa_nl.loop_reduce_step)
 
 
 def all_reduce(

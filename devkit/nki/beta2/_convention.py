@@ -23,6 +23,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki import _isa_layer as _layer
+from devkit.nki import _isa_nl
 from devkit.nki._isa_layer import Instruction
 from devkit.nki.beta2 import views as _views
 from devkit.nki.beta2.targets import machine_at_least as _machine_at_least  # noqa: F401  (used by the adapters)
@@ -302,7 +303,7 @@ def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> 
             _MATMUL_WRITTEN[dst.st] = True
             return
         if state is True:
-            _x.augmented(dst, result, "add")
+            _isa_nl.augmented(dst, result, "add")
             dst._fresh = None
             return
     flags, key, before = _written_flags(dst)
@@ -318,7 +319,7 @@ def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> 
     if not add.any():
         _x.assign(dst, result)
     elif add.all():
-        _x.augmented(dst, result, "add")
+        _isa_nl.augmented(dst, result, "add")
         dst._fresh = None
     else:
         _add_where(dst, result, add)
