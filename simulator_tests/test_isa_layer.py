@@ -161,28 +161,24 @@ def test_every_nl_elementwise_function_is_generated_from_its_declaration():
     )
 
 
-@nki1.jit
-def b1_nl_chain(x, y):
-    out = nl1.ndarray((128, 64), dtype=nl1.float32, buffer=nl1.shared_hbm)
-    t, u = nl1.load(x), nl1.load(y)
-    a = nl1.multiply(nl1.add(t, u), 0.5)
-    e = nl1.exp(nl1.negative(nl1.abs(a)))
-    c = nl1.greater(e, 0.5, dtype=nl1.float32)
-    r = nl1.where(c, e, nl1.maximum(t, u))
-    nl1.store(out, value=nl1.copy(r, dtype=nl1.bfloat16))
-    return out
+def _nl_chain(nki, nl):
+    """One chain of nl element-wise functions, written once for both generations (their common signatures)."""
+
+    def nl_chain(x, y):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        t, u = nl.load(x), nl.load(y)
+        a = nl.multiply(nl.add(t, u), 0.5)
+        e = nl.exp(nl.negative(nl.abs(a)))
+        c = nl.greater(e, 0.5, dtype=nl.float32)
+        r = nl.where(c, e, nl.maximum(t, u))
+        nl.store(out, value=nl.copy(r, dtype=nl.bfloat16))
+        return out
+
+    return nki.jit(nl_chain)
 
 
-@nki2.jit
-def b2_nl_chain(x, y):
-    out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
-    t, u = nl2.load(x), nl2.load(y)
-    a = nl2.multiply(nl2.add(t, u), 0.5)
-    e = nl2.exp(nl2.negative(nl2.abs(a)))
-    c = nl2.greater(e, 0.5, dtype=nl2.float32)
-    r = nl2.where(c, e, nl2.maximum(t, u))
-    nl2.store(out, value=nl2.copy(r, dtype=nl2.bfloat16))
-    return out
+b1_nl_chain = _nl_chain(nki1, nl1)
+b2_nl_chain = _nl_chain(nki2, nl2)
 
 
 def test_both_generations_nl_elementwise_chains_agree():
