@@ -22,7 +22,7 @@ from devkit import dtypes as _dt
 from devkit.errors import user_location
 from devkit.nki import _alu
 from devkit.nki._alu import _ALU_ALIASES, ACTIVATIONS, ALU, _require_int
-from devkit.nki._isa_layer import Instruction, Step, execute, issue, step
+from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
 from devkit.sim.races import REDUCE_CLASS
 from devkit.sim.tensor import Tensor
@@ -291,25 +291,34 @@ def functions() -> dict[str, Callable[..., Any]]:
 # ---- element-wise instructions issued on the kernel's behalf -----------------------------------------------
 
 
-def elementwise(
-    api: str,
-    engine: str,
-    opcode: str,
+def _on_behalf(
+    s: Step,
     fn: Callable[..., Any],
     operands: list[Any],
     *,
+    engine: str,
+    opcode: str,
     dtype: Any = None,
     default_dtype: Any = None,
     mask: Any = None,
     attrs: dict | None = None,
     bitwise: bool = False,
-) -> Tensor:
-    """An element-wise instruction with the ``nl`` rules that the kernel did not call by name (an augmented
-    assignment, one ``nl.loop_reduce`` iteration, a copy the compiler inserts), named ``api`` in errors and run
-    by the layer's executor: the new result tile."""
-    s = step(api, engine, opcode)
+) -> None:
+    """``fn`` element-wise over ``operands`` with the ``nl`` rules, as ``opcode`` on ``engine``."""
+    s.engine, s.opcode = engine, opcode
     _plan(s, fn, operands, dtype, default_dtype, mask, bitwise, attrs)
-    return issue(s, broadcasting)  # type: ignore[return-value]
+
+
+#: an element-wise instruction the kernel did not call by name: an augmented assignment, one ``nl.loop_reduce``
+#: iteration, a copy the compiler inserts (the caller gives the engine and opcode)
+ON_BEHALF = Instruction("elementwise", VECTOR, "tensor_tensor", _on_behalf, broadcasting)
+
+
+def elementwise(
+    api: str, engine: str, opcode: str, fn: Callable[..., Any], operands: list[Any], **kw: Any
+) -> Tensor:
+    """Run :data:`ON_BEHALF` (named ``api`` in errors; ``kw`` as :func:`_on_behalf`): the new result tile."""
+    return execute(ON_BEHALF, api, (fn, operands), {"engine": engine, "opcode": opcode, **kw})  # type: ignore[return-value]
 
 
 #: augmented assignments ``dst op= value``: operator -> (symbol, fp32 function)
