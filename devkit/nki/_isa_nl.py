@@ -13,6 +13,7 @@ it.  The ALU and activation functions come from the shared tables of :mod:`devki
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -55,7 +56,7 @@ def _plan(
     s.mask = _x.mask_array(mask, shape, api)
     s.shape = shape
     s.reads = operands
-    s.flops = int(np.prod(shape))
+    s.flops = math.prod(shape)
     s.attrs = attrs
     s.bit = bitwise
     s.fn = fn
@@ -344,10 +345,10 @@ def _int32_inplace(f: Callable[..., Any], out: Any) -> Callable[..., np.ndarray]
 def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
     """``dst op= value``: a fresh matmul accumulates into PSUM ``dst``; otherwise one in-place element-wise
     instruction (VectorE ``tensor_tensor``/``tensor_scalar``; GpSimd for native int32 arithmetic)."""
-    if _x.accumulate_fresh_matmul(dst, value, op):
+    loc = user_location()
+    if _x.accumulate_fresh_matmul(dst, value, op, loc):
         return dst
     m = _x.machine("augmented assignment")
-    loc = user_location()
     sym, fn = _INPLACE[op]
     engine = VECTOR
     ints = (dst.dtype, value.dtype) if isinstance(value, Tensor) else ()

@@ -93,6 +93,10 @@ def aligned_shape(t: Tensor) -> tuple[int, ...]:
 
 
 def broadcast(api: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to (NumPy rules), or a ``shape-mismatch`` error."""
+    first = tuple(shapes[0])
+    if all(tuple(sh) == first for sh in shapes[1:]):  # the common case, without NumPy's machinery
+        return first
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -555,10 +559,10 @@ def fill(m: Machine, dst: Tensor, value: Any, loc: tuple[str, int]) -> None:
         dst.mark_written()
 
 
-def accumulate_fresh_matmul(dst: Tensor, value: Any, op: str) -> bool:
-    """``dst += value`` where ``value`` is the fresh result of the last TensorE instruction and ``dst`` is in
-    PSUM: the matmul accumulates into ``dst`` (True); False, doing nothing, for any other augmented assignment
-    (an element-wise instruction, :func:`devkit.nki._isa_nl.augmented`)."""
+def accumulate_fresh_matmul(dst: Tensor, value: Any, op: str, loc: tuple[str, int]) -> bool:
+    """``dst += value`` (at kernel line ``loc``) where ``value`` is the fresh result of the last TensorE
+    instruction and ``dst`` is in PSUM: the matmul accumulates into ``dst`` (True); False, doing nothing, for any
+    other augmented assignment (an element-wise instruction, :func:`devkit.nki._isa_nl.augmented`)."""
     m = machine("augmented assignment")
     dst.check_alive()
     if not isinstance(value, Tensor) or op != "add" or dst.st.buffer != "psum":
@@ -573,7 +577,7 @@ def accumulate_fresh_matmul(dst: Tensor, value: Any, op: str) -> bool:
         and value.st.alive
     ):
         return False
-    _accumulate_matmul(m, p, value, dst, user_location())
+    _accumulate_matmul(m, p, value, dst, loc)
     dst._fresh = ASSIGNED
     return True
 
