@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
+from devkit.errors import HardwareUnavailableError, KernelArgumentError
 from devkit.nki import _tensor_ops  # noqa: F401  (tensor operators and view methods)
 from devkit.nki.beta2 import (
     builtin,
@@ -199,15 +199,12 @@ def cpu_simulate(kernel: Any) -> _Simulated:
 
 
 def _not_available(name: str) -> Any:
-    return refusing(
-        name,
-        f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost).",
-        lambda: UnsupportedError(
-            f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
-            "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`",
-            rule="not-available",
-        ),
+    doc = f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost)."
+    message = (
+        f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
+        "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`"
     )
+    return refusing(name, doc, message, "not-available")
 
 
 baremetal = _not_available("baremetal")

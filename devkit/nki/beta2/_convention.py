@@ -61,11 +61,12 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
     return instruction(functools.wraps(fn)(bound))
 
 
-def refusing(name: str, doc: str, error: Callable[[], Exception]) -> Callable[..., Any]:
-    """A function ``name`` of the NKI 0.x API that the simulator refuses: any call raises ``error()``."""
+def refusing(name: str, doc: str, message: str, rule: str) -> Callable[..., Any]:
+    """A function ``name`` of the NKI 0.x API that the simulator refuses: any call raises
+    :class:`~devkit.errors.UnsupportedError` with ``message`` and ``rule``, naming the kernel line."""
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise error()
+        raise UnsupportedError(message, rule=rule)
 
     refuse.__name__ = refuse.__qualname__ = name
     refuse.__doc__ = doc

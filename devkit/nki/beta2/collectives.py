@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from devkit.errors import UnsupportedError
 from devkit.nki.beta2._convention import refusing
 
 __all__ = [
@@ -29,15 +28,11 @@ __all__ = [
 
 
 def _not_simulated(name: str) -> Any:
-    return refusing(
-        name,
-        f"``{name}``: not simulated (raises UnsupportedError).",
-        lambda: UnsupportedError(
-            f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
-            "simulator nor the devkit models them)",
-            rule="not-simulated",
-        ),
+    message = (
+        f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
+        "simulator nor the devkit models them)"
     )
+    return refusing(name, f"``{name}``: not simulated (raises UnsupportedError).", message, "not-simulated")
 
 
 class ReplicaGroup:
