@@ -204,7 +204,7 @@ def _not_available(name: str) -> Any:
         f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
         "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`"
     )
-    return refusing(name, doc, message, "not-available")
+    return refusing(name, doc, message, rule="not-available")
 
 
 baremetal = _not_available("baremetal")

@@ -32,7 +32,9 @@ def _not_simulated(name: str) -> Any:
         f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
         "simulator nor the devkit models them)"
     )
-    return refusing(name, f"``{name}``: not simulated (raises UnsupportedError).", message, "not-simulated")
+    return refusing(
+        name, f"``{name}``: not simulated (raises UnsupportedError).", message, rule="not-simulated"
+    )
 
 
 class ReplicaGroup:
