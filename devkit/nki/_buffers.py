@@ -193,6 +193,11 @@ class DirectPlacement:
 _WARNED: set = set()
 
 
+def _out_of_range(message: str, loc: tuple[str, int]) -> CapacityError:
+    """The error of a direct allocation outside the memory it names, blamed on the allocating line."""
+    return CapacityError(message, rule="direct-alloc-range", filename=loc[0], lineno=loc[1])
+
+
 def _check_sbuf_range(
     m: Any, name: str, idx: tuple[int, ...], addr: int, fbytes: int, loc: tuple[str, int]
 ) -> None:
@@ -208,12 +213,10 @@ def _check_sbuf_range(
     end = addr + fbytes
     what = f"SBUF allocation of {name or 'tensor'} block {list(idx)}: bytes [{addr}, {end}) per partition"
     if addr < 0 or end > largest_sbuf_bytes_per_partition():
-        raise CapacityError(
+        raise _out_of_range(
             f"{what} run past the end of the partition ({largest_sbuf_bytes_per_partition()} bytes on "
             "the largest target)",
-            rule="direct-alloc-range",
-            filename=loc[0],
-            lineno=loc[1],
+            loc,
         )
     for limit, what_limit in (
         (g.sbuf_bytes_per_partition, "physical partition size"),
@@ -222,12 +225,7 @@ def _check_sbuf_range(
         if end > limit:
             msg = f"{what} run past the {limit}-byte {what_limit} of {g.name}"
             if m.options.strict_capacity:
-                raise CapacityError(
-                    msg + " (strict_capacity is on)",
-                    rule="direct-alloc-range",
-                    filename=loc[0],
-                    lineno=loc[1],
-                )
+                raise _out_of_range(msg + " (strict_capacity is on)", loc)
             if (loc, limit) not in _WARNED:
                 _WARNED.add((loc, limit))
                 warnings.warn_explicit(
@@ -275,20 +273,16 @@ class DirectAlloc:
                     )
                 bank, sp, addr = (int(v) for v in r)
                 if not 0 <= bank < g.psum_banks:
-                    raise CapacityError(
+                    raise _out_of_range(
                         f"PSUM allocation of {name or 'tensor'} block {idx}: bank {bank} is outside "
                         f"0..{g.psum_banks - 1}",
-                        rule="direct-alloc-range",
-                        filename=loc[0],
-                        lineno=loc[1],
+                        loc,
                     )
                 if addr + fbytes > g.psum_bank_bytes:
-                    raise CapacityError(
+                    raise _out_of_range(
                         f"PSUM allocation of {name or 'tensor'} block {idx}: bytes [{addr}, {addr + fbytes}) run "
                         f"past the {g.psum_bank_bytes}-byte bank",
-                        rule="direct-alloc-range",
-                        filename=loc[0],
-                        lineno=loc[1],
+                        loc,
                     )
                 phys = bank * g.psum_bank_bytes + addr
             else:
@@ -297,12 +291,10 @@ class DirectAlloc:
                 sp, phys = (int(v) for v in r)
                 _check_sbuf_range(m, name, idx, phys, fbytes, loc)
             if sp < 0 or sp + p > g.partitions:
-                raise CapacityError(
+                raise _out_of_range(
                     f"allocation of {name or 'tensor'} block {idx}: partitions [{sp}, {sp + p}) "
                     f"run past {g.partitions}",
-                    rule="direct-alloc-range",
-                    filename=loc[0],
-                    lineno=loc[1],
+                    loc,
                 )
             blocks[tuple(idx)] = (sp, phys)
         st = m.new_storage(shape, dtype, self.buffer, par_axis=pax, name=name, kind="direct", loc=loc)

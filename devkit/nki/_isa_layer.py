@@ -47,6 +47,7 @@ class Step:
     instruction only moves its first operand: never-written elements flow to the result instead of being an
     error, :mod:`devkit.sim.unwritten`), and ``args``: what the numerics needs beyond the operands.  Set by the
     numerics: ``garbage`` (the result positions that received never-written data, kept never-written).
+    A plan that sets ``buffer=None`` declares no tile result (the instruction changes engine state only).
     """
 
     __slots__ = (
@@ -141,7 +142,12 @@ def step(api: str, engine: str, opcode: str) -> Step:
 def issue(s: Step, numerics: Numerics) -> Tensor | None:
     """The steps every instruction shares, once its plan has filled in ``s``."""
     m, loc, dst = s.m, s.loc, s.dst
-    out = _x.new_tile(m, s.shape, s.dtype, s.buffer, loc) if dst is None else dst
+    if dst is None:
+        if s.buffer is None:
+            return _effect(s, numerics)
+        out = _x.new_tile(m, s.shape, s.dtype, s.buffer, loc)
+    else:
+        out = dst
     tiles = [v for v in s.reads if isinstance(v, Tensor)]
     for t in tiles:
         m.check_read(t, loc)
@@ -167,6 +173,18 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
     if vals is not WRITTEN:
         dst.write(vals if s.exact else _dt.round_to(vals, dst.dtype), s.mask)
     return None
+
+
+def _effect(s: Step, numerics: Numerics) -> None:
+    """An instruction with no tile result (``buffer=None``: it changes engine state, e.g. a PRNG seed): the
+    operands checked as read, one trace event, the numerics run for their effect."""
+    m, loc = s.m, s.loc
+    tiles = [v for v in s.reads if isinstance(v, Tensor)]
+    for t in tiles:
+        m.check_read(t, loc)
+    m.emit(s.engine, s.opcode, tiles, [], s.flops, s.attrs, loc)
+    if m.numerics:
+        numerics(s)
 
 
 def beta1_functions(instructions: tuple[Instruction, ...]) -> dict[str, Callable[..., Any]]:

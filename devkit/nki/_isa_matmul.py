@@ -15,13 +15,13 @@ from devkit.errors import (
     TileShapeError,
     UnsupportedError,
 )
+from devkit.nki import _placement
 from devkit.nki._isa_common import (
     _engine,
     engine,
 )
 from devkit.nki._isa_layer import Instruction, Step, execute
 from devkit.sim import instr as _x
-from devkit.sim import placement as _placement
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.deferred import Product
 from devkit.sim.tensor import Tensor

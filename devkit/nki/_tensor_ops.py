@@ -13,10 +13,11 @@ import numpy as np
 
 from devkit import dtypes as dt
 from devkit.errors import IndexingError, KernelArgumentError, TileShapeError
+from devkit.nki import _isa_nl
 from devkit.nki import language as nl
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
-from devkit.sim.storage import Storage, alias_of
+from devkit.sim.storage import make_alias
 from devkit.sim.tensor import Tensor
 
 
@@ -74,7 +75,7 @@ def _binop(fn: Any, reverse: bool = False):  # type: ignore[no-untyped-def]
 
 def _inplace(name: str):  # type: ignore[no-untyped-def]
     def op(self: Tensor, other: Any) -> Tensor:
-        return _x.augmented(self, other, name)
+        return _isa_nl.augmented(self, other, name)
 
     return op
 
@@ -180,26 +181,12 @@ def _reshape(self: Tensor, shape: Any) -> Tensor:
         raise TileShapeError(
             f"reshape of an on-chip tile must keep the partition dim ({st.shape[0]})", rule="reshape"
         )
-    alias = Storage(
-        st.machine() if st.machine else None,
-        st.id,
-        shp,
-        st.dtype,
-        st.buffer,
-        0 if st.on_chip else None,
-        st.data.reshape(shp) if st.data is not None else None,  # (materialized above)
-        name=st.name,
-        kind=st.kind,
-        origin=st.origin,
-    )
+    data = st.data.reshape(shp) if st.data is not None else None  # (materialized above)
+    alias = make_alias(st, shp, st.dtype, 0 if st.on_chip else None, data)
     alias.uninit = st.uninit.reshape(shp) if st.uninit is not None else None
     alias.n_uninit = st.n_uninit
-    alias.addr = st.addr
     alias.spilled = st.spilled
-    alias.is_input = st.is_input
     alias.alive = st.alive
-    alias.machine = None  # the alias never frees the original's memory
-    alias_of(alias, st)  # keeps the original alive while the alias is (and no longer)
     return Tensor.whole(alias)
 
 
@@ -286,14 +273,7 @@ def _view(self: Tensor, dtype: Any) -> Tensor:
     if st.data is not None:
         raw = np.ascontiguousarray(dt.to_external(st.data, st.dtype))
         data = dt.to_storage(raw.view(np.dtype(d) if not isinstance(d, dt._TF32) else np.float32), d)
-    m = st.machine() if st.machine else None
-    alias = Storage(
-        m, st.id, shape, d, st.buffer, st.par_axis, data, name=st.name, kind=st.kind, origin=st.origin
-    )
-    alias.is_input = st.is_input
-    alias.addr = st.addr
-    alias.machine = None
-    alias_of(alias, st)
+    alias = make_alias(st, shape, d, st.par_axis, data)
     if shape != st.shape:
         return Tensor.whole(alias)
     return Tensor(alias, self.dims, self.shape, self.pax, self._garr)

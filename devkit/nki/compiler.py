@@ -17,14 +17,28 @@ from devkit.nki._buffers import psum as _auto_psum
 from devkit.nki._buffers import sbuf as _auto_sbuf
 
 
-class _SbufAllocators:
+class _Allocators:
+    """``ncc.<buffer>``: the allocation policies of one on-chip buffer."""
+
+    def __init__(self, buffer: str, returns: str, auto: Buffer) -> None:
+        self._buffer = buffer
+        self._returns = returns  # what an allocator function returns, for the error message
+        self._auto = auto
+
     def alloc(self, func: Callable[..., Any]) -> Buffer:
         if not callable(func):
             raise KernelArgumentError(
-                "ncc.sbuf.alloc expects a function (idx, pdim_size, fdim_size) -> "
-                "(start_partition, byte_addr)"
+                f"ncc.{self._buffer}.alloc expects a function (idx, pdim_size, fdim_size) -> ({self._returns})"
             )
-        return Buffer("sbuf", DirectAlloc("sbuf", func))
+        return Buffer(self._buffer, DirectAlloc(self._buffer, func))
+
+    def auto_alloc(self) -> Buffer:
+        return self._auto
+
+
+class _SbufAllocators(_Allocators):
+    def __init__(self) -> None:
+        super().__init__("sbuf", "start_partition, byte_addr", _auto_sbuf)
 
     def mod_alloc(
         self,
@@ -40,20 +54,12 @@ class _SbufAllocators:
                 _modulo(base_addr, num_free_tiles, fdim_size)(idx),
             )
 
-        return Buffer("sbuf", DirectAlloc("sbuf", func))
-
-    def auto_alloc(self) -> Buffer:
-        return _auto_sbuf
+        return self.alloc(func)
 
 
-class _PsumAllocators:
-    def alloc(self, func: Callable[..., Any]) -> Buffer:
-        if not callable(func):
-            raise KernelArgumentError(
-                "ncc.psum.alloc expects a function (idx, pdim_size, fdim_size) -> "
-                "(bank, start_partition, byte_addr)"
-            )
-        return Buffer("psum", DirectAlloc("psum", func))
+class _PsumAllocators(_Allocators):
+    def __init__(self) -> None:
+        super().__init__("psum", "bank, start_partition, byte_addr", _auto_psum)
 
     def mod_alloc(
         self,
@@ -72,10 +78,7 @@ class _PsumAllocators:
                 _modulo(base_addr, num_free_tiles, fdim_size)(idx),
             )
 
-        return Buffer("psum", DirectAlloc("psum", func))
-
-    def auto_alloc(self) -> Buffer:
-        return _auto_psum
+        return self.alloc(func)
 
 
 sbuf = _SbufAllocators()

@@ -15,44 +15,12 @@ instruction layer (:mod:`devkit.nki._isa_layer`), which live by family in privat
 
 from __future__ import annotations
 
-import enum  # noqa: F401  (names this module has always exposed, kept for code that reached them here)
 from typing import Any
 
-import numpy as np  # noqa: F401
-
-from devkit import dtypes as _dt  # noqa: F401
-from devkit.errors import (  # noqa: F401
-    DtypeError,
-    IndexingError,
-    KernelArgumentError,
-    MemoryPlacementError,
-    PartitionMismatchError,
-    TileShapeError,
-    UnsupportedError,
-    user_location,
-)
-from devkit.nki import _alu as _alu_tables  # noqa: F401
+from devkit.errors import UnsupportedError
 from devkit.nki import _isa_activation, _isa_copy, _isa_dma, _isa_matmul, _isa_reduce, _isa_vector
-from devkit.nki._alu import (  # noqa: F401
-    _IDENT,
-    _REDUCE_FN,
-    ACTIVATIONS,
-    ALU,
-    BITVEC,
-    REDUCE_OK,
-    _alu_name,
-    _require_int,
-)
-from devkit.nki._isa_activation import _activation, _activation_fn  # noqa: F401
-from devkit.nki._isa_common import (  # noqa: F401
-    _ENGINE_NAME,
-    _alu,
-    _engine,
-    _reduce_values,
-    _same_partitions,
-    _val,
-    _vector_accumulate,
-    _vector_operand,
+from devkit.nki._alu import ACTIVATIONS, ALU, BITVEC, REDUCE_OK  # noqa: F401  (the shared tables)
+from devkit.nki._isa_common import (  # noqa: F401  (the enums and nc_version of neuronxcc.nki.isa)
     dge_mode,
     dma_engine,
     engine,
@@ -68,15 +36,8 @@ from devkit.nki._isa_common import (  # noqa: F401
 )
 from devkit.nki._isa_copy import tensor_copy_dynamic_dst  # noqa: F401
 from devkit.nki._isa_layer import beta1_functions as _beta1_functions
-from devkit.nki._isa_matmul import _MM_DTYPES, matmul_core  # noqa: F401
+from devkit.nki._isa_matmul import matmul_core  # noqa: F401
 from devkit.nki._limits import fp32  # noqa: F401
-from devkit.sim import instr as _x  # noqa: F401
-from devkit.sim import placement as _placement  # noqa: F401
-from devkit.sim.deferred import Product  # noqa: F401
-from devkit.sim.index import IndexExpr, MaskExpr  # noqa: F401
-from devkit.sim.storage import HBM_BUFFERS  # noqa: F401
-from devkit.sim.tensor import Tensor  # noqa: F401
-from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR  # noqa: F401
 
 #: every instruction of the layer that Beta 1 exposes, by family
 DECLARED = (

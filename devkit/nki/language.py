@@ -8,7 +8,6 @@ activation functions run on ScalarE (``activation``), binary arithmetic on Vecto
 
 from __future__ import annotations
 
-import builtins
 import sys
 from typing import Any
 
@@ -25,14 +24,9 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.nki import _alu, _buffers, _isa_common, _isa_matmul, _isa_vector
+from devkit.nki import _buffers, _isa_common, _isa_matmul, _isa_nl, _isa_vector
 from devkit.nki import _isa_layer as _layer
-from devkit.nki._alu import (
-    _ALU_ALIASES,
-    ACTIVATIONS,
-    _alu_name,
-    _require_int,
-)
+from devkit.nki._alu import ACTIVATIONS, _alu_name  # noqa: F401  (nl.ACTIVATIONS: the shared table)
 from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hbm  # noqa: F401
 from devkit.nki._isa_reduce import reduce
 from devkit.nki._limits import bfp16, fp32  # noqa: F401
@@ -41,7 +35,7 @@ from devkit.sim import instr as _x
 from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
 from devkit.sim.storage import HBM_BUFFERS
 from devkit.sim.tensor import Tensor
-from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
+from devkit.trace import DMA, GPSIMD, TENSOR, VECTOR
 
 # ---- dtypes ------------------------------------------------------------------------------------------
 bool_ = _dt.bool_
@@ -413,22 +407,6 @@ def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwar
     return _x.commit(m, p, out, vals, None if marr is None else marr.T)
 
 
-def copy(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Tensor:
-    """Copy a tile (e.g. PSUM -> SBUF), optionally casting."""
-    return _x.elementwise(
-        "nl.copy",
-        VECTOR,
-        "tensor_copy",
-        lambda a: a,
-        [src],
-        dtype=dtype,
-        default_dtype=src.dtype if isinstance(src, Tensor) else None,
-        mask=mask,
-        bitwise=isinstance(src, Tensor) and not _dt.is_float(src.dtype),
-        moves=True,
-    )
-
-
 def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:
     """A new tile with ``src`` broadcast to ``shape`` (partition broadcast runs on the TensorE)."""
     t = _x.tile(src, "nl.broadcast_to", "src")
@@ -482,213 +460,20 @@ def atomic_rmw(dst: Tensor, value: Any, op: Any, *, mask: Any = None, **kwargs: 
     dst.st.data[...] = _dt.round_to(data, dst.dtype)
 
 
-# ---- element-wise ----------------------------------------------------------------------------------------
+# ---- element-wise: one instruction each, declared in devkit.nki._isa_nl ------------------------------------
 
-
-_VECTOR_UNARY: dict[str, Any] = {
-    "negative": np.negative,
-    "trunc": np.trunc,
-    "floor": np.floor,
-    "ceil": np.ceil,
-}
-
-
-def _unary(name: str, fn: Any, engine: str, opcode: str):  # type: ignore[no-untyped-def]
-    def op(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-        return _x.elementwise(
-            f"nl.{name}",
-            engine,
-            opcode,
-            fn,
-            [x],
-            dtype=dtype,
-            default_dtype=x.dtype if isinstance(x, Tensor) else None,
-            mask=mask,
-            attrs={"func": name},
-        )
-
-    op.__name__ = name
-    op.__qualname__ = name
-    op.__doc__ = f"Element-wise {name} of a tile ({'ScalarE activation' if engine == SCALAR else 'VectorE'})."
-    op._nki_activation = name  # type: ignore[attr-defined]
-    return op
-
-
-exp = _unary("exp", np.exp, SCALAR, "activation")
-log = _unary("log", np.log, SCALAR, "activation")
-sqrt = _unary("sqrt", np.sqrt, SCALAR, "activation")
-rsqrt = _unary("rsqrt", ACTIVATIONS["rsqrt"], SCALAR, "activation")
-reciprocal = _unary("reciprocal", ACTIVATIONS["reciprocal"], SCALAR, "activation")
-square = _unary("square", np.square, SCALAR, "activation")
-sin = _unary("sin", np.sin, SCALAR, "activation")
-cos = _unary("cos", np.cos, SCALAR, "activation")
-tan = _unary("tan", np.tan, SCALAR, "activation")
-tanh = _unary("tanh", np.tanh, SCALAR, "activation")
-arctan = _unary("arctan", np.arctan, SCALAR, "activation")
-sigmoid = _unary("sigmoid", ACTIVATIONS["sigmoid"], SCALAR, "activation")
-relu = _unary("relu", ACTIVATIONS["relu"], SCALAR, "activation")
-gelu = _unary("gelu", ACTIVATIONS["gelu"], SCALAR, "activation")
-gelu_dx = _unary("gelu_dx", ACTIVATIONS["gelu_dx"], SCALAR, "activation")
-gelu_apprx_tanh = _unary("gelu_apprx_tanh", ACTIVATIONS["gelu_apprx_tanh"], SCALAR, "activation")
-gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", ACTIVATIONS["gelu_apprx_sigmoid"], SCALAR, "activation")
-silu = _unary("silu", ACTIVATIONS["silu"], SCALAR, "activation")
-silu_dx = _unary("silu_dx", ACTIVATIONS["silu_dx"], SCALAR, "activation")
-erf = _unary("erf", ACTIVATIONS["erf"], SCALAR, "activation")
-erf_dx = _unary("erf_dx", ACTIVATIONS["erf_dx"], SCALAR, "activation")
-softplus = _unary("softplus", ACTIVATIONS["softplus"], SCALAR, "activation")
-mish = _unary("mish", ACTIVATIONS["mish"], SCALAR, "activation")
-abs = _unary("abs", np.abs, SCALAR, "activation")
-sign = _unary("sign", np.sign, SCALAR, "activation")
-negative = _unary("negative", np.negative, VECTOR, "tensor_scalar")
-trunc = _unary("trunc", np.trunc, VECTOR, "tensor_scalar")
-floor = _unary("floor", np.floor, VECTOR, "tensor_scalar")
-ceil = _unary("ceil", np.ceil, VECTOR, "tensor_scalar")
-
-
-def invert(x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-    """Bitwise NOT of an integer tile."""
-    _require_int("nl.invert", x)
-    return _x.elementwise(
-        "nl.invert",
-        VECTOR,
-        "tensor_scalar",
-        np.invert,
-        [x],
-        dtype=dtype,
-        default_dtype=x.dtype,
-        mask=mask,
-        bitwise=True,
-    )
-
-
-def logical_not(x: Tensor, *, dtype: Any = _dt.bool_, mask: Any = None, **kwargs: Any) -> Tensor:
-    return _x.elementwise(
-        "nl.logical_not",
-        VECTOR,
-        "tensor_scalar",
-        lambda a: (a == 0).astype(np.float32),
-        [x],
-        dtype=dtype,
-        default_dtype=_dt.bool_,
-        mask=mask,
-    )
-
-
-def _binary_engine(x: Any, y: Any) -> str:
-    tiles = [t for t in (x, y) if isinstance(t, Tensor)]
-    if len(tiles) == 2 and builtins.all(
-        _x.aligned_shape(t)[1:] != (1,) * (len(_x.aligned_shape(t)) - 1)
-        or _x.aligned_shape(t) == _x.aligned_shape(tiles[0])
-        for t in tiles
-    ):
-        return "tensor_tensor"
-    return "tensor_scalar"
-
-
-def _binary(name: str, fn: Any, *, compare: bool = False, bitwise: bool = False, engine: str = VECTOR):
-    def op(x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-        if bitwise:
-            _require_int(f"nl.{name}", x, y)
-        default = _dt.bool_ if compare else None
-        kind = _binary_engine(x, y)
-        alu = _ALU_ALIASES.get(name, "")
-        if kind == "tensor_tensor" and isinstance(x, Tensor) and isinstance(y, Tensor):
-            odt = _x.out_dtype(dtype, _dt.promote(x.dtype, y.dtype), f"nl.{name}")
-            if _alu.int32_native(alu, (x.dtype, y.dtype), odt) and "psum" not in (x.st.buffer, y.st.buffer):
-                # lowers to nisa.tensor_tensor on int32/uint32 tiles: GpSimd native integer arithmetic
-                return _x.elementwise(
-                    f"nl.{name}",
-                    GPSIMD,
-                    kind,
-                    _alu.int32_op(alu, odt),
-                    [x, y],
-                    dtype=odt,
-                    mask=mask,
-                    bitwise=True,
-                    attrs={"op": name},
-                )
-        return _x.elementwise(
-            f"nl.{name}",
-            engine,
-            kind,
-            fn,
-            [x, y],
-            dtype=dtype,
-            default_dtype=default,
-            mask=mask,
-            bitwise=bitwise,
-            attrs={"op": name},
-        )
-
-    op.__name__ = name
-    op.__qualname__ = name
-    op.__doc__ = f"Element-wise {name} of two tiles, or a tile and a scalar (NumPy broadcasting)."
-    op._nki_alu = name  # type: ignore[attr-defined]
-    return op
-
-
-def _cmp(f: Any):  # type: ignore[no-untyped-def]
-    return lambda a, b: f(a, b).astype(np.float32)
-
-
-def _mod(a: np.ndarray, b: Any) -> np.ndarray:
-    return np.mod(a, b)
-
-
-def _logical(f: Any):  # type: ignore[no-untyped-def]
-    return lambda a, b: f(a != 0, b != 0).astype(np.float32)
-
-
-def _shift_left(a: np.ndarray, b: Any) -> np.ndarray:
-    """Shift the data operand's own bits, like right_shift ("bit patterns without casting" [B1-ISA])."""
-    a = np.asarray(a)
-    return np.left_shift(a, np.asarray(b).astype(a.dtype))
-
-
-def _shift_right(a: np.ndarray, b: Any) -> np.ndarray:
-    ua = a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
-    return (ua >> np.asarray(b).astype(ua.dtype)).view(a.dtype) if a.dtype.kind == "i" else ua >> b
-
-
-add = _binary("add", np.add)
-subtract = _binary("subtract", np.subtract)
-multiply = _binary("multiply", np.multiply)
-divide = _binary("divide", np.divide)
-power = _binary("power", np.power, engine=GPSIMD)
-maximum = _binary("maximum", np.maximum)
-minimum = _binary("minimum", np.minimum)
-mod = _binary("mod", _mod)
-fmod = _binary("fmod", np.fmod)
-equal = _binary("equal", _cmp(np.equal), compare=True)
-not_equal = _binary("not_equal", _cmp(np.not_equal), compare=True)
-greater = _binary("greater", _cmp(np.greater), compare=True)
-greater_equal = _binary("greater_equal", _cmp(np.greater_equal), compare=True)
-less = _binary("less", _cmp(np.less), compare=True)
-less_equal = _binary("less_equal", _cmp(np.less_equal), compare=True)
-logical_and = _binary("logical_and", _logical(np.logical_and), compare=True)
-logical_or = _binary("logical_or", _logical(np.logical_or), compare=True)
-logical_xor = _binary("logical_xor", _logical(np.logical_xor), compare=True)
-bitwise_and = _binary("bitwise_and", np.bitwise_and, bitwise=True)
-bitwise_or = _binary("bitwise_or", np.bitwise_or, bitwise=True)
-bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, bitwise=True)
-left_shift = _binary("left_shift", _shift_left, bitwise=True)
-right_shift = _binary("right_shift", _shift_right, bitwise=True)
-
-
-def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> Tensor:
-    """``condition ? x : y`` element-wise."""
-    dts = [v.dtype if isinstance(v, Tensor) else _dt.scalar_dtype(v) for v in (x, y)]
-    return _x.elementwise(
-        "nl.where",
-        VECTOR,
-        "select",
-        lambda c, a, b: np.where(c != 0, a, b),
-        [condition, x, y],
-        dtype=dtype,
-        default_dtype=_dt.promote(*dts),
-        mask=mask,
-        bitwise=True,  # a select moves values: operands are read as stored, not through fp32
-    )
+#: ``nl.add``, ``nl.exp``, ``nl.copy``, ... generated from their declarations
+_ELEMENTWISE = _isa_nl.functions()
+globals().update(_ELEMENTWISE)
+# the ones this module calls itself
+copy = _ELEMENTWISE["copy"]
+add = _ELEMENTWISE["add"]
+subtract = _ELEMENTWISE["subtract"]
+multiply = _ELEMENTWISE["multiply"]
+divide = _ELEMENTWISE["divide"]
+exp = _ELEMENTWISE["exp"]
+square = _ELEMENTWISE["square"]
+rsqrt = _ELEMENTWISE["rsqrt"]
 
 
 # ---- reductions ----------------------------------------------------------------------------------------
@@ -869,7 +654,7 @@ def loop_reduce(
         )
     if not isinstance(x, Tensor):
         raise KernelArgumentError(f"nl.loop_reduce: x must be a tile, got {type(x).__name__}")
-    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype)
+    return _x.LoopReduction(x, name, _LOOP_REDUCE_FNS[name], mask, dtype, _isa_nl.loop_reduce_step)
 
 
 def all_reduce(

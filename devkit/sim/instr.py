@@ -27,7 +27,6 @@ from devkit.sim import unwritten
 from devkit.sim.deferred import Deferred, EvacuationItem, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
-from devkit.sim.races import REDUCE_CLASS as _REDUCE_CLASS
 from devkit.sim.storage import HBM_BUFFERS
 from devkit.sim.tensor import Tensor, mark_initialised
 from devkit.trace import DMA, GPSIMD, SCALAR, TENSOR, VECTOR
@@ -94,6 +93,10 @@ def aligned_shape(t: Tensor) -> tuple[int, ...]:
 
 
 def broadcast(api: str, shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape ``shapes`` broadcast to (NumPy rules), or a ``shape-mismatch`` error."""
+    first = tuple(shapes[0])
+    if all(tuple(sh) == first for sh in shapes[1:]):  # the common case, without NumPy's machinery
+        return first
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
@@ -250,28 +253,8 @@ def commit(
 # ---- generic elementwise -----------------------------------------------------------------------------
 
 
-def elementwise(
-    api: str,
-    engine: str,
-    opcode: str,
-    fn: Callable[..., np.ndarray],
-    operands: Sequence[Any],
-    *,
-    dtype: Any = None,
-    default_dtype: Any = None,
-    mask: Any = None,
-    attrs: dict | None = None,
-    bitwise: bool = False,
-    flops_per_elem: int = 1,
-    out_buffer: str = "sbuf",
-    moves: bool = False,
-) -> Tensor:
-    """Execute an element-wise instruction over tiles and scalars with NumPy-style broadcasting.
-
-    ``moves``: the instruction only moves its one tile operand (a copy, ``fn`` the identity), so
-    never-written elements flow to the result instead of being an error (:mod:`devkit.sim.unwritten`)."""
-    m = machine(api)
-    loc = user_location()
+def operand_tiles(api: str, operands: Sequence[Any]) -> list[Tensor]:
+    """The tiles among the operands of an element-wise instruction, checked (the rest must be scalars)."""
     tiles = []
     for i, x in enumerate(operands):
         if isinstance(x, Tensor):
@@ -294,37 +277,30 @@ def elementwise(
             )
     if not tiles:
         raise KernelArgumentError(f"{api}: at least one operand must be a tile")
-    shape = broadcast(api, [aligned_shape(t) for t in tiles])
-    if default_dtype is None:
-        default_dtype = dt.promote(
-            *[x.dtype if isinstance(x, Tensor) else dt.scalar_dtype(x) for x in operands]
-        )
-    odt = out_dtype(dtype, default_dtype, api)
-    marr = mask_array(mask, shape, api)
-    out = new_tile(m, shape, odt, out_buffer, loc)
-    for t in tiles:
-        m.check_read(t, loc)
-    size = int(np.prod(shape))
-    p = m.emit(engine, opcode, list(tiles), [out], flops_per_elem * size, attrs, loc)
-    vals = None
-    if m.numerics:
-        if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
-            return _commit_evacuation(m, p, out, tiles[0], fn, odt)
-        garbage = None
-        if moves:
-            src = tiles[0]
-            garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
-            if garbage is not None:
-                garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
-        args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
-        with np.errstate(all="ignore"):
-            vals = fn(*args)
-        if bitwise:
-            vals = np.asarray(vals)
-        else:
-            vals = np.asarray(vals, dtype=np.float32)
-        return commit(m, p, out, vals, marr, garbage=garbage)
-    return commit(m, p, out, vals, marr)
+    return tiles
+
+
+def broadcast_values(
+    fn: Callable[..., Any],
+    operands: Sequence[Any],
+    shape: tuple[int, ...],
+    marr: np.ndarray | None,
+    bitwise: bool,
+    moves: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(fn(*operand values), garbage)`` of an element-wise instruction with NumPy broadcasting: fp32
+    arithmetic (the stored values with ``bitwise``); ``garbage`` (``moves``: a copy of its one tile) the
+    result positions that received never-written elements (:mod:`devkit.sim.unwritten`), or None."""
+    garbage = None
+    if moves:
+        src = operands[0]
+        garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
+        if garbage is not None:
+            garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
+    args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
+    with np.errstate(all="ignore"):
+        vals = fn(*args)
+    return (np.asarray(vals) if bitwise else np.asarray(vals, dtype=np.float32)), garbage
 
 
 def _waits_for_chain(m: Machine, t: Tensor, shape: tuple[int, ...]) -> bool:
@@ -383,16 +359,26 @@ def defer_store(m: Machine, v: Tensor, dst: Tensor) -> bool:
 class LoopReduction:
     """The value of ``nl.loop_reduce(x, op, loop_indices)``: assigned into ``b[...]``, it updates ``b`` in
     place, ``b = op(b, x)`` (the documented equivalent [B1-NL]), one associative reduction per iteration
-    (legal in ``affine_range`` like ``b[...] += x``)."""
+    (legal in ``affine_range`` like ``b[...] += x``).  ``issue(b, r)`` issues that element-wise instruction and
+    returns its result tile (the front end's, :func:`devkit.nki._isa_nl.loop_reduce_step`)."""
 
-    __slots__ = ("dtype", "fn", "mask", "op", "value")
+    __slots__ = ("dtype", "fn", "issue", "mask", "op", "value")
 
-    def __init__(self, value: Tensor, op: str, fn: Callable, mask: Any, dtype: Any) -> None:
+    def __init__(
+        self,
+        value: Tensor,
+        op: str,
+        fn: Callable,
+        mask: Any,
+        dtype: Any,
+        issue: Callable[[Tensor, LoopReduction], Tensor],
+    ) -> None:
         self.value = value
         self.op = op
         self.fn = fn
         self.mask = mask
         self.dtype = dtype
+        self.issue = issue
 
 
 #: loop_reduce operators -> the race checker's class of commutative updates
@@ -411,17 +397,7 @@ def _reduce_into(m: Machine, dst: Tensor, r: LoopReduction, loc: tuple[str, int]
     prev = m.reducing
     m.reducing = (dst.st, dst.box(), _LOOP_REDUCE_CLASS[r.op])
     try:
-        res = elementwise(
-            "nl.loop_reduce",
-            VECTOR,
-            "tensor_tensor",
-            r.fn,
-            [dst, r.value],
-            dtype=dst.dtype if r.dtype is None else r.dtype,
-            mask=r.mask,
-            attrs={"op": r.op},
-            bitwise=r.op.startswith("bitwise"),
-        )
+        res = r.issue(dst, r)
         retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
     finally:
         m.reducing = prev
@@ -583,75 +559,27 @@ def fill(m: Machine, dst: Tensor, value: Any, loc: tuple[str, int]) -> None:
         dst.mark_written()
 
 
-def augmented(dst: Tensor, value: Any, op: str) -> Tensor:
-    """``dst op= value``: accumulate a fresh matmul into PSUM, otherwise an in-place ALU op."""
+def accumulate_fresh_matmul(dst: Tensor, value: Any, op: str, loc: tuple[str, int]) -> bool:
+    """``dst += value`` (at kernel line ``loc``) where ``value`` is the fresh result of the last TensorE
+    instruction and ``dst`` is in PSUM: the matmul accumulates into ``dst`` (True); False, doing nothing, for any
+    other augmented assignment (an element-wise instruction, :func:`devkit.nki._isa_nl.augmented`)."""
     m = machine("augmented assignment")
-    loc = user_location()
     dst.check_alive()
-    if isinstance(value, Tensor):
-        p = value._fresh
-        if (
-            op == "add"
-            and dst.st.buffer == "psum"
-            and p is not None
-            and p is m.pending
-            and p.opcode in ("nc_matmul", "matmul", "nc_transpose")
-            and value.st.kind == "temp"
-            and value.st.addr is None
-            and value.st.alive
-        ):
-            _accumulate_matmul(m, p, value, dst, loc)
-            dst._fresh = ASSIGNED
-            return dst
-    fn = _INPLACE[op]
-    engine = VECTOR
-    ints = (dst.dtype, value.dtype) if isinstance(value, Tensor) else ()
-    native = (
-        op in _INPLACE_INT32
-        and all(dt.name_of(d) in ("int32", "uint32") for d in ints)
-        and bool(ints)
-        and "psum" not in (dst.st.buffer, value.st.buffer)
-    )
-    if native:  # int32/uint32 tiles: GpSimd native integer arithmetic (devkit.nki._alu.INT32_NATIVE)
-        engine, fn = GPSIMD, _int32_inplace(_INPLACE_INT32[op], dst.dtype)
-    prev = m.reducing  # the read and write of dst form one commutative update (race checker)
-    m.reducing = (dst.st, dst.box(), _REDUCE_CLASS.get(op, False))
-    try:
-        res = elementwise(
-            f"'{_SYM[op]}='",
-            engine,
-            "tensor_tensor" if isinstance(value, Tensor) else "tensor_scalar",
-            fn,
-            [dst, value],
-            dtype=dst.dtype,
-            bitwise=native,
-        )
-        retarget(m, m.pending, res, dst, loc)  # type: ignore[arg-type]
-    finally:
-        m.reducing = prev
+    if not isinstance(value, Tensor) or op != "add" or dst.st.buffer != "psum":
+        return False
+    p = value._fresh
+    if not (
+        p is not None
+        and p is m.pending
+        and p.opcode in ("nc_matmul", "matmul", "nc_transpose")
+        and value.st.kind == "temp"
+        and value.st.addr is None
+        and value.st.alive
+    ):
+        return False
+    _accumulate_matmul(m, p, value, dst, loc)
     dst._fresh = ASSIGNED
-    return dst
-
-
-_INPLACE = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.divide,
-    "and": np.bitwise_and,
-    "or": np.bitwise_or,
-    "xor": np.bitwise_xor,
-}
-_INPLACE_INT32 = {"add": np.add, "sub": np.subtract, "mul": np.multiply}
-
-
-def _int32_inplace(f: Callable, out: Any) -> Callable:
-    """``f`` exact on 32-bit integer tiles, wrapped modulo 2**32 into ``out`` (int32 or uint32)."""
-    od = np.dtype(out)
-    return lambda a, b: np.asarray(f(a.astype(np.int64), b.astype(np.int64))).astype(od)
-
-
-_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
+    return True
 
 
 def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: tuple[str, int]) -> None:

@@ -110,7 +110,7 @@ class Machine:
         self._accumulating = False  # set while flushing a matmul that accumulates into PSUM
         self.races = RaceChecker(self.loops) if (options.check_races and options.numerics) else None
         self._spill_warned: set[tuple[str, int]] = set()
-        self.placement_noted: set[tuple[str, int]] = set()  # lines given a PlacementNote (placement.py)
+        self.placement_noted: set[tuple[str, int]] = set()  # lines given a PlacementNote (nki/_placement.py)
         self.program_ids: tuple[int, ...] = ()
         self.grid: tuple[int, ...] = ()
         self.shared_outputs: list[Storage] = []

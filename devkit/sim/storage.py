@@ -216,6 +216,31 @@ def alias_of(alias: Storage, base: Storage) -> None:
     base.aliases = ([witness] if witness is not None else []) + kept + [alias]
 
 
+def make_alias(
+    base: Storage, shape: tuple[int, ...], dtype: Any, par_axis: int | None, data: np.ndarray | None
+) -> Storage:
+    """A storage standing for ``base``'s memory under another shape or dtype (a reshape, a reinterpreting
+    view): ``base``'s id, buffer, name, kind, origin, address and input flag; it never frees ``base``'s memory
+    and keeps ``base`` alive (:func:`alias_of`).  The caller sets what else the alias shares."""
+    alias = Storage(
+        base.machine() if base.machine else None,
+        base.id,
+        shape,
+        dtype,
+        base.buffer,
+        par_axis,
+        data,
+        name=base.name,
+        kind=base.kind,
+        origin=base.origin,
+    )
+    alias.addr = base.addr
+    alias.is_input = base.is_input
+    alias.machine = None  # the alias never frees the original's memory
+    alias_of(alias, base)
+    return alias
+
+
 def ever_written(st: Storage) -> bool:
     """Whether any instruction wrote ``st`` directly or through one of its aliases."""
     if st.written:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from devkit.errors import HardwareUnavailableError, KernelArgumentError, UnsupportedError
+from devkit.errors import HardwareUnavailableError, KernelArgumentError
 from devkit.nki import _tensor_ops  # noqa: F401  (tensor operators and view methods)
 from devkit.nki.beta2 import (
     builtin,
@@ -37,6 +37,7 @@ from devkit.nki.beta2 import (
     typing,
     views,
 )
+from devkit.nki.beta2._convention import refusing
 from devkit.nki.beta2.targets import selected_target
 from devkit.sim.machine import current
 from devkit.sim.tensor import Tensor
@@ -198,16 +199,12 @@ def cpu_simulate(kernel: Any) -> _Simulated:
 
 
 def _not_available(name: str) -> Any:
-    def f(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedError(
-            f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
-            "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`",
-            rule="not-available",
-        )
-
-    f.__name__ = name
-    f.__doc__ = f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost)."
-    return f
+    doc = f"``nki.{name}``: not available in NKI 0.x (raises, naming devkit.estimate / devkit cost)."
+    message = (
+        f"nki.{name} is not available in NKI 0.x (it was removed with Beta 1); the devkit's modelled latency "
+        "comes from devkit.estimate(kernel, *args) or `devkit cost FILE.py:KERNEL --arg DTYPE[...]`"
+    )
+    return refusing(name, doc, message, rule="not-available")
 
 
 baremetal = _not_available("baremetal")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import math
 import weakref
 from collections.abc import Callable
@@ -21,6 +22,9 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
+from devkit.nki import _isa_layer as _layer
+from devkit.nki import _isa_nl
+from devkit.nki._isa_layer import Instruction
 from devkit.nki.beta2 import views as _views
 from devkit.nki.beta2.targets import machine_at_least as _machine_at_least  # noqa: F401  (used by the adapters)
 from devkit.sim import instr as _x
@@ -55,6 +59,73 @@ def _strict(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return instruction(functools.wraps(fn)(bound))
+
+
+def refusing(name: str, doc: str, message: str, rule: str) -> Callable[..., Any]:
+    """A function ``name`` of the NKI 0.x API that the simulator refuses: any call raises
+    :class:`~devkit.errors.UnsupportedError` with ``message`` and ``rule``, naming the kernel line."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise UnsupportedError(message, rule=rule)
+
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = doc
+    return refuse
+
+
+def declared(ins: Instruction) -> Callable[..., Any]:
+    """The ``nki.isa`` function of an NKI 0.x-only instruction declared in the instruction layer
+    (:mod:`devkit.nki._isa_layer`) with a plan taking the NKI 0.x signature (``dst`` first).
+
+    The plan may return a function of the result tile that completes the instruction (``nc_matmul_mx``
+    accumulates it into ``dst``).  Unknown or missing arguments are ``bad-arguments`` errors worded as Python
+    words them for the public signature, as with :func:`_strict`."""
+    api = f"nisa.{ins.name}"
+    plan, numerics, engine, opcode = ins.plan, ins.numerics, ins.engine, ins.opcode
+    sig = inspect.signature(plan)
+    public = sig.replace(parameters=list(sig.parameters.values())[1:], return_annotation=None)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        s = _layer.step(api, engine, opcode)
+        try:
+            finish = plan(s, *args, **kwargs)
+        except TypeError as e:
+            tb = e.__traceback__
+            if tb is not None and tb.tb_next is None:
+                raise KernelArgumentError(
+                    f"{api}: {_binding_error(ins.name, public, args, kwargs)}", rule="bad-arguments"
+                ) from None
+            raise
+        res = _layer.issue(s, numerics)
+        if finish is not None:
+            finish(res)
+
+    run.__name__ = run.__qualname__ = ins.name
+    run.__doc__ = plan.__doc__
+    run.__signature__ = public  # type: ignore[attr-defined]
+    run.instruction = ins  # type: ignore[attr-defined]
+    return instruction(run)
+
+
+def _binding_error(name: str, sig: inspect.Signature, args: tuple, kwargs: dict) -> str:
+    """Python's own message for calling ``name{sig}`` with ``args``/``kwargs`` (a function of that signature
+    is made and called; only on the error path)."""
+    parts, star = [], False
+    for p in sig.parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            parts.append(f"**{p.name}")
+            continue
+        if p.kind is p.KEYWORD_ONLY and not star:
+            parts.append("*")
+            star = True
+        parts.append(p.name if p.default is p.empty else f"{p.name}=None")
+    ns: dict[str, Any] = {}
+    exec(f"def {name}({', '.join(parts)}): pass", ns)  # a function with the signature only
+    try:
+        ns[name](*args, **kwargs)
+    except TypeError as e:
+        return str(e)
+    return "bad arguments"
 
 
 #: nesting depth of ``nisa.*`` calls (an instruction may call another); hooks run after the outermost one
@@ -233,7 +304,7 @@ def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> 
             _MATMUL_WRITTEN[dst.st] = True
             return
         if state is True:
-            _x.augmented(dst, result, "add")
+            _isa_nl.augmented(dst, result, "add")
             dst._fresh = None
             return
     flags, key, before = _written_flags(dst)
@@ -249,7 +320,7 @@ def _accumulate_into(api: str, dst: Tensor, result: Tensor, accumulate: Any) -> 
     if not add.any():
         _x.assign(dst, result)
     elif add.all():
-        _x.augmented(dst, result, "add")
+        _isa_nl.augmented(dst, result, "add")
         dst._fresh = None
     else:
         _add_where(dst, result, add)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devkit.errors import UnsupportedError
+from devkit.nki.beta2._convention import refusing
 
 __all__ = [
     "ReplicaGroup",
@@ -28,16 +28,13 @@ __all__ = [
 
 
 def _not_simulated(name: str) -> Any:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise UnsupportedError(
-            f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
-            "simulator nor the devkit models them)",
-            rule="not-simulated",
-        )
-
-    call.__name__ = name
-    call.__doc__ = f"``{name}``: not simulated (raises UnsupportedError)."
-    return call
+    message = (
+        f"nki.collectives.{name} is not simulated (collectives need several NeuronCores; neither AWS's CPU "
+        "simulator nor the devkit models them)"
+    )
+    return refusing(
+        name, f"``{name}``: not simulated (raises UnsupportedError).", message, rule="not-simulated"
+    )
 
 
 class ReplicaGroup:

@@ -18,6 +18,9 @@ from devkit.errors import (
 from devkit.nki import _isa_layer as _layer
 from devkit.nki import _isa_reduce as _b1_reduce
 from devkit.nki import isa as _b1
+from devkit.nki._alu import ALU
+from devkit.nki._isa_activation import _activation
+from devkit.nki._isa_common import _alu, _val, _vector_operand
 from devkit.nki.beta2._convention import (
     _check_fit,
     _dst,
@@ -71,7 +74,7 @@ def dma_compute(
     _member(oob_mode, _b1.oob_mode, api, "oob_mode")
     d = _dst(dst, api, buffers=("sbuf", "hbm"))
     try:
-        op = _b1._alu(reduce_op, api)
+        op = _alu(reduce_op, api)
     except KernelArgumentError:
         op = None
     if op != "add":
@@ -150,7 +153,7 @@ def affine_select(
     s = _layer.step(api, GPSIMD, "affine_select")
     d = _dst(dst, api, buffers=("sbuf",))
     t = _x.tile(on_true_tile, api, "on_true_tile", psum=False)
-    op = _b1._alu(cmp_op if cmp_op is not None else "equal", api)
+    op = _alu(cmp_op if cmp_op is not None else "equal", api)
     if op not in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal"):
         raise KernelArgumentError(f"{api}: cmp_op must be a comparison, got {op}", rule="bad-alu-op")
     shape, v = _affine_values(pattern, offset, channel_multiplier, t.partitions, api)
@@ -168,7 +171,7 @@ def affine_select(
 
 def _affine_select_values(s: _layer.Step) -> np.ndarray:
     op, v, on_false_value = s.args
-    keep = _b1.ALU[op](v.astype(np.float32), np.float32(0)) != 0
+    keep = ALU[op](v.astype(np.float32), np.float32(0)) != 0
     return np.where(keep, s.reads[0].read().astype(np.float32).reshape(s.shape), np.float32(on_false_value))
 
 
@@ -314,7 +317,7 @@ def exponential(
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
     t = _x.tile(src, api, "src")
     p = t.partitions
-    mx = _b1._vector_operand(max_value, p, api, "max_value")
+    mx = _vector_operand(max_value, p, api, "max_value")
     shape = _x.aligned_shape(t)
     _check_fit(api, d, shape)
     rr = None
@@ -336,7 +339,7 @@ def _exponential_values(s: _layer.Step) -> np.ndarray:
     rc, reduce_init, rr = s.args
     p = t.partitions
     with np.errstate(over="ignore"):
-        vals = np.exp(_x.value_of(t, s.shape, None) - _b1._val(mx, s.shape)).astype(np.float32)
+        vals = np.exp(_x.value_of(t, s.shape, None) - _val(mx, s.shape)).astype(np.float32)
     acc = s.m.accumulators.setdefault("vector", np.zeros(128, np.float32))
     rows = vals.reshape(p, -1).sum(axis=1, dtype=np.float32)
     if rc == _b1.reduce_cmd.reset:
@@ -346,7 +349,7 @@ def _exponential_values(s: _layer.Step) -> np.ndarray:
     elif rc == _b1.reduce_cmd.reset_reduce:
         acc[:p] = rows
     elif rc == _b1.reduce_cmd.load_reduce:
-        acc[:p] = np.broadcast_to(_b1._val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
+        acc[:p] = np.broadcast_to(_val(reduce_init, (p, 1)), (p, 1)).reshape(p) + rows
     if rr is not None:
         rr.write(_dt.round_to(acc[:p].reshape(rr.shape), rr.dtype))
     return vals
@@ -437,18 +440,18 @@ def activate2(
     _machine_at_least(api, 4)
     d = _dst(dst, api)
     rc = _member(reduce_cmd, _b1.reduce_cmd, api, "reduce_cmd")
-    o0, o1 = _b1._alu(op0, api), _b1._alu(op1, api)
+    o0, o1 = _alu(op0, api), _alu(op1, api)
     if (o0, o1) not in _ACTIVATE2_PAIRS:
         raise KernelArgumentError(
             f"{api}: (op0, op1) must be one of {sorted(_ACTIVATE2_PAIRS)}, got ({o0}, {o1})",
             rule="bad-alu-op",
         )
-    if reduce_op is not None and _b1._alu(reduce_op, api) not in _ACTIVATE2_REDUCE:
+    if reduce_op is not None and _alu(reduce_op, api) not in _ACTIVATE2_REDUCE:
         raise KernelArgumentError(
             f"{api}: reduce_op must be one of {', '.join(_ACTIVATE2_REDUCE)}, got {reduce_op!r}",
             rule="bad-alu-op",
         )
-    res = _b1._activation(
+    res = _activation(
         api, op, data, None, 1.0, reduce_op, reduce_res, rc, None, d.dtype,
         pre=((o0, imm0, reverse0), (o1, imm1, reverse1)), relu_param=relu_param,
     )  # fmt: skip

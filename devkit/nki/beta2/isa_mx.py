@@ -3,22 +3,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from devkit import dtypes as _dt
-from devkit.errors import (
-    DtypeError,
-    TileShapeError,
-    user_location,
-)
+from devkit.errors import DtypeError, TileShapeError
+from devkit.nki import _isa_layer as _layer
+from devkit.nki._isa_layer import Instruction
 from devkit.nki.beta2._convention import (
     _accumulate_into,
     _check_fit,
     _dst,
     _machine_at_least,
-    _strict,
+    declared,
 )
 from devkit.sim import instr as _x
 from devkit.sim import mx as _mx
@@ -62,8 +61,11 @@ def _scale_values(t: Tensor) -> np.ndarray:
     return v.astype(np.int64).reshape(t.partitions, -1)
 
 
-@_strict
-def nc_matmul_mx(
+# ---- plans (parameters after the step: the NKI 0.x signature) and numerics -------------------------------
+
+
+def _nc_matmul_mx(
+    s: _layer.Step,
     dst: Any,
     stationary: Any,
     moving: Any,
@@ -73,12 +75,11 @@ def nc_matmul_mx(
     tile_size: Any = None,
     accumulate: Any = None,
     name: Any = None,
-) -> None:
+) -> Callable[[Tensor], None]:
     """MX matmul: dequantise each 8x4 group by ``2**(scale-127)``, contract over partitions and the 4 packed
     values: ``dst[M, N] (+)= sum_k sum_q st[k, M, q] * mv[k, N, q]`` (v4)."""
-    api = "nisa.nc_matmul_mx"
-    m = _machine_at_least(api, 4)
-    loc = user_location()
+    api = s.api
+    _machine_at_least(api, 4)
     d = _dst(dst, api, buffers=("psum",))
     st = _packed_tile(stationary, api, "stationary")
     mv = _packed_tile(moving, api, "moving")
@@ -107,10 +108,10 @@ def nc_matmul_mx(
         raise DtypeError(
             f"{api}: dst must be float32 or bfloat16, got {_dt.name_of(d.dtype)}", rule="matmul-dst-dtype"
         )
-    out = _x.new_tile(m, (mm, n), _dt.float32, "psum", loc)
-    for t in (st, mv, ss, ms):
-        m.check_read(t, loc)
-    attrs = {
+    s.shape, s.dtype, s.buffer = (mm, n), _dt.float32, "psum"
+    s.reads = [st, mv, ss, ms]
+    s.flops = 2 * 4 * k * mm * n
+    s.attrs = {
         "stationary_free": mm,
         "moving_free": n,
         "contract": 4 * k,
@@ -118,59 +119,65 @@ def nc_matmul_mx(
         "dtype": _dt.name_of(mv.dtype),
         "mx": True,
     }
-    p = m.emit(TENSOR, "nc_matmul", [st, mv, ss, ms], [out], 2 * 4 * k * mm * n, attrs, loc)
-    vals = None
-    if m.numerics:
-        a = _mx.dequantize(st.read().reshape(k, mm), st.dtype, _scale_values(ss))
-        b = _mx.dequantize(mv.read().reshape(k, n), mv.dtype, _scale_values(ms))
-        vals = np.einsum("kiq,kjq->ij", a, b).astype(np.float32)
-    res = _x.commit(m, p, out, vals, None)
-    _accumulate_into(api, d, res, accumulate)
+    return lambda res: _accumulate_into(api, d, res, accumulate)
 
 
-@_strict
-def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
+def _matmul_mx_values(s: _layer.Step) -> np.ndarray:
+    st, mv, ss, ms = s.reads
+    k = st.partitions
+    mm, n = s.shape
+    a = _mx.dequantize(st.read().reshape(k, mm), st.dtype, _scale_values(ss))
+    b = _mx.dequantize(mv.read().reshape(k, n), mv.dtype, _scale_values(ms))
+    return np.einsum("kiq,kjq->ij", a, b).astype(np.float32)
+
+
+def _quantize_mx(s: _layer.Step, dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
     """bf16/fp16 ``src[P, 4F]`` -> MX x4 ``dst[P, F]`` and 8-bit scales (one per 8x4 group) (v4, VectorE)."""
-    api = "nisa.quantize_mx"
-    m = _machine_at_least(api, 4)
-    loc = user_location()
+    api = s.api
+    _machine_at_least(api, 4)
     d = _dst(dst, api, buffers=("sbuf",))
     if not _dt.is_packed(d.dtype) or _dt.name_of(d.dtype) == "float4_e2m1fn_x4":
         raise DtypeError(
             f"{api}: dst must be float8_e5m2_x4 or float8_e4m3fn_x4, got {_dt.name_of(d.dtype)}",
             rule="dtype",
         )
-    s = _x.tile(src, api, "src", psum=False)
-    if _dt.name_of(s.dtype) not in ("bfloat16", "float16"):
-        raise DtypeError(f"{api}: src must be bfloat16 or float16, got {_dt.name_of(s.dtype)}", rule="dtype")
-    p = s.partitions
-    if p % 8 or s.free_size % 4:
+    src_t = _x.tile(src, api, "src", psum=False)
+    if _dt.name_of(src_t.dtype) not in ("bfloat16", "float16"):
+        raise DtypeError(
+            f"{api}: src must be bfloat16 or float16, got {_dt.name_of(src_t.dtype)}", rule="dtype"
+        )
+    p = src_t.partitions
+    if p % 8 or src_t.free_size % 4:
         raise TileShapeError(
-            f"{api}: src {list(s.shape)} must have a multiple of 8 partitions and of 4 elements per partition",
+            f"{api}: src {list(src_t.shape)} must have a multiple of 8 partitions and of 4 elements per partition",
             rule="tile-shape",
         )
-    _check_fit(api, d, (p, s.free_size // 4))
+    _check_fit(api, d, (p, src_t.free_size // 4))
     sc = _dst(dst_scale, api, buffers=("sbuf",))
     if _dt.name_of(sc.dtype) not in ("uint8", "float8_e8m0fnu"):
         raise DtypeError(
             f"{api}: dst_scale must be uint8 or float8_e8m0fnu, got {_dt.name_of(sc.dtype)}", rule="dtype"
         )
     rows = _mx.scale_rows(p)
-    if sc.partitions <= int(rows.max()) or sc.free_size != s.free_size // 4:
+    if sc.partitions <= int(rows.max()) or sc.free_size != src_t.free_size // 4:
         raise TileShapeError(
-            f"{api}: dst_scale {list(sc.shape)} must cover {int(rows.max()) + 1} partitions and {s.free_size // 4} "
-            "elements per partition",
+            f"{api}: dst_scale {list(sc.shape)} must cover {int(rows.max()) + 1} partitions and "
+            f"{src_t.free_size // 4} elements per partition",
             rule="tile-shape",
         )
-    m.check_read(s, loc)
-    m.check_write(d, loc)
-    m.check_write(sc, loc)
-    m.emit(VECTOR, "quantize_mx", [s], [d, sc], s.size, None, loc)
-    if not m.numerics:
-        d.mark_written()
-        sc.mark_written()
-        return
-    bits, scales = _mx.quantize(s.read().reshape(p, -1), d.dtype)
+    s.reads = [src_t]
+    s.dst = d
+    s.also = [sc]  # the scales: a second destination
+    s.also_checked = True
+    s.flops = src_t.size
+    s.args = rows
+
+
+def _quantize_mx_values(s: _layer.Step) -> Any:
+    (src,) = s.reads
+    d, sc, rows = s.dst, s.also[0], s.args
+    assert d is not None
+    bits, scales = _mx.quantize(src.read().reshape(src.partitions, -1), d.dtype)
     d.write(bits.reshape(d.shape))
     cur = sc.read(check_init=False).reshape(sc.partitions, -1).copy()
     if _dt.name_of(sc.dtype) == "float8_e8m0fnu":
@@ -178,3 +185,15 @@ def quantize_mx(dst: Any, src: Any, dst_scale: Any, name: Any = None) -> None:
     else:
         cur[rows] = scales
     sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype))
+    return _layer.WRITTEN
+
+
+# ---- the declarations and their nki.isa functions -------------------------------------------------------
+
+NC_MATMUL_MX = Instruction("nc_matmul_mx", TENSOR, "nc_matmul", _nc_matmul_mx, _matmul_mx_values)
+QUANTIZE_MX = Instruction("quantize_mx", VECTOR, "quantize_mx", _quantize_mx, _quantize_mx_values)
+#: the family's instructions (each public function below is generated from its declaration)
+INSTRUCTIONS = (NC_MATMUL_MX, QUANTIZE_MX)
+
+nc_matmul_mx = declared(NC_MATMUL_MX)
+quantize_mx = declared(QUANTIZE_MX)

@@ -13,11 +13,13 @@ import numpy as np
 
 from devkit import dtypes as _dt
 from devkit.dtype_names import itemsize
-from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError, user_location
+from devkit.errors import DtypeError, KernelArgumentError, TileShapeError, UnsupportedError
+from devkit.nki import _isa_layer as _layer
 from devkit.nki import _rng
-from devkit.nki.beta2._convention import _dst, _machine_at_least, _member, _strict
+from devkit.nki._isa_common import _val, _vector_operand
+from devkit.nki._isa_layer import Instruction
+from devkit.nki.beta2._convention import _dst, _machine_at_least, _member, declared
 from devkit.nki.beta2.constants import engine
-from devkit.nki.isa import _val, _vector_operand
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, VECTOR
@@ -61,12 +63,19 @@ def _uint32_lanes(api: str, t: Tensor, operand: str, eng: str) -> None:
         raise UnsupportedError(f"{api}: the GpSimd engine cannot access PSUM ({operand})", rule="gpsimd-psum")
 
 
-@_strict
-def rng(dst: Any, engine: Any = engine.vector, name: Any = None) -> None:
+def _on_engine(s: _layer.Step, eng: str, op: str) -> None:
+    """The instruction runs on engine ``eng`` (``"vector"``/``"gpsimd"``, kept for the numerics) as ``op``."""
+    s.engine = _TRACE_ENGINE[eng]
+    s.attrs = {"op": op}
+    s.args = eng
+
+
+# ---- plans (parameters after the step: the NKI 0.x signature) and numerics -------------------------------
+
+
+def _rng_plan(s: _layer.Step, dst: Any, engine: Any = engine.vector, name: Any = None) -> None:
     """Fill an integer ``dst`` with random bits: each element is 32 random bits truncated to dst's dtype."""
-    api = "nisa.rng"
-    m = _x.machine(api)
-    loc = user_location()
+    api = s.api
     d = _dst(dst, api)
     eng = _engine_name(api, engine, allowed=("vector", "gpsimd"), default="vector")
     if eng == "gpsimd" and d.st.buffer == "psum":
@@ -77,52 +86,49 @@ def rng(dst: Any, engine: Any = engine.vector, name: Any = None) -> None:
             f"{_dt.name_of(d.dtype)}",
             rule="not-simulated",
         )
-    m.check_write(d, loc)
-    m.emit(_TRACE_ENGINE[eng], "rand", [], [d], 0, {"op": "rng"}, loc)
-    if not m.numerics:
-        d.mark_written()
-        return
-    raw = _rng.bits(m, eng, d.partitions, d.free_size)
+    s.dst = d
+    _on_engine(s, eng, "rng")
+
+
+def _rng_values(s: _layer.Step) -> Any:
+    d = s.dst
+    assert d is not None
+    raw = _rng.bits(s.m, s.args, d.partitions, d.free_size)
     store = np.dtype(_dt.storage_dtype(d.dtype))
     low = raw.astype(np.dtype(f"u{store.itemsize}"))  # keeps the low bits
     d.write(low.view(store).reshape(d.shape))
+    return _layer.WRITTEN
 
 
-@_strict
-def rand2(dst: Any, min: Any, max: Any, name: Any = None) -> None:
+def _rand2(s: _layer.Step, dst: Any, min: Any, max: Any, name: Any = None) -> None:
     """``dst`` uniform in ``[min, max)`` (fp32, cast to dst's dtype); ``min``/``max`` are scalars or ``(P, 1)``
     tiles (Vector engine, NeuronCore-v4)."""
-    api = "nisa.rand2"
-    m = _machine_at_least(api, 4)
-    loc = user_location()
+    api = s.api
+    _machine_at_least(api, 4)
     d = _dst(dst, api)
     p = d.partitions
-    lo = _vector_operand(min, p, api, "min")
-    hi = _vector_operand(max, p, api, "max")
-    ins = [v for v in (lo, hi) if isinstance(v, Tensor)]
-    for v in ins:
-        m.check_read(v, loc)
-    m.check_write(d, loc)
-    m.emit(VECTOR, "rand", ins, [d], 0, {"op": "rand2"}, loc)
-    if not m.numerics:
-        d.mark_written()
-        return
-    u = _rng.uniform(m, "vector", p, d.free_size)
+    s.reads = [_vector_operand(min, p, api, "min"), _vector_operand(max, p, api, "max")]
+    s.dst = d
+    s.attrs = {"op": "rand2"}
+
+
+def _rand2_values(s: _layer.Step) -> np.ndarray:
+    d = s.dst
+    assert d is not None
+    p = d.partitions
+    lo, hi = s.reads
+    u = _rng.uniform(s.m, "vector", p, d.free_size)
     a = np.asarray(_val(lo, (p, 1)), dtype=np.float32).reshape(-1, 1)
     b = np.asarray(_val(hi, (p, 1)), dtype=np.float32).reshape(-1, 1)
-    v = a + u * (b - a)
-    d.write(_dt.round_to(v.reshape(d.shape), d.dtype))
+    return (a + u * (b - a)).reshape(d.shape)
 
 
-@_strict
-def set_rng_seed(src_seeds: Any, name: Any = None) -> None:
+def _set_rng_seed(s: _layer.Step, src_seeds: Any, name: Any = None) -> None:
     """Seed the Vector engine's generators from the 32-bit value of a ``[1, 1]`` SBUF/PSUM tensor.
 
     The simulator's own generator (the one ``dropout`` and ``nl.rand`` draw from) is reseeded too, so a seed
     makes every random instruction after it reproducible."""
-    api = "nisa.set_rng_seed"
-    m = _x.machine(api)
-    loc = user_location()
+    api = s.api
     t = _x.tile(src_seeds, api, "src_seeds")
     if t.size != 1:
         raise TileShapeError(
@@ -130,44 +136,67 @@ def set_rng_seed(src_seeds: Any, name: Any = None) -> None:
         )
     if itemsize(t.dtype) != 4:
         raise DtypeError(f"{api}: src_seeds must be a 32-bit value, got {_dt.name_of(t.dtype)}", rule="dtype")
-    m.check_read(t, loc)
-    m.emit(VECTOR, "rand_state", [t], [], 0, {"op": "set_rng_seed"}, loc)
-    if not m.numerics:
-        return
+    s.reads = [t]
+    s.buffer = None  # no result: the generators' state changes
+    s.attrs = {"op": "set_rng_seed"}
+
+
+def _seed_values(s: _layer.Step) -> None:
+    (t,) = s.reads
     v = t.read().reshape(-1)[:1]
     seed = int(v.view(np.uint32)[0]) if v.dtype.itemsize == 4 and v.dtype.kind in "iu" else int(v[0])
-    _rng.seed_all(m, "vector", seed)
-    m.rng = np.random.default_rng(seed)
+    _rng.seed_all(s.m, "vector", seed)
+    s.m.rng = np.random.default_rng(seed)
 
 
-@_strict
-def rand_set_state(src_seeds: Any, engine: Any = engine.unknown, name: Any = None) -> None:
+def _rand_set_state(s: _layer.Step, src_seeds: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Load each lane's PRNG state from row ``p`` of a uint32 ``src_seeds`` (6 words per lane for the GpSimd,
     24 for the Vector engine; NeuronCore-v3+, Vector NeuronCore-v4+)."""
-    api = "nisa.rand_set_state"
+    api = s.api
     m = _machine_at_least(api, 3)
-    loc = user_location()
     t = _x.tile(src_seeds, api, "src_seeds")
     eng = _state_engine(api, m, engine, t.free_size, "src_seeds")
     _uint32_lanes(api, t, "src_seeds", eng)
-    m.check_read(t, loc)
-    m.emit(_TRACE_ENGINE[eng], "rand_state", [t], [], 0, {"op": "rand_set_state"}, loc)
-    if m.numerics:
-        _rng.set_state(m, eng, t.read().reshape(t.partitions, -1))
+    s.reads = [t]
+    s.buffer = None  # no result: the generators' state changes
+    _on_engine(s, eng, "rand_set_state")
 
 
-@_strict
-def rand_get_state(dst: Any, engine: Any = engine.unknown, name: Any = None) -> None:
+def _set_state_values(s: _layer.Step) -> None:
+    (t,) = s.reads
+    _rng.set_state(s.m, s.args, t.read().reshape(t.partitions, -1))
+
+
+def _rand_get_state(s: _layer.Step, dst: Any, engine: Any = engine.unknown, name: Any = None) -> None:
     """Store each lane's PRNG state into row ``p`` of a uint32 ``dst`` (the inverse of ``rand_set_state``)."""
-    api = "nisa.rand_get_state"
+    api = s.api
     m = _machine_at_least(api, 3)
-    loc = user_location()
     d = _dst(dst, api)
     eng = _state_engine(api, m, engine, d.free_size, "dst")
     _uint32_lanes(api, d, "dst", eng)
-    m.check_write(d, loc)
-    m.emit(_TRACE_ENGINE[eng], "rand_state", [], [d], 0, {"op": "rand_get_state"}, loc)
-    if not m.numerics:
-        d.mark_written()
-        return
-    d.write(_rng.state(m, eng)[: d.partitions].copy().reshape(d.shape))
+    s.dst = d
+    _on_engine(s, eng, "rand_get_state")
+
+
+def _get_state_values(s: _layer.Step) -> Any:
+    d = s.dst
+    assert d is not None
+    d.write(_rng.state(s.m, s.args)[: d.partitions].copy().reshape(d.shape))
+    return _layer.WRITTEN
+
+
+# ---- the declarations and their nki.isa functions -------------------------------------------------------
+
+RNG = Instruction("rng", VECTOR, "rand", _rng_plan, _rng_values)
+RAND2 = Instruction("rand2", VECTOR, "rand", _rand2, _rand2_values)
+SET_RNG_SEED = Instruction("set_rng_seed", VECTOR, "rand_state", _set_rng_seed, _seed_values)
+RAND_SET_STATE = Instruction("rand_set_state", GPSIMD, "rand_state", _rand_set_state, _set_state_values)
+RAND_GET_STATE = Instruction("rand_get_state", GPSIMD, "rand_state", _rand_get_state, _get_state_values)
+#: the family's instructions (each public function below is generated from its declaration)
+INSTRUCTIONS = (RNG, RAND2, SET_RNG_SEED, RAND_SET_STATE, RAND_GET_STATE)
+
+rng = declared(RNG)
+rand2 = declared(RAND2)
+set_rng_seed = declared(SET_RNG_SEED)
+rand_set_state = declared(RAND_SET_STATE)
+rand_get_state = declared(RAND_GET_STATE)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from devkit.errors import KernelArgumentError, UnsupportedError
-from devkit.nki import _alu, _buffers
+from devkit.nki import _buffers, _isa_nl
 from devkit.nki import language as _b1
 from devkit.nki._buffers import Buffer, hbm, private_hbm, psum, sbuf, shared_hbm
 from devkit.nki._tilesize import _TileSize
@@ -387,21 +387,23 @@ def no_reorder() -> Iterator[None]:
 def program_id(axis: int = 0) -> int:
     """Index of this program in the launch ``kernel[lnc]`` (0 without a launch grid)."""
     m = _x.machine("nl.program_id")
-    if axis != 0:
-        raise KernelArgumentError(
-            f"nl.program_id(axis={axis!r}): a logical-core launch has one axis", rule="program-id-axis"
-        )
+    _one_axis("nl.program_id", "axis", axis)
     return m.program_ids[0] if m.program_ids else 0
 
 
 def num_programs(axes: int = 0) -> int:
     """Number of programs of the launch (1 without a grid)."""
     m = _x.machine("nl.num_programs")
-    if axes != 0:
-        raise KernelArgumentError(
-            f"nl.num_programs(axes={axes!r}): a logical-core launch has one axis", rule="program-id-axis"
-        )
+    _one_axis("nl.num_programs", "axes", axes)
     return m.grid[0] if m.grid else 1
+
+
+def _one_axis(api: str, name: str, value: Any) -> None:
+    """A logical-core launch has one axis: ``value`` (of argument ``name``) must be 0."""
+    if value != 0:
+        raise KernelArgumentError(
+            f"{api}({name}={value!r}): a logical-core launch has one axis", rule="program-id-axis"
+        )
 
 
 def program_ndim() -> int:
@@ -584,8 +586,8 @@ average = _token("average")
 
 # NKI 0.4.0 (trn3): the signed operand with the larger / smaller magnitude, ties -> y; callable wrappers
 # that are also ALU operator tokens (``op=nl.abs_max``)
-abs_max = _binary(_b1._binary("abs_max", _alu.ALU["abs_max"]), False)
-abs_min = _binary(_b1._binary("abs_min", _alu.ALU["abs_min"]), False)
+abs_max = _binary(_isa_nl.language(_isa_nl.ABS_MAX), False)
+abs_min = _binary(_isa_nl.language(_isa_nl.ABS_MIN), False)
 
 
 def _direct_operands_only(fn: Callable[..., Any]) -> Callable[..., Any]:

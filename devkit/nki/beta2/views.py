@@ -28,7 +28,7 @@ from devkit.errors import (
     user_location,
 )
 from devkit.nki.beta2.targets import machine_at_least
-from devkit.sim.storage import Storage, alias_of
+from devkit.sim.storage import Storage, make_alias
 from devkit.sim.tensor import Tensor
 
 
@@ -147,18 +147,7 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
                 "(integer, float32 and packed x4 storage can be viewed as those types, or read as a float type)",
                 rule="unsupported",
             )
-    alias = Storage(
-        st.machine() if st.machine else None,
-        st.id,
-        shape,
-        d,
-        st.buffer,
-        st.par_axis,
-        data,
-        name=st.name,
-        kind=st.kind,
-        origin=st.origin,
-    )
+    alias = make_alias(st, shape, d, st.par_axis, data)
     if st.uninit is not None:
         if old == new:
             alias.uninit = st.uninit.reshape(shape)
@@ -174,11 +163,7 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
             alias.n_uninit = int(alias.uninit.sum())
     if snapshot:
         SNAPSHOTS.add(alias)
-    alias.is_input = st.is_input
-    alias.addr = st.addr
     alias.written = st.written
-    alias.machine = None  # the alias never frees the original's memory
-    alias_of(alias, st)  # the original lives as long as the alias does
     return alias
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from devkit import dtypes as dt
 from devkit.errors import PlacementNote, user_location
+from devkit.nki._isa_nl import elementwise, identity
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import VECTOR
@@ -48,11 +49,11 @@ def matmul_operand(api: str, x: Any, name: str, other: Any) -> Any:
         and dt.is_float(other.dtype)
     ):
         odt = other.dtype
-    copied = _x.elementwise(
+    copied = elementwise(
         f"{api} (PSUM->SBUF copy of operand '{name}')",
         VECTOR,
         "tensor_copy",
-        lambda a: a,
+        identity,
         [x],
         dtype=odt,
         default_dtype=x.dtype,
