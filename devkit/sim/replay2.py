@@ -27,6 +27,7 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -320,6 +321,27 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         held[o] = (tmpl.protos[o], m.deps.take_space(key), m.liveness.take_open(key))
         prev_place[o] = m.placements.pop(key)
         prev_key[o] = key
+    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
+    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
+    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
+    # (m.recorders) takes the general path through the machine.
+    general = bool(m.recorders)
+    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
+    recording = general or bool(outer_iters)
+    direct = recording and not general
+    # Unless recording, an instruction goes to the sink as (the template's repeater, id, dependencies): a
+    # sink that offers repeaters (the scheduler) then needs no Instr built per synthesised instruction
+    repeater = (
+        None if recording else getattr(m.sink, "repeater", None) or functools.partial(_repeater, m.sink.emit)
+    )
+    accessors: dict[int, Callable] = {}
+
+    def accessor(st: Any) -> Callable:
+        fn = accessors.get(st.id)
+        if fn is None:
+            fn = accessors[st.id] = m.replay_accessor(st)
+        return fn
+
     # precomputed per template event
     steps: list[tuple] = []
     ordinal = 0
@@ -358,22 +380,16 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     opk.append((c[0], st, box, is_write, c[1], first))
             # the template's dependencies through tiles, relative to the iteration start (carried ones first)
             offs = tuple(d - length for d in carried) + internal
-            tracked = [(k[1], k[2], k[3], k[4]) for k in opk if k[0] == "outer" and k[5]]
+            # (Machine.replay_access, with what it looks up per storage resolved once)
+            tracked = [(accessor(k[1]), k[2], k[3], k[4]) for k in opk if k[0] == "outer" and k[5]]
             firsts = [k[4] for k in opk if k[0] != "outer" and k[5]]
+            again = repeater(instr) if repeater is not None else None
             if tracked or firsts:
-                steps.append(("I", instr, offs, acc, opk, tracked, firsts))
+                steps.append(("I", instr, offs, acc, opk, tracked, firsts, again))
             else:  # nothing to re-track: the dependencies are the template's, shifted
-                steps.append(("J", instr, offs, acc, opk))
+                steps.append(("J", instr, offs, acc, opk, again))
     protos = tmpl.protos
     m.replays += 1
-    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
-    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
-    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
-    # (m.recorders) takes the general path through the machine.
-    general = bool(m.recorders)
-    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
-    recording = general or bool(outer_iters)
-    direct = recording and not general
     rec_ops: list = []  # per "I"/"J" step (direct recording): its operands as the recorders keep them
     if direct:
         snap = next(r for r in m.recorders2 if r.active)._snap
@@ -389,7 +405,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 )
     evlists = [it.events for it in outer_iters]
     emit = m.sink.emit
-    batch: list[Instr] = []
+    batch: list = []  # Instr (recording directly), else (repeater, id, dependencies)
     put = batch.append
     commit = m.commit_instr
     inherit_ids = m.deps.inherit
@@ -415,7 +431,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         for s in order:
             tag = s[0]
             if tag == "J":
-                _, t, offs, acc, opk = s
+                _, t, offs, acc, opk, again = s
                 n_offs = len(offs)
                 if n_offs == 2:  # (the common case, without a comprehension's frame)
                     dep_t = (base + offs[0], base + offs[1])
@@ -423,6 +439,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = (base + offs[0],)
                 else:
                     dep_t = tuple([base + d for d in offs])
+                if again is not None:
+                    put((again, base + i, dep_t))
+                    i += 1
+                    continue
                 instr = Instr(
                     base + i, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
@@ -433,11 +453,9 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     n_ev += 1
                     for events in evlists:
                         events.append(ev)
-                elif recording:
+                else:
                     m.reuse_now = set()
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
-                else:
-                    put(instr)
             elif tag == "A":
                 _, o, st, alloc, buf, bytes_pp, origin = s
                 p = places[o] = alloc.allocate(bytes_pp, origin)
@@ -465,7 +483,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 elif recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
-                _, t, offs, acc, opk, tracked, firsts = s
+                _, t, offs, acc, opk, tracked, firsts, again = s
                 iid = base + i
                 i += 1
                 extra: set[int] | None = None  # address-reuse dependencies (sets are never mutated)
@@ -480,10 +498,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     if extra:
                         deps |= extra
                     engine = t.engine
-                    for st, box, is_write, moving in tracked:
-                        m.replay_access(
-                            st, _shifted(box, moving, step), iid, engine, is_write, deps, acc and is_write
-                        )
+                    for access, box, is_write, moving in tracked:
+                        access(_shifted(box, moving, step), iid, engine, is_write, deps, acc and is_write)
                     deps.discard(iid)
                     dep_t = tuple(sorted(deps))
                 elif extra:
@@ -493,6 +509,9 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = tuple(sorted(deps))
                 else:
                     dep_t = tuple([base + d for d in offs])
+                if again is not None:
+                    put((again, iid, dep_t))
+                    continue
                 instr = Instr(
                     iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
@@ -509,22 +528,18 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     n_ev += 1
                     for events in evlists:
                         events.append(ev)
-                elif recording:
-                    commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
-                    put(instr)
+                    commit(instr, _operands(opk, step, keys, prev_key), acc)
         for it in outer_iters:
             it.n_instrs += length
         if len(batch) >= _BATCH:
-            for x in batch:
-                emit(x)
+            _send(batch, emit, direct)
             batch.clear()
         prev_base = base
         prev_place = {o: places[o] for o in tmpl.carried}
         prev_key = {o: keys[o] for o in tmpl.carried}
         leftover = {o: inherit.get(o) for o in tmpl.carried}
-    for x in batch:
-        emit(x)
+    _send(batch, emit, direct)
     # lifetimes of the synthesised tiles (and of iteration 2's carried ones, which end in iteration 3)
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
     count = n_iters - 4
@@ -553,6 +568,27 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         got = leftover.get(o)
         if got:
             m.reuse_deps[new] = got
+
+
+def _repeater(emit: Callable[[Instr], None], t: Instr) -> Callable[[int, tuple[int, ...]], None]:
+    """For a sink without repeaters (:class:`devkit.trace.TraceSink`): ``again(id, deps)`` emits a new
+    instruction equal to ``t`` but for its ``id`` and ``deps``."""
+
+    def again(iid: int, deps: tuple[int, ...]) -> None:
+        emit(Instr(iid, t.engine, t.opcode, t.ins, t.outs, t.flops, deps, t.filename, t.lineno, t.attrs))
+
+    return again
+
+
+def _send(batch: list, emit: Callable[[Instr], None], instrs: bool) -> None:
+    """Send a batch of synthesised instructions to the sink: Instr objects (``instrs``), or
+    ``(repeater, id, dependencies)``."""
+    if instrs:
+        for x in batch:
+            emit(x)
+    else:
+        for again, iid, deps in batch:
+            again(iid, deps)
 
 
 #: the reuse set of an event without address-reuse dependencies (shared: frozensets are immutable)
