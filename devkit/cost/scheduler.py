@@ -234,9 +234,6 @@ class Scheduler:
         tl_lo, tl_hi, tl_acc = timeline.lo, timeline.hi, timeline.acc
         code_of = _CODE.get
         record = self.recorder.record if self.recorder is not None else None
-        # the instruction a repeater is emitting and its (engine code, line record, cost): emit skips
-        # looking them up (only a repeater sets it, just before it calls emit)
-        primed: list = [None, None]
         flops_total = 0
         other_flops = 0
         peak_time = 0.0
@@ -246,15 +243,13 @@ class Scheduler:
         transfers = descriptors_total = 0
         hoisted = backfilled = 0
 
-        def emit(instr: Instr) -> None:
+        def emit(instr: Instr, static: tuple | None = None) -> None:
             nonlocal flops_total, other_flops, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers
             nonlocal descriptors_total, hoisted, backfilled
             n = len(codes)
             if instr.id != n:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
-            if primed[0] is instr:  # from a repeater: engine, line record and cost are known
-                e, line, cost = primed[1]
-            else:
+            if static is None:
                 e = code_of(instr.engine)
                 if e is None:
                     raise ValueError(
@@ -266,10 +261,11 @@ class Scheduler:
                 line = hot_lines.get(key)
                 if line is None:
                     line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
-                cost = None
+            else:  # from a repeater: the engine, the line record and the cost are known
+                e, line, cost = static
             deps = instr.deps
             if e != _DMA:
-                if cost is None:
+                if static is None:
                     fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
                     cycles = fn(instr, k)
                 else:
@@ -381,7 +377,7 @@ class Scheduler:
             else:
                 attrs = instr.attrs
                 ins, outs = instr.ins, instr.outs
-                if cost is not None:
+                if static is not None:
                     timing = cost
                 else:
                     timing = None
@@ -498,9 +494,7 @@ class Scheduler:
                 instr.id = iid
                 instr.deps = deps
                 if static is not None:
-                    primed[0] = instr
-                    primed[1] = static
-                    emit(instr)
+                    emit(instr, static)
                     return
                 emit(instr)  # (checks the engine, opens the line record)
                 e = code_of(t.engine)

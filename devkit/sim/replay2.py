@@ -314,13 +314,14 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     # the state of iteration 2's surviving tiles moves aside: iteration 3 frees them as "previous" tiles
     # and they come back as the tiles of the last synthesised iteration
     held: dict[int, tuple] = {}
+    # the previous iteration's carried tiles: placement by ordinal, and key by ordinal (a list of every
+    # tile's key, of which only the carried ones are read)
     prev_place: dict[int, Any] = {}
-    prev_key: dict[int, int] = {}
+    prev_key: list[int] = placed2
     for o in tmpl.carried:
         key = placed2[o]
         held[o] = (tmpl.protos[o], m.deps.take_space(key), m.liveness.take_open(key))
         prev_place[o] = m.placements.pop(key)
-        prev_key[o] = key
     # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
     # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
     # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
@@ -413,6 +414,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
+    inherit: dict[int, set[int]] = {}
     # Without recorders the placements and address-reuse records of an iteration (A, F) go first, then its
     # instructions (I, J): they touch disjoint state (allocators and tombstones / instruction ids, outer
     # tensors' records), and doing each kind together is faster.  Recorders see the events in order.
@@ -425,7 +427,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         first_sid = m.take_sids(len(protos))
         keys = list(range(first_sid, first_sid + len(protos)))
         places = {}
-        inherit: dict[int, set[int]] = {}
+        inherit = {}
         i = 0
         n_ev = 0  # index into rec_ops
         for s in order:
@@ -536,9 +538,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             _send(batch, emit, direct)
             batch.clear()
         prev_base = base
-        prev_place = {o: places[o] for o in tmpl.carried}
-        prev_key = {o: keys[o] for o in tmpl.carried}
-        leftover = {o: inherit.get(o) for o in tmpl.carried}
+        # every tile dies in its iteration or in the next (plan checks it): the placements left are
+        # exactly the carried tiles'
+        prev_place = places
+        prev_key = keys
     _send(batch, emit, direct)
     # lifetimes of the synthesised tiles (and of iteration 2's carried ones, which end in iteration 3)
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
@@ -565,7 +568,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 r[0] += shift
                 r[1] += shift
             m.liveness.put_open(new, live)
-        got = leftover.get(o)
+        got = inherit.get(o)  # (the last synthesised iteration's)
         if got:
             m.reuse_deps[new] = got
 
@@ -595,7 +598,7 @@ def _send(batch: list, emit: Callable[[Instr], None], instrs: bool) -> None:
 _NO_IDS: frozenset[int] = frozenset()
 
 
-def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+def _rec_operands(ops: list, step: int, keys: list[int], prev_key: list[int]) -> list:
     """:func:`_operands` with each storage already snapshotted, as :meth:`Recorder.add` records them:
     ``ops`` holds ``(0 inner / 1 previous iteration's / 2 outer, ordinal or key, snapshot, box, is_write,
     moving dims)``."""
@@ -610,7 +613,7 @@ def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int
     return out
 
 
-def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+def _operands(opk: list, step: int, keys: list[int], prev_key: list[int]) -> list:
     """The operand records of a synthesised instruction, for the loops recording around this one."""
     out = []
     for kind, st, box, is_write, x, _ in opk:
