@@ -330,10 +330,11 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
     recording = general or bool(outer_iters)
     direct = recording and not general
-    # Unless recording, an instruction goes to the sink as (the template's repeater, id, dependencies): a
-    # sink that offers repeaters (the scheduler) then needs no Instr built per synthesised instruction
+    # An instruction goes to the sink as (the template's repeater, id, dependencies): a sink that offers
+    # repeaters (the scheduler) then needs no Instr built per synthesised instruction (the recorders keep
+    # their own); the general path commits through the machine
     repeater = (
-        None if recording else getattr(m.sink, "repeater", None) or functools.partial(_repeater, m.sink.emit)
+        None if general else getattr(m.sink, "repeater", None) or functools.partial(_repeater, m.sink.emit)
     )
     accessors: dict[int, Callable] = {}
 
@@ -405,8 +406,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     ]
                 )
     evlists = [it.events for it in outer_iters]
-    emit = m.sink.emit
-    batch: list = []  # Instr (recording directly), else (repeater, id, dependencies)
+    batch: list = []  # (repeater, id, dependencies)
     put = batch.append
     commit = m.commit_instr
     inherit_ids = m.deps.inherit
@@ -441,7 +441,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = (base + offs[0],)
                 else:
                     dep_t = tuple([base + d for d in offs])
-                if again is not None:
+                if not recording:
                     put((again, base + i, dep_t))
                     i += 1
                     continue
@@ -450,7 +450,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 )
                 i += 1
                 if direct:
-                    put(instr)
+                    put((again, instr.id, dep_t))
                     ev = ("I", instr, _rec_operands(rec_ops[n_ev], step, keys, prev_key), acc, _NO_IDS)
                     n_ev += 1
                     for events in evlists:
@@ -511,14 +511,14 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = tuple(sorted(deps))
                 else:
                     dep_t = tuple([base + d for d in offs])
-                if again is not None:
+                if not recording:
                     put((again, iid, dep_t))
                     continue
                 instr = Instr(
                     iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 if direct:
-                    put(instr)
+                    put((again, iid, dep_t))
                     reuse = m.reuse_now
                     ev = (
                         "I",
@@ -535,14 +535,14 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         for it in outer_iters:
             it.n_instrs += length
         if len(batch) >= _BATCH:
-            _send(batch, emit, direct)
+            _send(batch)
             batch.clear()
         prev_base = base
         # every tile dies in its iteration or in the next (plan checks it): the placements left are
         # exactly the carried tiles'
         prev_place = places
         prev_key = keys
-    _send(batch, emit, direct)
+    _send(batch)
     # lifetimes of the synthesised tiles (and of iteration 2's carried ones, which end in iteration 3)
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
     count = n_iters - 4
@@ -583,15 +583,10 @@ def _repeater(emit: Callable[[Instr], None], t: Instr) -> Callable[[int, tuple[i
     return again
 
 
-def _send(batch: list, emit: Callable[[Instr], None], instrs: bool) -> None:
-    """Send a batch of synthesised instructions to the sink: Instr objects (``instrs``), or
-    ``(repeater, id, dependencies)``."""
-    if instrs:
-        for x in batch:
-            emit(x)
-    else:
-        for again, iid, deps in batch:
-            again(iid, deps)
+def _send(batch: list) -> None:
+    """Send a batch of synthesised instructions, ``(repeater, id, dependencies)``, to the sink."""
+    for again, iid, deps in batch:
+        again(iid, deps)
 
 
 #: the reuse set of an event without address-reuse dependencies (shared: frozensets are immutable)
