@@ -85,7 +85,15 @@ def estimate(
         sink = Scheduler(target)
     programs = getattr(kernel, "program_runner", None)
     run = run_kernel(
-        func, args_or_specs, kwargs, grid=grid, target=target, options=opts, sink=sink, programs=programs
+        func,
+        args_or_specs,
+        kwargs,
+        grid=grid,
+        target=target,
+        options=opts,
+        sink=sink,
+        programs=programs,
+        host_outputs=False,
     )
     report = dataclasses.replace(
         sink.report(kernel_name=name),

@@ -82,6 +82,7 @@ def estimate_launch(
         target=target,
         sink=sink,
         programs=getattr(launch, "program_runner", None),
+        host_outputs=False,
     )
     name = getattr(launch.func, "__name__", "kernel")
     reports = tuple(

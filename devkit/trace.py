@@ -108,7 +108,13 @@ class MemoryStats:
 
 
 class TraceSink(Protocol):
-    """Receives instructions while a kernel runs."""
+    """Receives instructions while a kernel runs.
+
+    A sink may also offer ``repeater(template) -> again``, where ``again(id, deps)`` emits an instruction
+    equal to ``template`` but for its ``id`` and ``deps`` (loop replay synthesises most of a long loop's
+    instructions from a template; :meth:`devkit.cost.scheduler.Scheduler.repeater` then builds no
+    :class:`Instr` per instruction).  Without it the simulator builds each instruction and calls ``emit``.
+    """
 
     def emit(self, instr: Instr) -> None: ...
 

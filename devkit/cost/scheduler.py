@@ -99,6 +99,11 @@ _MAX_HOLES = 8
 _MIN_HOLE_NS = 5.0
 
 
+def _fields(t: Instr) -> tuple:
+    """The fields of ``t`` in :class:`Instr` order (for a copy)."""
+    return (t.id, t.engine, t.opcode, t.ins, t.outs, t.flops, t.deps, t.filename, t.lineno, t.attrs)
+
+
 def _forget_shortest(gaps: list[list[float]]) -> None:
     """Drop the shortest remembered idle gap (the one least likely to take an instruction)."""
     # (the first of the shortest, as lengths.index(min(lengths)) finds it; a plain loop is faster here)
@@ -150,7 +155,7 @@ class Scheduler:
         self._free = [0.0, 0.0, 0.0, 0.0]
         self._codes = bytearray()
         self.recorder = recorder
-        self.emit, self._scalars = self._build_core()  # type: ignore[method-assign]
+        self.emit, self._scalars, self._repeater = self._build_core()  # type: ignore[method-assign]
 
     def emit(self, instr: Instr) -> None:  # replaced per instance by the closure of _build_core
         """Schedule one instruction (ids consecutive from 0; deps are earlier ids)."""
@@ -163,12 +168,29 @@ class Scheduler:
         if self.recorder is not None:
             self.recorder.finish(stats)
 
+    def repeater(self, template: Instr) -> Callable[[int, tuple[int, ...]], None]:
+        """``again(id, deps)``: schedule an instruction equal to ``template`` but for its ``id`` and ``deps``
+        (loop replay issues most of a long loop's instructions this way, see :class:`devkit.trace.TraceSink`).
+
+        The result is what :meth:`emit` of that instruction gives.  Faster: the engine, the source line's
+        record and the engine time (compute) or transfer timing (DMA) of ``template`` are looked up once,
+        and without a recorder (which may keep what it sees) one private copy of ``template``, renumbered
+        in place, serves every call instead of a new :class:`Instr` each.  ``template`` is not changed;
+        its operands and attributes must not change while the repeater is in use."""
+        return self._repeater(template)
+
     @property
     def wants_occupancy(self) -> bool:
         """Whether the simulator should attach on-chip occupancy over time to the MemoryStats it sends."""
         return self.recorder is not None and getattr(self.recorder, "wants_occupancy", False)
 
-    def _build_core(self) -> tuple[Callable[[Instr], None], Callable[[], dict[str, float]]]:
+    def _build_core(
+        self,
+    ) -> tuple[
+        Callable[[Instr], None],
+        Callable[[], dict[str, float]],
+        Callable[[Instr], Callable[[int, tuple[int, ...]], None]],
+    ]:
         """The hot path: one closure per scheduler, all state in local cells."""
         t, p, cost = self.target, self.params, self.cost
         k = cost.consts
@@ -221,27 +243,33 @@ class Scheduler:
         transfers = descriptors_total = 0
         hoisted = backfilled = 0
 
-        def emit(instr: Instr) -> None:
+        def emit(instr: Instr, static: tuple | None = None) -> None:
             nonlocal flops_total, other_flops, peak_time, s2p, p2s, s2s, hbm_r, hbm_w, spill, transfers
             nonlocal descriptors_total, hoisted, backfilled
             n = len(codes)
             if instr.id != n:
                 raise ValueError(f"instruction ids must be consecutive from 0: expected {n}, got {instr.id}")
-            e = code_of(instr.engine)
-            if e is None:
-                raise ValueError(
-                    f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
-                    f"valid engines: {', '.join(ENGINES)}"
-                )
+            if static is None:
+                e = code_of(instr.engine)
+                if e is None:
+                    raise ValueError(
+                        f"unknown engine {instr.engine!r} at {instr.filename}:{instr.lineno}; "
+                        f"valid engines: {', '.join(ENGINES)}"
+                    )
+                key = (instr.filename, instr.lineno)
+                # per source line: counts and busy ns per engine, then the line's own DMA queue state
+                line = hot_lines.get(key)
+                if line is None:
+                    line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
+            else:  # from a repeater: the engine, the line record and the cost are known
+                e, line, cost = static
             deps = instr.deps
-            key = (instr.filename, instr.lineno)
-            # per source line: counts and busy ns per engine, then the line's own DMA queue state
-            line = hot_lines.get(key)
-            if line is None:
-                line = hot_lines[key] = [0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0]
             if e != _DMA:
-                fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
-                cycles = fn(instr, k)
+                if static is None:
+                    fn = rules[e].get(instr.opcode) or fallback(instr.engine, instr.opcode)
+                    cycles = fn(instr, k)
+                else:
+                    cycles = cost
                 if cycles < 0.0:  # elided by the compiler: no engine time, no program-order slot
                     ready = 0.0
                     for d in deps:
@@ -349,26 +377,29 @@ class Scheduler:
             else:
                 attrs = instr.attrs
                 ins, outs = instr.ins, instr.outs
-                timing = None
-                if len(ins) == 1 and len(outs) == 1:  # DmaCostModel.raw's memo, same key, inlined
-                    src, dst = ins[0], outs[0]
-                    timing = dma_memo.get(
-                        (
-                            src.buffer,
-                            src.bytes,
-                            src.partitions,
-                            src.run_bytes,
-                            dst.buffer,
-                            dst.bytes,
-                            dst.partitions,
-                            dst.run_bytes,
-                            instr.opcode,
-                            attrs.get("transpose") if attrs else None,
-                            src.dtype,
+                if static is not None:
+                    timing = cost
+                else:
+                    timing = None
+                    if len(ins) == 1 and len(outs) == 1:  # DmaCostModel.raw's memo, same key, inlined
+                        src, dst = ins[0], outs[0]
+                        timing = dma_memo.get(
+                            (
+                                src.buffer,
+                                src.bytes,
+                                src.partitions,
+                                src.run_bytes,
+                                dst.buffer,
+                                dst.bytes,
+                                dst.partitions,
+                                dst.run_bytes,
+                                instr.opcode,
+                                attrs.get("transpose") if attrs else None,
+                                src.dtype,
+                            )
                         )
-                    )
-                if timing is None:
-                    timing = dma_raw(instr)
+                    if timing is None:
+                        timing = dma_raw(instr)
                 engines, descriptors, occ, moved, rd, wr, _ = timing
                 queue = attrs.get("queue") if attrs else None
                 if queue is None:  # the source line is the queue: its state lives in the line record
@@ -398,8 +429,9 @@ class Scheduler:
                     hbm_w += wr
                     if book_one_sided or (book_two_sided and rd and wr):
                         # book from where the first packet can start (`ready` if it may back-fill)
-                        f0 = pool.times[0]
-                        if f0 < ready or occ <= pool.longest_hole:
+                        f0 = pool_times[0]
+                        # (pool.longest_hole, the property inlined: exact unless marked stale)
+                        if f0 < ready or occ <= (pool.longest_hole if pool._stale else pool._longest):
                             f0 = ready
                         need = hbm_bytes / hbm_bw
                         bucket = int(f0 // bucket_ns)
@@ -418,7 +450,11 @@ class Scheduler:
                 if (
                     engines == all_engines
                     and len(pool_times) == 1
-                    and (not hole_ends or ready + occ > hole_ends[-1] or occ > pool.longest_hole)
+                    and (
+                        not hole_ends
+                        or ready + occ > hole_ends[-1]
+                        or occ > (pool.longest_hole if pool._stale else pool._longest)
+                    )
                 ):
                     # fast path: every engine in one group, no idle gap it could use (see DmaPool.take)
                     f = pool_times[0]
@@ -445,6 +481,30 @@ class Scheduler:
             if record is not None:
                 record(instr, e, first, end, busy)
 
+        def repeater(template: Instr) -> Callable[[int, tuple[int, ...]], None]:
+            """See :meth:`Scheduler.repeater`."""
+            t = template
+            # without a recorder nothing keeps an instruction: one private copy, renumbered per call
+            own = None if record is not None else Instr(*_fields(t))
+            static: tuple | None = None  # (engine code, line record, cost), known after the first call
+
+            def again(iid: int, deps: tuple[int, ...]) -> None:
+                nonlocal static
+                instr = own if own is not None else Instr(*_fields(t))
+                instr.id = iid
+                instr.deps = deps
+                if static is not None:
+                    emit(instr, static)
+                    return
+                emit(instr)  # (checks the engine, opens the line record)
+                e = code_of(t.engine)
+                if e == _DMA:
+                    static = (e, hot_lines[(t.filename, t.lineno)], dma_raw(t))
+                elif rules[e].get(t.opcode) is not None:  # (a default rule counts every use: not primed)
+                    static = (e, hot_lines[(t.filename, t.lineno)], rules[e][t.opcode](t, k))
+
+            return again
+
         def scalars() -> dict[str, float]:
             return {
                 "flops": flops_total,
@@ -462,7 +522,7 @@ class Scheduler:
                 "backfilled": backfilled,
             }
 
-        return emit, scalars
+        return emit, scalars, repeater
 
     @property
     def unknown_opcodes(self) -> Counter[tuple[str, str]]:

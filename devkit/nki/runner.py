@@ -227,6 +227,7 @@ def run_kernel(
     sink: TraceSink | None = None,
     mutable_inputs: bool = False,
     programs: Any = None,
+    host_outputs: bool = True,
 ) -> RunResult:
     """Execute ``func(*args, **kwargs)`` on a fresh simulated NeuronCore and return its outputs.
 
@@ -234,7 +235,8 @@ def run_kernel(
     as AWS's simulator does); otherwise inputs are immutable unless annotated ``mutable_tensor`` or the kernel
     returns nothing (Beta-1 conventions).  ``programs(machine, func, args, kwargs, grid_points)``: runs the
     programs of a launch grid of more than one program instead of one after the other (NKI 0.x LNC-2
-    launches, :mod:`devkit.nki.beta2.lnc`)."""
+    launches, :mod:`devkit.nki.beta2.lnc`).  ``host_outputs=False``: the caller does not want the outputs
+    (``RunResult.outputs`` is None; a cost estimate would otherwise allocate a zero array per output)."""
     if options is None:
         options = SimOptions()
     placeholders = any(isinstance(a, TensorSpec) for a in list(args) + list(kwargs.values()))
@@ -270,7 +272,7 @@ def run_kernel(
             m.flush()
         stats = m.finish()
         unwritten = unwritten_outputs(result)
-        outputs = _to_host(m, result)
+        outputs = _to_host(m, result) if host_outputs else None
         if legacy and m.numerics:
             pairs = list(zip(args, wrapped)) + [(kwargs[k], wkw[k]) for k in kwargs]
             for a, w in pairs:

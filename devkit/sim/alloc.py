@@ -22,6 +22,7 @@ read.
 from __future__ import annotations
 
 import bisect
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
 #: Distinct buffers recorded per allocation site (beyond this, the depth is reported as the cap).
@@ -100,23 +101,28 @@ class RingAllocator:
             pos = -(-self._cursor // a) * a
             end = pos + nbytes
             starts = self._starts
-            i = bisect.bisect_right(starts, pos)
+            i = bisect_right(starts, pos)
+            ends = self._ends
             if (
                 end <= self.capacity
-                and (i == 0 or self._ends[starts[i - 1]] <= pos)
+                and (i == 0 or ends[starts[i - 1]] <= pos)
                 and (i == len(starts) or starts[i] >= end)
             ):
                 starts.insert(i, pos)
-                self._ends[pos] = end
+                ends[pos] = end
                 self._cursor = end if end < self.capacity else 0
-                self.live_bytes += nbytes
-                if self.live_bytes > self.peak_bytes:
-                    self.peak_bytes = self.live_bytes
+                live = self.live_bytes = self.live_bytes + nbytes
+                if live > self.peak_bytes:
+                    self.peak_bytes = live
                 p = Placement(pos, nbytes)
-            else:
-                p = self._allocate(nbytes)
-        else:
-            p = self._allocate(nbytes)
+                if site is not None:
+                    seen = self.rotation.get(site)
+                    if seen is None:
+                        self.rotation[site] = {pos}
+                    elif len(seen) < ROTATION_CAP:
+                        seen.add(pos)
+                return p
+        p = self._allocate(nbytes)
         if site is not None and not p.virtual:
             seen = self.rotation.get(site)
             if seen is None:
@@ -161,10 +167,12 @@ class RingAllocator:
         self.live_bytes -= p.nbytes
         if p.virtual:
             return
-        i = bisect.bisect_left(self._starts, p.addr)
-        if i < len(self._starts) and self._starts[i] == p.addr:
-            del self._starts[i]
-            del self._ends[p.addr]
+        starts = self._starts
+        addr = p.addr
+        i = bisect_left(starts, addr)
+        if i < len(starts) and starts[i] == addr:
+            del starts[i]
+            del self._ends[addr]
 
     def reserve(self, addr: int, nbytes: int) -> None:
         """Mark a directly allocated range as used (for accounting; overlap checks are the caller's)."""

@@ -720,11 +720,12 @@ class _IntervalMap:
         return out
 
     def put(self, lo: int, hi: int, ids_new: set[int]) -> None:
-        """Record ``[lo, hi)`` (merging with whatever it overlaps)."""
+        """Record ``[lo, hi)`` (merging with whatever it overlaps; ``ids_new`` may be kept: the caller hands
+        it over and does not change it afterwards)."""
         starts = self.starts
         i = bisect.bisect_left(starts, lo)
         if (i == len(starts) or starts[i] >= hi) and (i == 0 or self.ends[i - 1] <= lo):
-            merged = set(ids_new)  # the common case: nothing overlaps (take would find nothing)
+            merged = ids_new  # the common case: nothing overlaps (take would find nothing)
         else:
             merged = ids_new | self.take(lo, hi)
             i = bisect.bisect_left(starts, lo)
@@ -786,17 +787,18 @@ class DependencyTracker:
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
             tomb.put(lo, hi, ids)
-            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+            if type(tomb) is _IntervalMap and len(tomb.starts) > FLAT_LIMIT:
                 self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def retire_ids(self, buffer: str, lo: int, hi: int, ids: set[int]) -> None:
-        """Freed bytes ``[lo, hi)`` of ``buffer`` were last used by ``ids``."""
+        """Freed bytes ``[lo, hi)`` of ``buffer`` were last used by ``ids`` (which the tracker may keep: the
+        caller hands the set over and does not change it afterwards)."""
         if ids:
             tomb = self._tombstones.get(buffer)
             if tomb is None:
                 tomb = self._tombstones[buffer] = _IntervalMap()
-            tomb.put(lo, hi, ids)  # (put merges into a new set: ids is not kept)
-            if isinstance(tomb, _IntervalMap) and len(tomb) > FLAT_LIMIT:
+            tomb.put(lo, hi, ids)
+            if type(tomb) is _IntervalMap and len(tomb.starts) > FLAT_LIMIT:
                 self._tombstones[buffer] = _BlockedIntervalMap.of(tomb)
 
     def inherit(self, buffer: str, lo: int, hi: int) -> set[int]:

@@ -38,11 +38,18 @@ def paused() -> Iterator[None]:
     """No cyclic collection while the block runs; the collector's earlier state comes back afterwards.
 
     For work that allocates many short-lived objects and makes no reference cycles (loop replay's planning
-    and synthesis, :mod:`devkit.sim.replay2`): a pass over them would find nothing."""
+    and synthesis, :mod:`devkit.sim.replay2`): a pass over them would find nothing.  Nor would the young
+    collection that the first allocation after the block starts (the block's allocations count towards
+    it): the objects the block left alive are moved to the oldest generation first (``gc.freeze`` then
+    ``gc.unfreeze``: two list splices, no pass), so that only a full collection looks at them.  Skipped
+    when the process has frozen objects of its own (``gc.unfreeze`` would release them too)."""
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if was_enabled:
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()

@@ -27,6 +27,7 @@ prove equivalent runs every iteration.  Numerics runs never replay.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -313,13 +314,36 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     # the state of iteration 2's surviving tiles moves aside: iteration 3 frees them as "previous" tiles
     # and they come back as the tiles of the last synthesised iteration
     held: dict[int, tuple] = {}
+    # the previous iteration's carried tiles: placement by ordinal, and key by ordinal (a list of every
+    # tile's key, of which only the carried ones are read)
     prev_place: dict[int, Any] = {}
-    prev_key: dict[int, int] = {}
+    prev_key: list[int] = placed2
     for o in tmpl.carried:
         key = placed2[o]
         held[o] = (tmpl.protos[o], m.deps.take_space(key), m.liveness.take_open(key))
         prev_place[o] = m.placements.pop(key)
-        prev_key[o] = key
+    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
+    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
+    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
+    # (m.recorders) takes the general path through the machine.
+    general = bool(m.recorders)
+    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
+    recording = general or bool(outer_iters)
+    direct = recording and not general
+    # An instruction goes to the sink as (the template's repeater, id, dependencies): a sink that offers
+    # repeaters (the scheduler) then needs no Instr built per synthesised instruction (the recorders keep
+    # their own); the general path commits through the machine
+    repeater = (
+        None if general else getattr(m.sink, "repeater", None) or functools.partial(_repeater, m.sink.emit)
+    )
+    accessors: dict[int, Callable] = {}
+
+    def accessor(st: Any) -> Callable:
+        fn = accessors.get(st.id)
+        if fn is None:
+            fn = accessors[st.id] = m.replay_accessor(st)
+        return fn
+
     # precomputed per template event
     steps: list[tuple] = []
     ordinal = 0
@@ -358,22 +382,16 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     opk.append((c[0], st, box, is_write, c[1], first))
             # the template's dependencies through tiles, relative to the iteration start (carried ones first)
             offs = tuple(d - length for d in carried) + internal
-            tracked = [(k[1], k[2], k[3], k[4]) for k in opk if k[0] == "outer" and k[5]]
+            # (Machine.replay_access, with what it looks up per storage resolved once)
+            tracked = [(accessor(k[1]), k[2], k[3], k[4]) for k in opk if k[0] == "outer" and k[5]]
             firsts = [k[4] for k in opk if k[0] != "outer" and k[5]]
+            again = repeater(instr) if repeater is not None else None
             if tracked or firsts:
-                steps.append(("I", instr, offs, acc, opk, tracked, firsts))
+                steps.append(("I", instr, offs, acc, opk, tracked, firsts, again))
             else:  # nothing to re-track: the dependencies are the template's, shifted
-                steps.append(("J", instr, offs, acc, opk))
+                steps.append(("J", instr, offs, acc, opk, again))
     protos = tmpl.protos
     m.replays += 1
-    # The NKI 0.x loops recording around this one (in their iterations 0-2) get the synthesised events
-    # appended to their current iteration directly: what Machine.commit_instr / note_alloc / note_free
-    # followed by Recorder.add / alloc / free record, without the per-event dispatch.  A Beta-1 recorder
-    # (m.recorders) takes the general path through the machine.
-    general = bool(m.recorders)
-    outer_iters = [r.iters[-1] for r in m.recorders2 if r.active]
-    recording = general or bool(outer_iters)
-    direct = recording and not general
     rec_ops: list = []  # per "I"/"J" step (direct recording): its operands as the recorders keep them
     if direct:
         snap = next(r for r in m.recorders2 if r.active)._snap
@@ -388,8 +406,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     ]
                 )
     evlists = [it.events for it in outer_iters]
-    emit = m.sink.emit
-    batch: list[Instr] = []
+    batch: list = []  # (repeater, id, dependencies)
     put = batch.append
     commit = m.commit_instr
     inherit_ids = m.deps.inherit
@@ -397,6 +414,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     prev_base = a2
     keys: list[int] = []
     places: dict[int, Any] = {}
+    inherit: dict[int, set[int]] = {}
     # Without recorders the placements and address-reuse records of an iteration (A, F) go first, then its
     # instructions (I, J): they touch disjoint state (allocators and tombstones / instruction ids, outer
     # tensors' records), and doing each kind together is faster.  Recorders see the events in order.
@@ -409,13 +427,13 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
         first_sid = m.take_sids(len(protos))
         keys = list(range(first_sid, first_sid + len(protos)))
         places = {}
-        inherit: dict[int, set[int]] = {}
+        inherit = {}
         i = 0
         n_ev = 0  # index into rec_ops
         for s in order:
             tag = s[0]
             if tag == "J":
-                _, t, offs, acc, opk = s
+                _, t, offs, acc, opk, again = s
                 n_offs = len(offs)
                 if n_offs == 2:  # (the common case, without a comprehension's frame)
                     dep_t = (base + offs[0], base + offs[1])
@@ -423,21 +441,23 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = (base + offs[0],)
                 else:
                     dep_t = tuple([base + d for d in offs])
+                if not recording:
+                    put((again, base + i, dep_t))
+                    i += 1
+                    continue
                 instr = Instr(
                     base + i, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 i += 1
                 if direct:
-                    put(instr)
+                    put((again, instr.id, dep_t))
                     ev = ("I", instr, _rec_operands(rec_ops[n_ev], step, keys, prev_key), acc, _NO_IDS)
                     n_ev += 1
                     for events in evlists:
                         events.append(ev)
-                elif recording:
+                else:
                     m.reuse_now = set()
                     commit(instr, _operands(opk, step, keys, prev_key), acc)
-                else:
-                    put(instr)
             elif tag == "A":
                 _, o, st, alloc, buf, bytes_pp, origin = s
                 p = places[o] = alloc.allocate(bytes_pp, origin)
@@ -465,7 +485,7 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 elif recording:
                     m.note_free(keys[o] if inner else prev_key[o], st, ids)
             else:
-                _, t, offs, acc, opk, tracked, firsts = s
+                _, t, offs, acc, opk, tracked, firsts, again = s
                 iid = base + i
                 i += 1
                 extra: set[int] | None = None  # address-reuse dependencies (sets are never mutated)
@@ -480,10 +500,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     if extra:
                         deps |= extra
                     engine = t.engine
-                    for st, box, is_write, moving in tracked:
-                        m.replay_access(
-                            st, _shifted(box, moving, step), iid, engine, is_write, deps, acc and is_write
-                        )
+                    for access, box, is_write, moving in tracked:
+                        access(_shifted(box, moving, step), iid, engine, is_write, deps, acc and is_write)
                     deps.discard(iid)
                     dep_t = tuple(sorted(deps))
                 elif extra:
@@ -493,11 +511,14 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     dep_t = tuple(sorted(deps))
                 else:
                     dep_t = tuple([base + d for d in offs])
+                if not recording:
+                    put((again, iid, dep_t))
+                    continue
                 instr = Instr(
                     iid, t.engine, t.opcode, t.ins, t.outs, t.flops, dep_t, t.filename, t.lineno, t.attrs
                 )
                 if direct:
-                    put(instr)
+                    put((again, iid, dep_t))
                     reuse = m.reuse_now
                     ev = (
                         "I",
@@ -509,22 +530,19 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                     n_ev += 1
                     for events in evlists:
                         events.append(ev)
-                elif recording:
-                    commit(instr, _operands(opk, step, keys, prev_key), acc)
                 else:
-                    put(instr)
+                    commit(instr, _operands(opk, step, keys, prev_key), acc)
         for it in outer_iters:
             it.n_instrs += length
         if len(batch) >= _BATCH:
-            for x in batch:
-                emit(x)
+            _send(batch)
             batch.clear()
         prev_base = base
-        prev_place = {o: places[o] for o in tmpl.carried}
-        prev_key = {o: keys[o] for o in tmpl.carried}
-        leftover = {o: inherit.get(o) for o in tmpl.carried}
-    for x in batch:
-        emit(x)
+        # every tile dies in its iteration or in the next (plan checks it): the placements left are
+        # exactly the carried tiles'
+        prev_place = places
+        prev_key = keys
+    _send(batch)
     # lifetimes of the synthesised tiles (and of iteration 2's carried ones, which end in iteration 3)
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
     count = n_iters - 4
@@ -550,16 +568,32 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
                 r[0] += shift
                 r[1] += shift
             m.liveness.put_open(new, live)
-        got = leftover.get(o)
+        got = inherit.get(o)  # (the last synthesised iteration's)
         if got:
             m.reuse_deps[new] = got
+
+
+def _repeater(emit: Callable[[Instr], None], t: Instr) -> Callable[[int, tuple[int, ...]], None]:
+    """For a sink without repeaters (:class:`devkit.trace.TraceSink`): ``again(id, deps)`` emits a new
+    instruction equal to ``t`` but for its ``id`` and ``deps``."""
+
+    def again(iid: int, deps: tuple[int, ...]) -> None:
+        emit(Instr(iid, t.engine, t.opcode, t.ins, t.outs, t.flops, deps, t.filename, t.lineno, t.attrs))
+
+    return again
+
+
+def _send(batch: list) -> None:
+    """Send a batch of synthesised instructions, ``(repeater, id, dependencies)``, to the sink."""
+    for again, iid, deps in batch:
+        again(iid, deps)
 
 
 #: the reuse set of an event without address-reuse dependencies (shared: frozensets are immutable)
 _NO_IDS: frozenset[int] = frozenset()
 
 
-def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+def _rec_operands(ops: list, step: int, keys: list[int], prev_key: list[int]) -> list:
     """:func:`_operands` with each storage already snapshotted, as :meth:`Recorder.add` records them:
     ``ops`` holds ``(0 inner / 1 previous iteration's / 2 outer, ordinal or key, snapshot, box, is_write,
     moving dims)``."""
@@ -574,7 +608,7 @@ def _rec_operands(ops: list, step: int, keys: list[int], prev_key: dict[int, int
     return out
 
 
-def _operands(opk: list, step: int, keys: list[int], prev_key: dict[int, int]) -> list:
+def _operands(opk: list, step: int, keys: list[int], prev_key: list[int]) -> list:
     """The operand records of a synthesised instruction, for the loops recording around this one."""
     out = []
     for kind, st, box, is_write, x, _ in opk:

@@ -317,7 +317,7 @@ def _traced_estimate(spec: Any, task: Task) -> tuple[Any, dict[str, Any]]:
     func, grid = _unwrap(spec.kernel_object(), None)
     sched = tracing_scheduler(task.target, kernel_name=task.kernel)
     args = spec.arg_specs(task.shape_dict, task.dtype)
-    run_kernel(func, args, {}, grid=grid, target=task.target, sink=sched)
+    run_kernel(func, args, {}, grid=grid, target=task.target, sink=sched, host_outputs=False)
     report = sched.report()
     return report, build_trace(sched.recorder, report, sched.target)
 

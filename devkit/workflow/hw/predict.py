@@ -96,7 +96,14 @@ def trace_of(
     grid = getattr(obj, "grid", None)
     trace = Trace()
     run_kernel(
-        func, tuple(specs), blocks, grid=grid, target=target, options=SimOptions(numerics=False), sink=trace
+        func,
+        tuple(specs),
+        blocks,
+        grid=grid,
+        target=target,
+        options=SimOptions(numerics=False),
+        sink=trace,
+        host_outputs=False,
     )
     return trace
 
