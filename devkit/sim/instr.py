@@ -8,6 +8,7 @@ values, rounded to the output dtype on write).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from devkit.errors import (
     UnsupportedError,
     user_location,
 )
-from devkit.sim import unwritten
+from devkit.sim import dataflow, unwritten
 from devkit.sim.deferred import Deferred, EvacuationItem, Product
 from devkit.sim.index import IndexExpr, MaskExpr
 from devkit.sim.machine import Machine, Pending, current
@@ -36,6 +37,7 @@ PMAX = 128
 ASSIGNED = object()  # marks a view already updated in place by an augmented assignment
 
 Scalar = (int, float, bool, np.integer, np.floating, np.bool_)
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def machine(api: str = "this NKI API") -> Machine:
@@ -194,6 +196,7 @@ def commit(
     exact: bool = False,
     immutable: bool = False,
     garbage: np.ndarray | None = None,
+    taint: Any = None,
 ) -> Tensor:
     """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
 
@@ -201,7 +204,9 @@ def commit(
     rounding pass is needed.  ``immutable``: ``values`` is a view of memory no instruction can write (a
     kernel input), so the tile may keep the view instead of a copy until the tile itself is written.
     ``garbage``: the result positions (output shape) a data movement filled with never-written data
-    (:func:`devkit.sim.unwritten.moved`); they stay never-written in the output.
+    (:func:`devkit.sim.unwritten.moved`), or computed from never-written data (:mod:`devkit.sim.dataflow`);
+    they stay never-written in the output.  ``taint``: where such data was first computed on
+    (:class:`devkit.sim.unwritten.Taint`), when it was.
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
@@ -237,7 +242,11 @@ def commit(
         else:
             out.write(vals, mask)
         if garbage is not None:
-            unwritten.carry(out, garbage if mask is None else garbage & mask)
+            g = garbage if mask is None else garbage & mask
+            if taint is not None:
+                unwritten.computed(out, g, taint)
+            else:
+                unwritten.carry(out, g)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -310,20 +319,26 @@ def elementwise(
     if m.numerics:
         if len(operands) == 1 and marr is None and not bitwise and _waits_for_chain(m, tiles[0], shape):
             return _commit_evacuation(m, p, out, tiles[0], fn, odt)
-        garbage = None
+        garbage = taint = None
         if moves:
             src = tiles[0]
             garbage = unwritten.moved(src, marr if aligned_shape(src) == shape else None)
             if garbage is not None:
                 garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
-        args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
+                taint = src.st.taint
+        elif dataflow.dirty(tiles):  # element-wise: results computed from never-written data stay never-written
+            f = dataflow.Flow(loc)
+            garbage = dataflow.any_of([f.operand(x, shape, marr) for x in operands], shape)
+            taint = f.taint()
+        with unwritten.tolerating() if (taint is not None and not moves) else _NO_CONTEXT:
+            args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]
         with np.errstate(all="ignore"):
             vals = fn(*args)
         if bitwise:
             vals = np.asarray(vals)
         else:
             vals = np.asarray(vals, dtype=np.float32)
-        return commit(m, p, out, vals, marr, garbage=garbage)
+        return commit(m, p, out, vals, marr, garbage=garbage, taint=taint)
     return commit(m, p, out, vals, marr)
 
 
@@ -662,14 +677,15 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
     attrs["accumulate"] = True
     p.attrs = attrs
     if m.numerics:
-        value.check_written()  # adding a moved result that carries never-written data computes on it
+        gv = unwritten.result_of(value)  # adding never-written results computes on them: they stay so
         raw = getattr(p, "raw", None)
         if raw is None:
             raw = value.read(check_init=False)
         pmask = getattr(p, "mask", None)
         st = dst.st
         if (
-            pmask is None
+            gv is None
+            and pmask is None
             and st.uninit is None
             and st.lazy is None
             and st._data is not None
@@ -691,6 +707,7 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
         if isinstance(raw, Deferred):
             raw = raw.result()
         old = dst.read(check_init=False)
+        u = None
         if dst.st.uninit is not None:
             # the first matmul of an accumulation group overwrites (hardware zeroes the group)
             u = _uninit_of(dst)
@@ -698,9 +715,37 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
                 old = np.where(u, 0.0, old)
         vals = old + _fit(raw, dst.shape)
         pm = None if pmask is None else _fit(pmask, dst.shape)
+        taint = dst.st.taint
         dst.write(dt.round_to(vals, dst.dtype), pm)
+        if gv is not None or (taint is not None and u is not None):
+            _accumulated_garbage(dst, value, gv, u, taint, pm, loc)
     else:
         dst.mark_written()
+
+
+def _accumulated_garbage(
+    dst: Tensor,
+    value: Tensor,
+    gv: np.ndarray | None,
+    u: np.ndarray | None,
+    dst_taint: Any,
+    pm: np.ndarray | None,
+    loc: tuple[str, int],
+) -> None:
+    """After ``dst += value`` in PSUM: the sums of never-written results ``gv`` stay never-written, and so do
+    never-written elements ``u`` ``dst`` held when they are results computed from never-written data (their
+    storage has a taint; elements never written at all were overwritten by the group's first matmul).  A
+    per-storage taint cannot tell the two kinds apart: such a ``dst`` keeps ``u`` never-written."""
+    g = None if gv is None else _fit(gv, dst.shape)
+    if dst_taint is not None and u is not None:
+        g = u if g is None else (g | u)
+    if g is None:
+        return
+    if gv is not None:
+        taint = unwritten.taint_of(value.st, loc)
+    else:
+        taint = dst_taint
+    unwritten.computed(dst, g if pm is None else g & pm, taint)
 
 
 def _uninit_of(t: Tensor) -> np.ndarray | None:
