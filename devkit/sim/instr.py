@@ -217,6 +217,8 @@ def commit(
             p.raw = values  # type: ignore[attr-defined]
             p.mask = None  # type: ignore[attr-defined]
             out._fresh = p
+            if garbage is not None:
+                _garbage_into(out, garbage, taint)
             return out
         values = values.result()
     data = st.data
@@ -242,11 +244,7 @@ def commit(
         else:
             out.write(vals, mask)
         if garbage is not None:
-            g = garbage if mask is None else garbage & mask
-            if taint is not None:
-                unwritten.computed(out, g, taint)
-            else:
-                unwritten.carry(out, g)
+            _garbage_into(out, garbage if mask is None else garbage & mask, taint)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -254,6 +252,14 @@ def commit(
     p.mask = mask  # type: ignore[attr-defined]
     out._fresh = p
     return out
+
+
+def _garbage_into(out: Tensor, g: np.ndarray, taint: Any) -> None:
+    """``out``'s positions ``g`` received never-written data: computed from it (``taint``) or moved."""
+    if taint is not None:
+        unwritten.computed(out, g, taint)
+    else:
+        unwritten.carry(out, g)
 
 
 # ---- generic elementwise -----------------------------------------------------------------------------
@@ -711,6 +717,7 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
         if dst.st.uninit is not None:
             # the first matmul of an accumulation group overwrites (hardware zeroes the group)
             u = _uninit_of(dst)
+            u = None if u is None else np.array(u)  # (a view of the flags the write below clears)
             if u is not None and u.any():
                 old = np.where(u, 0.0, old)
         vals = old + _fit(raw, dst.shape)
@@ -741,10 +748,10 @@ def _accumulated_garbage(
         g = u if g is None else (g | u)
     if g is None:
         return
-    if gv is not None:
-        taint = unwritten.taint_of(value.st, loc)
+    if dst_taint is not None and u is not None and u.any():
+        taint = dst_taint  # the accumulation group already held computed garbage: the earlier computation
     else:
-        taint = dst_taint
+        taint = unwritten.taint_of(value.st, loc)
     unwritten.computed(dst, g if pm is None else g & pm, taint)
 
 

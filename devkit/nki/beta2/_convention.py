@@ -285,7 +285,7 @@ def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
     if g_old is not None:
         g_old = g_old & add
         g = g_old if g is None else (g | g_old)
-        if gv is None:
-            taint = taint or _unwritten.taint_of(dst.st, loc)
     if g is not None and g.any():
-        _unwritten.computed(dst, g, _unwritten.taint_of(result.st, loc) if gv is not None else taint)
+        if g_old is None or not g_old.any() or taint is None:  # else: the earlier computation stays the origin
+            taint = _unwritten.taint_of(result.st, loc)
+        _unwritten.computed(dst, g, taint)
