@@ -175,9 +175,10 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
         taint = None if s.garbage is None else next((t.st.taint for t in tiles if t.st.taint is not None), None)
         garbage = s.garbage
     else:  # computing on never-written data: legal, the results the rule names become never-written
-        with unwritten.tolerating():
+        with unwritten.tolerating():  # (the rule saw every read: the numerics need not check them again)
             vals = numerics(s)
-        taint, garbage = masks.pop(), masks[0]
+        taint = masks.pop()
+        garbage = masks[0] if taint is not None else None
     if dst is None:
         res = _x.commit(m, pend, out, vals, s.mask, exact=s.exact, garbage=garbage, taint=taint)
     else:
@@ -186,16 +187,16 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
         if garbage is not None:
             unwritten.computed(dst, garbage if s.mask is None else garbage & s.mask, taint)
         res = None
-    if masks is not None:
+    if masks is not None and taint is not None:
         for t, g in zip(s.also, masks[1:]):
             unwritten.computed(t, g, taint)
     return res
 
 
 def _flow(s: Step, m: Machine, tiles: list[Tensor]) -> list | None:
-    """When ``s`` computes on never-written data under its dataflow rule: the rule's masks (one per output)
-    followed by the taint their garbage carries; None otherwise (the fast path: a never-written read, if any,
-    is then an error).  An accumulator register holding never-written rows may not be read by an instruction
+    """When ``s`` reads a storage holding never-written elements and has a dataflow rule: the rule's masks (one
+    per output) followed by the taint their garbage carries (None when the regions read hold none); None
+    otherwise (the fast path: a never-written read, if any, is then an error).  An accumulator register holding never-written rows may not be read by an instruction
     without a rule."""
     rule = s.flow
     if rule is None:
@@ -210,10 +211,7 @@ def _flow(s: Step, m: Machine, tiles: list[Tensor]) -> list | None:
     masks = rule(s, f)
     if masks is dataflow.NO_RULE:
         return None
-    taint = f.taint()
-    if taint is None:
-        return None  # nothing never-written in the regions read: the plain path
-    return [*masks, taint]
+    return [*masks, f.taint()]  # (taint None: nothing never-written in the regions read)
 
 
 def beta1_functions(instructions: tuple[Instruction, ...]) -> dict[str, Callable[..., Any]]:

@@ -63,7 +63,7 @@ class Flow:
         """Never-written positions of operand ``x`` as they reach an element-wise result of ``shape``: a tile
         of that (aligned) shape read under ``mask``, a ``(P, 1)`` tile or a smaller tile broadcast; None for a
         scalar or a tile with nothing never-written in the region read."""
-        if not isinstance(x, Tensor) or x.st.uninit is None:
+        if not isinstance(x, Tensor) or x.st.uninit is None or _clean(x):
             return None
         ash = _aligned(x)
         g = x.unwritten(mask if (mask is not None and ash == shape) else None)
@@ -82,7 +82,7 @@ class Flow:
 
     def tile(self, x: Any) -> np.ndarray | None:
         """Never-written positions of tile ``x`` (its view shape), or None."""
-        if not isinstance(x, Tensor) or x.st.uninit is None:
+        if not isinstance(x, Tensor) or x.st.uninit is None or _clean(x):
             return None
         g = x.unwritten()
         if g is not None:
@@ -92,6 +92,14 @@ class Flow:
     def note(self, x: Tensor) -> None:
         if self.source is None:
             self.source = x.st
+
+
+def _clean(x: Tensor) -> bool:
+    """Whether plain view ``x`` selects no never-written element (one slice of the flags, no copy; other views
+    are not looked at here)."""
+    if x.dims is not None and not x._oob:
+        return not x.st.uninit[x._key].any()  # type: ignore[index]
+    return False
 
 
 def _aligned(t: Tensor) -> tuple[int, ...]:
