@@ -158,7 +158,7 @@ def exp_with_row_sums(a, rows=64):
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     t[0:64, :] = nl.load(a[0:64, :])
     s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-    e = nisa.activation_reduce(op=nl.exp, data=t, reduce_op=nl.add, reduce_res=s, bias=None)  # <- blame
+    nisa.activation_reduce(op=nl.exp, data=t, reduce_op=nl.add, reduce_res=s, bias=None)  # <- blame
     nl.store(out, value=s[0:rows, :])
     return out
 
@@ -175,7 +175,7 @@ def select_upper(a, keep_lower=False):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     t[0:64, :] = nl.load(a[0:64, :])
-    i_p, i_f = nl.mgrid[0:128, 0:64]
+    i_p, _ = nl.mgrid[0:128, 0:64]
     pred = (i_p >= 64) if keep_lower else (i_p < 64)
     y = nisa.affine_select(pred, t, 0.0)  # <- blame
     nl.store(out, value=y)
@@ -257,7 +257,7 @@ def b2_matmul(a, b, garbage_k=False, store_all=False):
     st = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.dma_copy(st[:, 0:40], a[:, 0:40])
     mv = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
-    nisa2.dma_copy(mv[0:127 if garbage_k else 128, :], b[0:127 if garbage_k else 128, :])
+    nisa2.dma_copy(mv[0 : 127 if garbage_k else 128, :], b[0 : 127 if garbage_k else 128, :])
     ps = nl2.ndarray((64, 32), dtype=nl2.float32, buffer=nl2.psum)
     nisa2.nc_matmul(ps, st, mv)  # <- blame
     nisa2.nc_matmul(ps, st, mv)  # accumulates (implicit): garbage stays garbage
@@ -323,3 +323,26 @@ def test_b2_predicated_copy_counts_only_the_chosen_source():
     got = nki2.simulate(b2_predicated)(A, B)
     np.testing.assert_array_equal(got, np.vstack([A[0:64, 0:32], B[64:128]]))
     raises_uninit_b2(b2_predicated, A, B, True)
+
+
+@nki.jit
+def where_and_sum(a, pick_garbage=False, sum_all=False):
+    """nl.where picks the written half (or the garbage one); nl.sum reduces rows (some of them garbage)."""
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t[:, 0:32] = nl.load(a[:, 0:32])
+    _, i_f = nl.mgrid[0:128, 0:64]
+    cond = nisa.iota(i_f, dtype=nl.float32)
+    keep = nl.less(cond, 64.0 if pick_garbage else 32.0)
+    w = nl.where(keep, t, 0.0)  # <- blame
+    s = nl.sum(w[:, 0:64] if sum_all else w[:, 0:32], axis=1)
+    nl.store(out, value=s)
+    return out
+
+
+def test_nl_where_counts_only_the_chosen_operand_and_nl_sum_reduces_garbage():
+    got = devkit.simulate(where_and_sum, A)
+    np.testing.assert_allclose(got, A[:, 0:32].sum(1, keepdims=True), rtol=1e-5)
+    # the garbage half is never chosen: summing all 64 columns is clean
+    np.testing.assert_allclose(devkit.simulate(where_and_sum, A, False, True), got, rtol=1e-6)
+    raises_uninit(where_and_sum, A, True, True)

@@ -233,7 +233,9 @@ def test_sendrecv_carries_written_state_to_the_peer():
     # storing that result is the error, blamed on the computation that first consumed the garbage
     err = raises_uninit_b2(exchange_odd_rows, a, True, True, lnc=2)
     want = line_of(exchange_odd_rows, "# <- garbage stored")
-    assert f"computed at line {err.lineno}" in str(err) and f"reaches HBM at {err.filename}:{want}" in str(err), err
+    assert f"computed at line {err.lineno}" in str(err) and f"reaches HBM at {err.filename}:{want}" in str(
+        err
+    ), err
 
 
 def test_sendrecv_garbage_stored_to_an_output_is_an_error():

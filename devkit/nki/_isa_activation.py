@@ -191,7 +191,12 @@ ACTIVATION = Instruction(
     "activation", SCALAR, "activation", _activation_plan, _activation_values, dataflow=_flow.activation
 )
 ACTIVATION_REDUCE = Instruction(
-    "activation_reduce", SCALAR, "activation", _activation_reduce, _activation_values, dataflow=_flow.activation
+    "activation_reduce",
+    SCALAR,
+    "activation",
+    _activation_reduce,
+    _activation_values,
+    dataflow=_flow.activation,
 )
 #: the ScalarE instruction with every control (``activate2``'s ALU pre-steps and ``relu_param`` included)
 SCALAR_ENGINE = Instruction(

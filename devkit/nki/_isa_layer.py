@@ -172,7 +172,9 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
     masks = _flow(s, m, tiles)
     if masks is None:
         vals = numerics(s)
-        taint = None if s.garbage is None else next((t.st.taint for t in tiles if t.st.taint is not None), None)
+        taint = None  # a movement carries its source's taint (never-written data computed on upstream)
+        if s.garbage is not None:
+            taint = next((t.st.taint for t in tiles if t.st.taint is not None), None)
         garbage = s.garbage
     else:  # computing on never-written data: legal, the results the rule names become never-written
         with unwritten.tolerating():  # (the rule saw every read: the numerics need not check them again)
@@ -196,8 +198,8 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
 def _flow(s: Step, m: Machine, tiles: list[Tensor]) -> list | None:
     """When ``s`` reads a storage holding never-written elements and has a dataflow rule: the rule's masks (one
     per output) followed by the taint their garbage carries (None when the regions read hold none); None
-    otherwise (the fast path: a never-written read, if any, is then an error).  An accumulator register holding never-written rows may not be read by an instruction
-    without a rule."""
+    otherwise (the fast path: a never-written read, if any, is then an error).  An accumulator register holding
+    never-written rows may not be read by an instruction without a rule."""
     rule = s.flow
     if rule is None:
         if s.opcode in dataflow.ACC_OPCODES:

@@ -381,7 +381,9 @@ TENSOR_SCALAR_CUMULATIVE = Instruction(
     "tensor_scalar_cumulative", VECTOR, "tensor_scalar_cumulative", _tensor_scalar_cumulative,
     _cumulative_values, writes_dst=True,
 )  # fmt: skip
-RECIPROCAL = Instruction("reciprocal", VECTOR, "reciprocal", _reciprocal, elementwise, dataflow=_flow.elementwise)
+RECIPROCAL = Instruction(
+    "reciprocal", VECTOR, "reciprocal", _reciprocal, elementwise, dataflow=_flow.elementwise
+)
 IOTA = Instruction("iota", GPSIMD, "iota", _iota, _iota_values)
 MEMSET = Instruction("memset", VECTOR, "memset", _memset, _memset_values)
 SEQUENCE_BOUNDS = Instruction(

@@ -37,6 +37,7 @@ from devkit.nki._buffers import hbm, par_dim, private_hbm, psum, sbuf, shared_hb
 from devkit.nki._isa_reduce import reduce
 from devkit.nki._limits import bfp16, fp32  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
+from devkit.sim import dataflow as _dataflow
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
@@ -691,6 +692,7 @@ def where(condition: Tensor, x: Any, y: Any, *, dtype: Any = None, mask: Any = N
         default_dtype=_dt.promote(*dts),
         mask=mask,
         bitwise=True,  # a select moves values: operands are read as stored, not through fp32
+        flow=_dataflow.select,
     )
 
 

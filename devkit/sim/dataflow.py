@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from devkit.sim.storage import Storage
-from devkit.sim.tensor import Tensor
+from devkit.sim.tensor import TOLERATING, Tensor
 from devkit.sim.unwritten import Taint, taint_of
 
 #: returned by a rule for a configuration it does not model: the instruction reads checked (an error)
@@ -143,11 +143,33 @@ def affine_select(s: Any, f: Flow) -> Masks:
     return [None if g is None else g & s.args]
 
 
+def select(
+    f: Flow, operands: list[Any], shape: tuple[int, ...], mask: np.ndarray | None
+) -> np.ndarray | None:
+    """``nl.where(c, x, y)``: only the chosen operand counts; a never-written condition makes its element
+    unknown (the form of :func:`devkit.sim.instr.elementwise`'s ``flow``)."""
+    c, x, y = operands
+    g_c, g_x, g_y = (f.operand(v, shape, mask) for v in (c, x, y))
+    if g_x is None and g_y is None:
+        return g_c
+    if not isinstance(c, Tensor):
+        cv = np.full(shape, bool(c))
+    else:
+        TOLERATING[0] += 1
+        try:
+            cv = np.broadcast_to(c.read().reshape(_aligned(c)), shape) != 0
+        finally:
+            TOLERATING[0] -= 1
+    out = g_c
+    for g, where in ((g_x, cv), (g_y, ~cv)):
+        if g is not None:
+            out = (g & where) if out is None else (out | (g & where))
+    return out
+
+
 def predicated_copy(s: Any, f: Flow) -> Masks:
     """``dst = src`` where the predicate holds, else ``dst`` unchanged: the chosen source counts, and a
     never-written predicate element makes its result unknown."""
-    from devkit.sim.tensor import TOLERATING
-
     sv, pr, d = s.reads
     marr, reverse = s.args
     TOLERATING[0] += 1
@@ -261,7 +283,7 @@ def activation(s: Any, f: Flow) -> Any:
     its operands; with a reduction, the rows of the accumulator register that fold in a never-written result
     are never-written, and so is ``reduce_res`` in those rows."""
     out = any_of([f.operand(x, s.shape, s.mask) for x in s.reads], s.shape)
-    bias, scale, pre, rname, rc, reduce_res = s.args
+    _bias, _scale, _pre, rname, rc, reduce_res = s.args
     p = s.shape[0]
     rows = None
     if out is not None:
@@ -280,7 +302,7 @@ def scalar_reduce(s: Any, f: Flow) -> Any:
     """``tensor_scalar_reduce``: an element-wise result, and its row reductions folded into the VectorE
     accumulator register by ``reduce_cmd`` (``reduce_res`` receives the register)."""
     t, o0, init = s.reads
-    reverse0, rc, rr, negate = s.args
+    _reverse0, rc, rr, _negate = s.args
     p = s.shape[0]
     out = any_of([f.operand(x, s.shape, s.mask) for x in (t, o0)], s.shape)
     rows = None if out is None else (out if s.mask is None else out & s.mask).reshape(p, -1).any(1)

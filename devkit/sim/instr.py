@@ -280,11 +280,14 @@ def elementwise(
     flops_per_elem: int = 1,
     out_buffer: str = "sbuf",
     moves: bool = False,
+    flow: Callable[..., np.ndarray | None] | None = None,
 ) -> Tensor:
     """Execute an element-wise instruction over tiles and scalars with NumPy-style broadcasting.
 
     ``moves``: the instruction only moves its one tile operand (a copy, ``fn`` the identity), so
-    never-written elements flow to the result instead of being an error (:mod:`devkit.sim.unwritten`)."""
+    never-written elements flow to the result instead of being an error (:mod:`devkit.sim.unwritten`).
+    ``flow``: the dataflow rule when it is not element-wise in every operand (:mod:`devkit.sim.dataflow`,
+    ``flow(f, operands, shape, mask)``: the result positions computed from never-written data)."""
     m = machine(api)
     loc = user_location()
     tiles = []
@@ -332,9 +335,14 @@ def elementwise(
             if garbage is not None:
                 garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
                 taint = src.st.taint
-        elif dataflow.dirty(tiles):  # element-wise: results computed from never-written data stay never-written
+        elif dataflow.dirty(
+            tiles
+        ):  # element-wise: results computed from never-written data stay never-written
             f = dataflow.Flow(loc)
-            garbage = dataflow.any_of([f.operand(x, shape, marr) for x in operands], shape)
+            if flow is None:
+                garbage = dataflow.any_of([f.operand(x, shape, marr) for x in operands], shape)
+            else:
+                garbage = flow(f, operands, shape, marr)
             taint = f.taint()
         with unwritten.tolerating() if (taint is not None and not moves) else _NO_CONTEXT:
             args = [value_of(x, shape, marr, to_float=not bitwise, check_init=not moves) for x in operands]

@@ -586,8 +586,11 @@ def _check_uninit(t: Tensor, u: np.ndarray, mask: np.ndarray | None) -> None:
         n = int(u.sum())
         st = t.st
         if st.taint is not None:
-            raise st.taint.observed(f"{n} element(s) of {st.describe()}", f"first at view position {list(pos)}")
-        raise UninitializedReadError(f"reading {n} element(s) of {unwritten_source(st)}, first at view position "
+            raise st.taint.observed(
+                f"{n} element(s) of {st.describe()}", f"first at view position {list(pos)}"
+            )
+        raise UninitializedReadError(
+            f"reading {n} element(s) of {unwritten_source(st)}, first at view position "
             f"{list(pos)}; initialise it (nl.zeros / memset) or write it before reading"
         )
 
@@ -598,7 +601,9 @@ def unwritten_source(st: Storage) -> str:
     fn, ln = st.origin
     moved = ""
     if st.garbage_from is not None:
-        moved = f" (a data movement at {st.garbage_from[0]}:{st.garbage_from[1]} copied never-written data in)"
+        moved = (
+            f" (a data movement at {st.garbage_from[0]}:{st.garbage_from[1]} copied never-written data in)"
+        )
     return f"{st.describe()} (allocated at {fn}:{ln}) that were never written{moved}"
 
 

@@ -1,4 +1,4 @@
-"""Never-written data: where it may flow, and where reading it is an ``uninitialized-read`` error.
+"""Never-written data: where it may flow, and where observing it is an ``uninitialized-read`` error.
 
 Memory a kernel allocates without values (``nl.ndarray``) holds garbage until it is written; the simulator
 tracks, per element, whether it was ever written (``Storage.uninit``, numerics runs only).  Real kernels move
@@ -12,11 +12,17 @@ written and then reads only the rows those columns became).  So the rule is wher
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
   ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv`` -- gives each
   destination element the written-state of the source element it receives, instead of raising.
-* **Every other read** of a never-written element stays an error at the reading statement: arithmetic,
-  activations, matmuls, reductions, selections, in-place updates, and DMA traffic with HBM (a never-written
-  element may not leave the kernel through an output, nor be parked in or loaded from HBM scratch).
-* A movement that reads **nothing but** never-written elements is an error too: nothing there was ever
-  written, so it cannot be the unused part of a partly written buffer.
+* A **computation** on never-written elements by an instruction with a dataflow rule
+  (:mod:`devkit.sim.dataflow`: element-wise, reductions, matmul, activation, selections...) is legal too:
+  the results the rule names become never-written, and the storage remembers the computation that first
+  consumed never-written data on the way (:class:`Taint`, ``Storage.taint``).  AWS's hardware-tested
+  ``attention_tkg`` computes on dead lanes this way.
+* An **observation** is the error: never-written data leaving through DMA traffic with HBM (an output, HBM
+  scratch; a never-written HBM element may not be loaded either), used as an index, offset or register, read
+  by an instruction without a dataflow rule (or a register holding such rows read by one), or moved when the
+  movement reads **nothing but** never-written elements (nothing there was ever written, so it cannot be the
+  unused part of a partly written buffer).  For computed garbage the error blames the taint's computation
+  (``.lineno``) and names the observing line.
 
 The decisions and their evidence are in ``docs/errors.md`` (``uninitialized-read``).
 """

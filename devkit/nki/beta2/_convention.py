@@ -286,6 +286,8 @@ def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
         g_old = g_old & add
         g = g_old if g is None else (g | g_old)
     if g is not None and g.any():
-        if g_old is None or not g_old.any() or taint is None:  # else: the earlier computation stays the origin
+        if (
+            g_old is None or not g_old.any() or taint is None
+        ):  # else: the earlier computation stays the origin
             taint = _unwritten.taint_of(result.st, loc)
         _unwritten.computed(dst, g, taint)

@@ -46,6 +46,7 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     average = getattr(op, "_nki_alu", None) == "average"  # nl.average: the add reduction divided by P
     ins = _b1_reduce.TENSOR_PARTITION_REDUCE
     s = _layer.step(api, ins.engine, ins.opcode)
+    s.flow = ins.dataflow
     ins.plan(s, np.add if average else op, data, dtype=d.dtype)
     _into(api, d, _layer.issue(s, _partition_average if average else ins.numerics))  # type: ignore[arg-type]
 
