@@ -346,3 +346,28 @@ def test_nl_where_counts_only_the_chosen_operand_and_nl_sum_reduces_garbage():
     # the garbage half is never chosen: summing all 64 columns is clean
     np.testing.assert_allclose(devkit.simulate(where_and_sum, A, False, True), got, rtol=1e-6)
     raises_uninit(where_and_sum, A, True, True)
+
+
+@nki2.jit
+def b2_register_carry(a, b, rows=96):
+    """Rows 96: of x never written: the first activation folds their garbage into the ScalarE accumulator
+    register; the second (clean data, ``reduce_cmd.reduce``) adds to it and writes it to ``reduce_res``."""
+    x = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(x[0:96, :], a[0:96, 0:32])
+    y = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(y, b)
+    e = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.activation(e, nl2.exp, x, reduce_op=nl2.add, reduce_cmd=nisa2.reduce_cmd.reset_reduce)  # <- blame
+    s = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.activation(e, nl2.exp, y, reduce_op=nl2.add, reduce_res=s, reduce_cmd=nisa2.reduce_cmd.reduce)
+    out = nl2.ndarray((rows, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    nisa2.dma_copy(out, s[0:rows, :])
+    return out
+
+
+def test_b2_accumulator_register_carries_garbage_rows_to_reduce_res():
+    got = nki2.simulate(b2_register_carry)(A, B)
+    want = np.exp(A[0:96, 0:32]).sum(1, keepdims=True) + np.exp(B[0:96]).sum(1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    err = raises_uninit_b2(b2_register_carry, A, B, 128)
+    assert "position [96, 0]" in str(err), err
