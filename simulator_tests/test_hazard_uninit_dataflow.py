@@ -371,3 +371,24 @@ def test_b2_accumulator_register_carries_garbage_rows_to_reduce_res():
     np.testing.assert_allclose(got, want, rtol=1e-5)
     err = raises_uninit_b2(b2_register_carry, A, B, 128)
     assert "position [96, 0]" in str(err), err
+
+
+@nki.jit
+def scan_partial(a, cols=40):
+    """Column 40 of x never written: the running scan is garbage from column 40 on."""
+    out = nl.ndarray((128, cols), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    x[:, 0:40] = nl.load(a[:, 0:40])
+    x[:, 41:64] = nl.load(a[:, 41:64])
+    ones = nl.full((128, 64), 1.0, dtype=nl.float32, buffer=nl.sbuf)
+    r = nisa.tensor_tensor_scan(ones, x, 0.0, nl.multiply, nl.add)  # <- blame
+    nl.store(out, value=r[:, 0:cols])
+    return out
+
+
+def test_scan_garbage_reaches_every_later_element():
+    np.testing.assert_allclose(
+        devkit.simulate(scan_partial, A), np.cumsum(A[:, 0:40], axis=1), rtol=1e-5, atol=1e-6
+    )
+    err = raises_uninit(scan_partial, A, 41)
+    assert "128 element(s)" in str(err) and "position [0, 40]" in str(err), err
