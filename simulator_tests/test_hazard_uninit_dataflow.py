@@ -392,3 +392,24 @@ def test_scan_garbage_reaches_every_later_element():
     )
     err = raises_uninit(scan_partial, A, 41)
     assert "128 element(s)" in str(err) and "position [0, 40]" in str(err), err
+
+
+@nki.jit
+def gather_by_computed_rows(data, idx, n=32):
+    """Row indices written for partitions 0:32; computed on (+1) for all 64; a gather of ``n`` rows."""
+    out = nl.ndarray((n, 64), dtype=data.dtype, buffer=nl.shared_hbm)
+    raw = nl.ndarray((64, 1), dtype=nl.int32, buffer=nl.sbuf)
+    raw[0:32, :] = nl.load(idx[0:32, :])
+    rows = nl.add(raw, 1, dtype=nl.int32)  # <- blame
+    i_p = nl.arange(n)[:, None]
+    i_f = nl.arange(64)[None, :]
+    x = nl.load(data[rows[i_p, 0], i_f])  # <- observed
+    nl.store(out, value=x)
+    return out
+
+
+def test_garbage_used_as_a_gather_index_is_an_error():
+    idx = (np.arange(64, dtype=np.int32) * 3 % 120).reshape(64, 1)
+    np.testing.assert_array_equal(devkit.simulate(gather_by_computed_rows, A, idx), A[idx[0:32, 0] + 1])
+    err = raises_uninit(gather_by_computed_rows, A, idx, 64)
+    names_observer(err, gather_by_computed_rows, "# <- observed")
