@@ -335,9 +335,7 @@ def elementwise(
             if garbage is not None:
                 garbage = np.broadcast_to(garbage.reshape(aligned_shape(src)), shape)
                 taint = src.st.taint
-        elif dataflow.dirty(
-            tiles
-        ):  # element-wise: results computed from never-written data stay never-written
+        elif dataflow.dirty(tiles):  # results computed from never-written data stay never-written
             f = dataflow.Flow(loc)
             if flow is None:
                 garbage = dataflow.any_of([f.operand(x, shape, marr) for x in operands], shape)
