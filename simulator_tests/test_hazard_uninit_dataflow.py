@@ -413,3 +413,25 @@ def test_garbage_used_as_a_gather_index_is_an_error():
     np.testing.assert_array_equal(devkit.simulate(gather_by_computed_rows, A, idx), A[idx[0:32, 0] + 1])
     err = raises_uninit(gather_by_computed_rows, A, idx, 64)
     names_observer(err, gather_by_computed_rows, "# <- observed")
+
+
+@nki2.jit
+def b2_causal_select(a, keep_garbage=False):
+    """Row p of x written on columns 0..p only (a causal mask's kept triangle); affine_select keeps
+    ``i - p <= 0`` (or, buggy, ``i - p >= 0``) and fills the rest with -inf."""
+    x = nl2.ndarray((32, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    for p in range(32):
+        nisa2.dma_copy(x[p : p + 1, 0 : p + 1], a[p : p + 1, 0 : p + 1])
+    y = nl2.ndarray((32, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    cmp = nl2.greater_equal if keep_garbage else nl2.less_equal
+    nisa2.affine_select(y, [[1, 32]], -1, x, -np.inf, cmp_op=cmp)  # <- blame
+    out = nl2.ndarray((32, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    nisa2.dma_copy(out, y)
+    return out
+
+
+def test_b2_affine_select_counts_only_the_chosen_source():
+    got = nki2.simulate(b2_causal_select)(A)
+    want = np.where(np.tril(np.ones((32, 32), bool)), A[0:32, 0:32], -np.inf)
+    np.testing.assert_array_equal(got, want)
+    raises_uninit_b2(b2_causal_select, A, True)
