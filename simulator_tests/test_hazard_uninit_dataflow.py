@@ -435,3 +435,23 @@ def test_b2_affine_select_counts_only_the_chosen_source():
     want = np.where(np.tril(np.ones((32, 32), bool)), A[0:32, 0:32], -np.inf)
     np.testing.assert_array_equal(got, want)
     raises_uninit_b2(b2_causal_select, A, True)
+
+
+@nki.jit
+def rewritten_then_moved(a):
+    """y once held computed garbage, then was wholly rewritten; garbage moved in later is not computed
+    garbage: storing it is blamed on the store, as before."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t[0:64, :] = nl.load(a[0:64, :])
+    y = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    y[...] = nl.exp(t)  # computed garbage in rows 64:, dead
+    y[...] = nl.load(a)  # wholly rewritten
+    y[...] = nl.copy(t)  # rows 64: never written again (moved in)
+    nl.store(out, value=y)  # <- blame
+    return out
+
+
+def test_a_rewritten_tile_forgets_its_old_origin():
+    err = raises_uninit(rewritten_then_moved, A)
+    assert "computed at" not in str(err) and "a data movement at" in str(err), err

@@ -134,11 +134,15 @@ def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved
             f"first at destination position {list(pos)}; never-written data may move between on-chip buffers "
             "but not into HBM -- write those elements first, or store only the written part"
         )
+    stale = st.uninit is None  # everything was written since any earlier garbage: its origin is stale
     dst.mark_unwritten(g)
     if src is not None and src.st.taint is not None:
         st.taint = src.st.taint  # computed garbage moved on: errors keep blaming its computation
-    elif moved_in:
-        st.garbage_from = user_location()
+    else:
+        if stale:
+            st.taint = None
+        if moved_in:
+            st.garbage_from = user_location()
 
 
 def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:
