@@ -455,3 +455,32 @@ def rewritten_then_moved(a):
 def test_a_rewritten_tile_forgets_its_old_origin():
     err = raises_uninit(rewritten_then_moved, A)
     assert "computed at" not in str(err) and "a data movement at" in str(err), err
+
+
+@nki2.jit
+def b2_register_then_rule_less(a, b, vector=False):
+    """Rows 96: of x never written fold into an accumulator register (the ScalarE's via activation, or the
+    VectorE's via tensor_scalar_reduce); then tensor_scalar_cumulative, which has no dataflow rule and uses
+    the VectorE register."""
+    x = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(x[0:96, :], a[0:96, 0:32])
+    e = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    if vector:
+        nisa2.tensor_scalar_reduce(e, x, nl2.multiply, 2.0, nl2.add)  # <- blame
+    else:
+        nisa2.activation(e, nl2.exp, x, reduce_op=nl2.add, reduce_cmd=nisa2.reduce_cmd.reset_reduce)
+    y = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(y, b)
+    c = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.tensor_scalar_cumulative(c, y, nl2.multiply, nl2.add, 2.0)  # <- observed
+    out = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    nisa2.dma_copy(out, c)
+    return out
+
+
+def test_b2_a_register_holding_garbage_rows_is_observed_by_an_instruction_without_a_rule():
+    got = nki2.simulate(b2_register_then_rule_less)(A, B)  # the ScalarE register: not what cumulative reads
+    np.testing.assert_allclose(got, np.cumsum(2 * B, axis=1), rtol=1e-5, atol=1e-5)
+    err = raises_uninit_b2(b2_register_then_rule_less, A, B, True)
+    names_observer(err, b2_register_then_rule_less, "# <- observed")
+    assert "the vector engine's accumulator register" in str(err), err

@@ -203,7 +203,7 @@ def _flow(s: Step, m: Machine, tiles: list[Tensor]) -> list | None:
     rule = s.flow
     if rule is None:
         if s.opcode in dataflow.ACC_OPCODES:
-            dataflow.check_registers(m)
+            dataflow.check_registers(m, s.opcode)
         return None
     if s.moves or not (
         dataflow.dirty(tiles) or (rule in dataflow.ACCUMULATING and dataflow.ACC_GARBAGE in m.accumulators)

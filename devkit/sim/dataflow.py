@@ -320,19 +320,26 @@ def scalar_reduce(s: Any, f: Flow) -> Any:
 
 #: rules that read or write an accumulator register: they also run while a register holds never-written rows
 ACCUMULATING: tuple[Rule, ...] = (activation, scalar_reduce)
-#: trace opcodes of instructions that may read an accumulator register (an instruction of these without a
-#: rule may not read one holding never-written rows)
-ACC_OPCODES = frozenset(
-    {"activation", "tensor_scalar_reduce", "tensor_scalar_cumulative", "select_reduce", "range_select"}
-)
+#: trace opcodes of instructions that may read an accumulator register -> the registers (by engine) they may
+#: read; an instruction of these without a rule may not read one holding never-written rows (``activation`` is
+#: also the opcode of NKI 0.x ``exponential``, which accumulates on the VectorE)
+ACC_OPCODES: dict[str, tuple[str, ...]] = {
+    "activation": ("scalar", "vector"),
+    "tensor_scalar_reduce": ("vector",),
+    "tensor_scalar_cumulative": ("vector",),
+    "select_reduce": ("vector",),
+    "range_select": ("vector",),
+}
 
 
-def check_registers(m: Any) -> None:
-    """An instruction without a dataflow rule that may read an accumulator register: an error when a register
-    holds never-written rows (blamed on the computation that put them there)."""
+def check_registers(m: Any, opcode: str) -> None:
+    """An instruction (trace ``opcode``) without a dataflow rule that may read an accumulator register: an error
+    when such a register holds never-written rows (blamed on the computation that put them there)."""
     regs = m.accumulators.get(ACC_GARBAGE)
     if regs:
         for engine, (rows, taint) in regs.items():
+            if engine not in ACC_OPCODES[opcode]:
+                continue
             raise taint.observed(
                 f"{int(np.count_nonzero(rows))} row(s) of the {engine} engine's accumulator register",
                 f"first at row {int(np.argmax(rows))}",
