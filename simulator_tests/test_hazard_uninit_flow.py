@@ -228,7 +228,14 @@ def exchange_odd_rows(a, consume_all=False, store_all=False):
 def test_sendrecv_carries_written_state_to_the_peer():
     a = A[0:5, 0:8].copy()
     np.testing.assert_array_equal(nki2.simulate(exchange_odd_rows[2])(a), a)
-    raises_uninit_b2(exchange_odd_rows, a, True, lnc=2)
+    # computing on the received garbage row is legal while its result stays unused (dead garbage)
+    np.testing.assert_array_equal(nki2.simulate(exchange_odd_rows[2])(a, True), a)
+    # storing that result is the error, blamed on the computation that first consumed the garbage
+    err = raises_uninit_b2(exchange_odd_rows, a, True, True, lnc=2)
+    want = line_of(exchange_odd_rows, "# <- garbage stored")
+    assert f"computed at line {err.lineno}" in str(err) and f"reaches HBM at {err.filename}:{want}" in str(
+        err
+    ), err
 
 
 def test_sendrecv_garbage_stored_to_an_output_is_an_error():
@@ -245,7 +252,7 @@ def test_sendrecv_garbage_stored_to_an_output_is_an_error():
 
 
 @nki2.jit
-def nonzero_of_scattered_columns(a, n_cols=8, consume_all=False):
+def nonzero_of_scattered_columns(a, n_cols=8, consume_all=False, store_row=False):
     """Columns 0, 16, ... of a [128, 128] tile hold the input's first ``n_cols`` columns; a TensorE transpose
     (``is_transpose``) turns them into partitions 0, 16, ...; ``nonzero_with_count`` reads only those."""
     spread = nl2.ndarray((128, 128), dtype=nl2.float32, buffer=nl2.sbuf)
@@ -263,6 +270,8 @@ def nonzero_of_scattered_columns(a, n_cols=8, consume_all=False):
     out = nl2.ndarray((n_cols, 129), dtype=nl2.int32, buffer=nl2.shared_hbm)
     for c in range(n_cols):
         nisa2.dma_copy(out[c : c + 1, :], found[c * 16 : c * 16 + 1, :])
+    if store_row:  # partition 1 of rows is never-written (a garbage column of spread)
+        nisa2.dma_copy(out[0:1, 0:128], rows[1:2, :])
     return out
 
 
@@ -283,7 +292,11 @@ def test_find_nonzero_pattern_with_scattered_columns():
     for n in (8, 4):  # 4 columns: cores 64..112 compute on never-written partitions, whose results go unused
         got = nki2.simulate(nonzero_of_scattered_columns)(a, n)
         np.testing.assert_array_equal(got, _nonzero_reference(a, n))
-    raises_uninit_b2(nonzero_of_scattered_columns, a, 8, True)
+    # computing on the never-written partitions of rows is legal: nonzero_with_count reads only partitions
+    # 0, 16, ..., which hold data (dead garbage)
+    got = nki2.simulate(nonzero_of_scattered_columns)(a, 8, True)
+    np.testing.assert_array_equal(got, _nonzero_reference(a + 1.0, 8))
+    raises_uninit_b2(nonzero_of_scattered_columns, a, 8, True, True)  # a garbage result stored
 
 
 @nki2.jit

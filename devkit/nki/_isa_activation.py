@@ -26,6 +26,7 @@ from devkit.nki._isa_common import (
     reduce_cmd,
 )
 from devkit.nki._isa_layer import Instruction, Step, execute
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import SCALAR
@@ -186,12 +187,21 @@ def _activation_values(s: Step) -> np.ndarray:
 
 # ---- the declarations ---------------------------------------------------------------------------------------
 
-ACTIVATION = Instruction("activation", SCALAR, "activation", _activation_plan, _activation_values)
+ACTIVATION = Instruction(
+    "activation", SCALAR, "activation", _activation_plan, _activation_values, dataflow=_flow.activation
+)
 ACTIVATION_REDUCE = Instruction(
-    "activation_reduce", SCALAR, "activation", _activation_reduce, _activation_values
+    "activation_reduce",
+    SCALAR,
+    "activation",
+    _activation_reduce,
+    _activation_values,
+    dataflow=_flow.activation,
 )
 #: the ScalarE instruction with every control (``activate2``'s ALU pre-steps and ``relu_param`` included)
-SCALAR_ENGINE = Instruction("activation", SCALAR, "activation", _scalar_engine, _activation_values)
+SCALAR_ENGINE = Instruction(
+    "activation", SCALAR, "activation", _scalar_engine, _activation_values, dataflow=_flow.activation
+)
 
 
 def _activation(api: str, *args: Any, **kwargs: Any) -> Tensor:

@@ -38,6 +38,7 @@ from devkit.nki._isa_common import (
 )
 from devkit.nki._isa_layer import WRITTEN, Instruction, Step, elementwise, run
 from devkit.nki._limits import fp32
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.index import MaskExpr
@@ -135,6 +136,7 @@ def _affine_select(
         raise KernelArgumentError(f"{api}: on_false_value must be a scalar")
     fv = np.float32(on_false_value)
     vector_step(s, lambda x: np.where(parr, x, fv), [t], shape, dtype, mask, False, {})
+    s.args = parr  # (the dataflow rule: only chosen elements count)
 
 
 def _range_select(
@@ -334,15 +336,19 @@ def _gather_values(s: Step) -> np.ndarray:
 
 # ---- the declarations ---------------------------------------------------------------------------------------
 
-TENSOR_COPY = Instruction("tensor_copy", VECTOR, "tensor_copy", _tensor_copy, elementwise)
+TENSOR_COPY = Instruction(
+    "tensor_copy", VECTOR, "tensor_copy", _tensor_copy, elementwise, dataflow=_flow.elementwise
+)  # moves: the rule applies to a converting copy only
 TENSOR_COPY_DYNAMIC_SRC = Instruction(
     "tensor_copy_dynamic_src", VECTOR, "tensor_copy_dynamic", _tensor_copy_dynamic_src, elementwise
 )
 TENSOR_COPY_PREDICATED = Instruction(
     "tensor_copy_predicated", VECTOR, "tensor_copy_predicated", _tensor_copy_predicated, _predicated_values,
-    writes_dst=True,
+    writes_dst=True, dataflow=_flow.predicated_copy,
 )  # fmt: skip
-AFFINE_SELECT = Instruction("affine_select", GPSIMD, "affine_select", _affine_select, elementwise)
+AFFINE_SELECT = Instruction(
+    "affine_select", GPSIMD, "affine_select", _affine_select, elementwise, dataflow=_flow.affine_select
+)
 RANGE_SELECT = Instruction("range_select", VECTOR, "range_select", _range_select, _range_select_values)
 SELECT_REDUCE = Instruction(
     "select_reduce", VECTOR, "select_reduce", _select_reduce, _select_reduce_values, writes_dst=True

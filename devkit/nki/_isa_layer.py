@@ -23,8 +23,8 @@ import numpy as np
 
 from devkit import dtypes as _dt
 from devkit.errors import user_location
+from devkit.sim import dataflow, unwritten
 from devkit.sim import instr as _x
-from devkit.sim import unwritten
 from devkit.sim.machine import Machine
 from devkit.sim.tensor import Tensor
 
@@ -48,6 +48,8 @@ class Step:
     error, :mod:`devkit.sim.unwritten`), and ``args``: what the numerics needs beyond the operands.  Set by the
     numerics: ``garbage`` (the result positions that received never-written data, kept never-written).
     A plan that sets ``buffer=None`` declares no tile result (the instruction changes engine state only).
+    ``flow``: the instruction's dataflow rule (:mod:`devkit.sim.dataflow`; from its declaration, or set by a
+    front end that writes an instruction out), or None: then reading a never-written element is an error.
     """
 
     __slots__ = (
@@ -65,6 +67,7 @@ class Step:
         "evacuate",
         "exact",
         "flops",
+        "flow",
         "fn",
         "garbage",
         "loc",
@@ -100,6 +103,7 @@ class Step:
         self.fn: Any = None
         self.moves = False
         self.garbage: np.ndarray | None = None
+        self.flow: dataflow.Rule | None = None
 
 
 #: ``plan(step, *public arguments)``: checks the operands and fills in ``step``
@@ -110,7 +114,9 @@ Numerics = Callable[[Step], Any]
 
 @dataclass(frozen=True)
 class Instruction:
-    """One NeuronCore instruction: name, default engine and trace opcode (its cost class), plan, numerics."""
+    """One NeuronCore instruction: name, default engine and trace opcode (its cost class), plan, numerics, and
+    its dataflow rule (:mod:`devkit.sim.dataflow`: which results are computed from never-written inputs; None:
+    reading a never-written element is an error at the instruction)."""
 
     name: str
     engine: str
@@ -118,12 +124,14 @@ class Instruction:
     plan: Plan
     numerics: Numerics
     writes_dst: bool = False  # the Beta-1 instruction updates a destination in place and returns None
+    dataflow: dataflow.Rule | None = None
 
 
 def execute(ins: Instruction, api: str, args: tuple, kwargs: dict) -> Tensor | None:
     """Run ``ins`` on the Beta-1 arguments ``args``/``kwargs``: the new result tile, or None in place."""
     m = _x.machine(api)
     s = Step(api, m, user_location(), ins.engine, ins.opcode)
+    s.flow = ins.dataflow
     ins.plan(s, *args, **kwargs)
     return issue(s, ins.numerics)
 
@@ -167,12 +175,51 @@ def issue(s: Step, numerics: Numerics) -> Tensor | None:
         return None
     if s.evacuate and s.mask is None and not s.bit and _x._waits_for_chain(m, tiles[0], s.shape):
         return _x._commit_evacuation(m, pend, out, tiles[0], s.fn, s.dtype)
-    vals = numerics(s)
+    masks = _flow(s, m, tiles)
+    if masks is None:
+        vals = numerics(s)
+        taint = None  # a movement carries its source's taint (never-written data computed on upstream)
+        if s.garbage is not None:
+            taint = next((t.st.taint for t in tiles if t.st.taint is not None), None)
+        garbage = s.garbage
+    else:  # computing on never-written data: legal, the results the rule names become never-written
+        with unwritten.tolerating():  # (the rule saw every read: the numerics need not check them again)
+            vals = numerics(s)
+        taint = masks.pop()
+        garbage = masks[0] if taint is not None else None
     if dst is None:
-        return _x.commit(m, pend, out, vals, s.mask, exact=s.exact, garbage=s.garbage)
-    if vals is not WRITTEN:
-        dst.write(vals if s.exact else _dt.round_to(vals, dst.dtype), s.mask)
-    return None
+        res = _x.commit(m, pend, out, vals, s.mask, exact=s.exact, garbage=garbage, taint=taint)
+    else:
+        if vals is not WRITTEN:
+            dst.write(vals if s.exact else _dt.round_to(vals, dst.dtype), s.mask)
+        if garbage is not None:
+            unwritten.computed(dst, garbage if s.mask is None else garbage & s.mask, taint)
+        res = None
+    if masks is not None and taint is not None:
+        for t, g in zip(s.also, masks[1:]):
+            unwritten.computed(t, g, taint)
+    return res
+
+
+def _flow(s: Step, m: Machine, tiles: list[Tensor]) -> list | None:
+    """When ``s`` reads a storage holding never-written elements and has a dataflow rule: the rule's masks (one
+    per output) followed by the taint their garbage carries (None when the regions read hold none); None
+    otherwise (the fast path: a never-written read, if any, is then an error).  An accumulator register holding
+    never-written rows may not be read by an instruction without a rule."""
+    rule = s.flow
+    if rule is None:
+        if s.opcode in dataflow.ACC_OPCODES:
+            dataflow.check_registers(m, s.opcode)
+        return None
+    if s.moves or not (
+        dataflow.dirty(tiles) or (rule in dataflow.ACCUMULATING and dataflow.ACC_GARBAGE in m.accumulators)
+    ):
+        return None
+    f = dataflow.Flow(s.loc)
+    masks = rule(s, f)
+    if masks is dataflow.NO_RULE:
+        return None
+    return [*masks, f.taint()]  # (taint None: nothing never-written in the regions read)
 
 
 def _effect(s: Step, numerics: Numerics) -> None:

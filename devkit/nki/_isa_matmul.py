@@ -21,6 +21,7 @@ from devkit.nki._isa_common import (
     engine,
 )
 from devkit.nki._isa_layer import Instruction, Step, execute
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.deferred import Product
@@ -246,8 +247,8 @@ def _transpose_values(s: Step) -> np.ndarray:
 
 # ---- the declarations ---------------------------------------------------------------------------------------
 
-MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _matmul_core, _matmul_values)
-NC_MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _nc_matmul, _matmul_values)
+MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _matmul_core, _matmul_values, dataflow=_flow.matmul)
+NC_MATMUL = Instruction("nc_matmul", TENSOR, "nc_matmul", _nc_matmul, _matmul_values, dataflow=_flow.matmul)
 NC_TRANSPOSE = Instruction("nc_transpose", TENSOR, "nc_transpose", _nc_transpose, _transpose_values)
 
 

@@ -24,6 +24,7 @@ from devkit.errors import user_location
 from devkit.nki import _alu
 from devkit.nki._alu import _ALU_ALIASES, ACTIVATIONS, ALU, _require_int
 from devkit.nki._isa_layer import Instruction, Step, execute
+from devkit.sim import dataflow
 from devkit.sim import instr as _x
 from devkit.sim.races import REDUCE_CLASS
 from devkit.sim.tensor import Tensor
@@ -94,7 +95,7 @@ def unary(name: str, fn: Callable[..., Any], engine: str, opcode: str) -> Instru
     plan.__doc__ = (
         f"Element-wise {name} of a tile ({'ScalarE activation' if engine == SCALAR else 'VectorE'})."
     )
-    return Instruction(name, engine, opcode, plan, broadcasting)
+    return Instruction(name, engine, opcode, plan, broadcasting, dataflow=dataflow.elementwise)
 
 
 def _invert(s: Step, x: Tensor, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> None:
@@ -149,7 +150,7 @@ def binary(
         _plan(s, fn, [x, y], dtype, default, mask, bitwise, attrs)
 
     plan.__doc__ = f"Element-wise {name} of two tiles, or a tile and a scalar (NumPy broadcasting)."
-    return Instruction(name, engine, "tensor_tensor", plan, broadcasting)
+    return Instruction(name, engine, "tensor_tensor", plan, broadcasting, dataflow=dataflow.elementwise)
 
 
 def _where(
@@ -219,9 +220,11 @@ _ACTIVATION_UNARY = {
 _VECTOR_UNARY = {"negative": np.negative, "trunc": np.trunc, "floor": np.floor, "ceil": np.ceil}
 
 COPY = Instruction("copy", VECTOR, "tensor_copy", _copy, broadcasting)
-INVERT = Instruction("invert", VECTOR, "tensor_scalar", _invert, broadcasting)
-LOGICAL_NOT = Instruction("logical_not", VECTOR, "tensor_scalar", _logical_not, broadcasting)
-WHERE = Instruction("where", VECTOR, "select", _where, broadcasting)
+INVERT = Instruction("invert", VECTOR, "tensor_scalar", _invert, broadcasting, dataflow=dataflow.elementwise)
+LOGICAL_NOT = Instruction(
+    "logical_not", VECTOR, "tensor_scalar", _logical_not, broadcasting, dataflow=dataflow.elementwise
+)
+WHERE = Instruction("where", VECTOR, "select", _where, broadcasting, dataflow=dataflow.where)
 
 UNARY = (
     *(unary(n, f, SCALAR, "activation") for n, f in _ACTIVATION_UNARY.items()),
@@ -312,7 +315,9 @@ def _on_behalf(
 
 #: an element-wise instruction the kernel did not call by name: an augmented assignment, one ``nl.loop_reduce``
 #: iteration, a copy the compiler inserts (the caller gives the engine and opcode)
-ON_BEHALF = Instruction("elementwise", VECTOR, "tensor_tensor", _on_behalf, broadcasting)
+ON_BEHALF = Instruction(
+    "elementwise", VECTOR, "tensor_tensor", _on_behalf, broadcasting, dataflow=dataflow.elementwise
+)
 
 
 def elementwise(

@@ -36,6 +36,7 @@ from devkit.nki._isa_common import (
     reduce_cmd as _reduce_cmd,
 )
 from devkit.nki._isa_layer import Instruction, Step, execute
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim.tensor import Tensor
 from devkit.trace import GPSIMD, VECTOR
@@ -427,20 +428,26 @@ def _nc_match_replace8(
 
 # ---- the declarations ---------------------------------------------------------------------------------------
 
-FREE_REDUCE = Instruction("tensor_reduce", VECTOR, "tensor_reduce", _free_reduce, _free_reduce_values)
-TENSOR_REDUCE = Instruction("tensor_reduce", VECTOR, "tensor_reduce", _tensor_reduce, _free_reduce_values)
+FREE_REDUCE = Instruction(
+    "tensor_reduce", VECTOR, "tensor_reduce", _free_reduce, _free_reduce_values, dataflow=_flow.free_reduce
+)
+TENSOR_REDUCE = Instruction(
+    "tensor_reduce", VECTOR, "tensor_reduce", _tensor_reduce, _free_reduce_values, dataflow=_flow.free_reduce
+)
 TENSOR_PARTITION_REDUCE = Instruction(
     "tensor_partition_reduce", GPSIMD, "tensor_partition_reduce", _tensor_partition_reduce,
-    _partition_reduce_values,
+    _partition_reduce_values, dataflow=_flow.partition_reduce,
 )  # fmt: skip
 TENSOR_SCALAR_REDUCE = Instruction(
-    "tensor_scalar_reduce", VECTOR, "tensor_scalar_reduce", _tensor_scalar_reduce, _scalar_reduce_values
-)
+    "tensor_scalar_reduce", VECTOR, "tensor_scalar_reduce", _tensor_scalar_reduce, _scalar_reduce_values,
+    dataflow=_flow.scalar_reduce,
+)  # fmt: skip
 #: ``tensor_scalar_reduce`` with the accumulator controls NKI 0.x exposes (``reduce_cmd``, ``reduce_init``,
 #: ``reduce_res_negate``): the instruction the Beta-2 adapter runs
 ACCUMULATING_SCALAR_REDUCE = Instruction(
-    "tensor_scalar_reduce", VECTOR, "tensor_scalar_reduce", _accumulating_scalar_reduce, _scalar_reduce_values
-)
+    "tensor_scalar_reduce", VECTOR, "tensor_scalar_reduce", _accumulating_scalar_reduce, _scalar_reduce_values,
+    dataflow=_flow.scalar_reduce,
+)  # fmt: skip
 BN_STATS = Instruction("bn_stats", VECTOR, "bn_stats", _bn_stats, _bn_stats_values)
 BN_AGGR = Instruction("bn_aggr", VECTOR, "bn_aggr", _bn_aggr, _bn_aggr_values)
 MAX8 = Instruction("max8", VECTOR, "max8", _max8, _max8_values)

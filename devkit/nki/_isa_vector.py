@@ -36,6 +36,7 @@ from devkit.nki._isa_common import (
     vector_step,
 )
 from devkit.nki._isa_layer import Instruction, Step, elementwise
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim.index import IndexExpr
 from devkit.sim.tensor import Tensor
@@ -363,25 +364,32 @@ def _dropout(s: Step, data: Tensor, prob: Any, *, mask: Any = None, dtype: Any =
 
 # ---- the declarations ---------------------------------------------------------------------------------------
 
-TENSOR_TENSOR = Instruction("tensor_tensor", VECTOR, "tensor_tensor", _tensor_tensor, elementwise)
-TENSOR_SCALAR = Instruction("tensor_scalar", VECTOR, "tensor_scalar", _tensor_scalar, elementwise)
-SCALAR_TENSOR_TENSOR = Instruction(
-    "scalar_tensor_tensor", VECTOR, "scalar_tensor_tensor", _scalar_tensor_tensor, elementwise
+TENSOR_TENSOR = Instruction(
+    "tensor_tensor", VECTOR, "tensor_tensor", _tensor_tensor, elementwise, dataflow=_flow.elementwise
 )
+TENSOR_SCALAR = Instruction(
+    "tensor_scalar", VECTOR, "tensor_scalar", _tensor_scalar, elementwise, dataflow=_flow.elementwise
+)
+SCALAR_TENSOR_TENSOR = Instruction(
+    "scalar_tensor_tensor", VECTOR, "scalar_tensor_tensor", _scalar_tensor_tensor, elementwise,
+    dataflow=_flow.elementwise,
+)  # fmt: skip
 TENSOR_TENSOR_SCAN = Instruction(
-    "tensor_tensor_scan", VECTOR, "tensor_tensor_scan", _tensor_tensor_scan, _scan_values
+    "tensor_tensor_scan", VECTOR, "tensor_tensor_scan", _tensor_tensor_scan, _scan_values, dataflow=_flow.scan
 )
 TENSOR_SCALAR_CUMULATIVE = Instruction(
     "tensor_scalar_cumulative", VECTOR, "tensor_scalar_cumulative", _tensor_scalar_cumulative,
     _cumulative_values, writes_dst=True,
 )  # fmt: skip
-RECIPROCAL = Instruction("reciprocal", VECTOR, "reciprocal", _reciprocal, elementwise)
+RECIPROCAL = Instruction(
+    "reciprocal", VECTOR, "reciprocal", _reciprocal, elementwise, dataflow=_flow.elementwise
+)
 IOTA = Instruction("iota", GPSIMD, "iota", _iota, _iota_values)
 MEMSET = Instruction("memset", VECTOR, "memset", _memset, _memset_values)
 SEQUENCE_BOUNDS = Instruction(
     "sequence_bounds", GPSIMD, "sequence_bounds", _sequence_bounds, _sequence_bounds_values
 )
-DROPOUT = Instruction("dropout", VECTOR, "dropout", _dropout, elementwise)
+DROPOUT = Instruction("dropout", VECTOR, "dropout", _dropout, elementwise, dataflow=_flow.elementwise)
 
 #: the family's public Beta-1 instructions (:mod:`devkit.nki.isa` generates their functions)
 INSTRUCTIONS = (

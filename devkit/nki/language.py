@@ -32,6 +32,7 @@ from devkit.nki._isa_reduce import reduce
 from devkit.nki._limits import bfp16, fp32  # noqa: F401
 from devkit.nki._tilesize import tile_size  # noqa: F401
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.index import GridIndex, IndexExpr, MaskExpr, arange, ds, mgrid  # noqa: F401
 from devkit.sim.storage import HBM_BUFFERS
 from devkit.sim.tensor import Tensor
@@ -368,6 +369,8 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     if m.numerics and marr is None and _x.defer_store(m, v, dst):
         return
     if m.numerics:
+        if v.st.taint is not None:  # results computed from never-written data reaching HBM (blamed on that)
+            _unwritten.moved(v, to_chip=False)
         vals = v.read(None)
         vals = (
             vals.reshape(dst.shape)

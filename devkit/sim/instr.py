@@ -197,6 +197,7 @@ def commit(
     exact: bool = False,
     immutable: bool = False,
     garbage: np.ndarray | None = None,
+    taint: Any = None,
 ) -> Tensor:
     """Write an instruction's fp32 results into its (temporary) output and remember them for retargeting.
 
@@ -204,7 +205,9 @@ def commit(
     rounding pass is needed.  ``immutable``: ``values`` is a view of memory no instruction can write (a
     kernel input), so the tile may keep the view instead of a copy until the tile itself is written.
     ``garbage``: the result positions (output shape) a data movement filled with never-written data
-    (:func:`devkit.sim.unwritten.moved`); they stay never-written in the output.
+    (:func:`devkit.sim.unwritten.moved`), or computed from never-written data (:mod:`devkit.sim.dataflow`);
+    they stay never-written in the output.  ``taint``: where such data was first computed on
+    (:class:`devkit.sim.unwritten.Taint`), when it was.
     """
     p.exact = out.dtype if exact else None  # type: ignore[attr-defined]
     st = out.st
@@ -215,6 +218,8 @@ def commit(
             p.raw = values  # type: ignore[attr-defined]
             p.mask = None  # type: ignore[attr-defined]
             out._fresh = p
+            if garbage is not None:
+                _garbage_into(out, garbage, taint)
             return out
         values = values.result()
     data = st.data
@@ -240,7 +245,7 @@ def commit(
         else:
             out.write(vals, mask)
         if garbage is not None:
-            unwritten.carry(out, garbage if mask is None else garbage & mask)
+            _garbage_into(out, garbage if mask is None else garbage & mask, taint)
         p.raw = v  # type: ignore[attr-defined]
     else:
         out.mark_written()
@@ -248,6 +253,14 @@ def commit(
     p.mask = mask  # type: ignore[attr-defined]
     out._fresh = p
     return out
+
+
+def _garbage_into(out: Tensor, g: np.ndarray, taint: Any) -> None:
+    """``out``'s positions ``g`` received never-written data: computed from it (``taint``) or moved."""
+    if taint is not None:
+        unwritten.computed(out, g, taint)
+    else:
+        unwritten.carry(out, g)
 
 
 # ---- generic elementwise -----------------------------------------------------------------------------
@@ -590,14 +603,15 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
     attrs["accumulate"] = True
     p.attrs = attrs
     if m.numerics:
-        value.check_written()  # adding a moved result that carries never-written data computes on it
+        gv = unwritten.result_of(value)  # adding never-written results computes on them: they stay so
         raw = getattr(p, "raw", None)
         if raw is None:
             raw = value.read(check_init=False)
         pmask = getattr(p, "mask", None)
         st = dst.st
         if (
-            pmask is None
+            gv is None
+            and pmask is None
             and st.uninit is None
             and st.lazy is None
             and st._data is not None
@@ -619,16 +633,46 @@ def _accumulate_matmul(m: Machine, p: Pending, value: Tensor, dst: Tensor, loc: 
         if isinstance(raw, Deferred):
             raw = raw.result()
         old = dst.read(check_init=False)
+        u = None
         if dst.st.uninit is not None:
             # the first matmul of an accumulation group overwrites (hardware zeroes the group)
             u = _uninit_of(dst)
+            u = None if u is None else np.array(u)  # (a view of the flags the write below clears)
             if u is not None and u.any():
                 old = np.where(u, 0.0, old)
         vals = old + _fit(raw, dst.shape)
         pm = None if pmask is None else _fit(pmask, dst.shape)
+        taint = dst.st.taint
         dst.write(dt.round_to(vals, dst.dtype), pm)
+        if gv is not None or (taint is not None and u is not None):
+            _accumulated_garbage(dst, value, gv, u, taint, pm, loc)
     else:
         dst.mark_written()
+
+
+def _accumulated_garbage(
+    dst: Tensor,
+    value: Tensor,
+    gv: np.ndarray | None,
+    u: np.ndarray | None,
+    dst_taint: Any,
+    pm: np.ndarray | None,
+    loc: tuple[str, int],
+) -> None:
+    """After ``dst += value`` in PSUM: the sums of never-written results ``gv`` stay never-written, and so do
+    never-written elements ``u`` ``dst`` held when they are results computed from never-written data (their
+    storage has a taint; elements never written at all were overwritten by the group's first matmul).  A
+    per-storage taint cannot tell the two kinds apart: such a ``dst`` keeps ``u`` never-written."""
+    g = None if gv is None else _fit(gv, dst.shape)
+    if dst_taint is not None and u is not None:
+        g = u if g is None else (g | u)
+    if g is None:
+        return
+    if dst_taint is not None and u is not None and u.any():
+        taint = dst_taint  # the accumulation group already held computed garbage: the earlier computation
+    else:
+        taint = unwritten.taint_of(value.st, loc)
+    unwritten.computed(dst, g if pm is None else g & pm, taint)
 
 
 def _uninit_of(t: Tensor) -> np.ndarray | None:

@@ -43,7 +43,8 @@ class Storage:
     or is ``None`` in cost-only runs.  ``uninit`` is a boolean array marking elements never written
     (``None`` once everything was written, or when not tracked); a data movement may carry never-written
     elements into another storage (:mod:`devkit.sim.unwritten`), which then records where in
-    ``garbage_from``.
+    ``garbage_from``; an instruction that computes on never-written elements gives its results the
+    never-written state too and records the computation in ``taint``.
     """
 
     __slots__ = (
@@ -71,6 +72,7 @@ class Storage:
         "par_axis",
         "shape",
         "spilled",
+        "taint",
         "tile_bytes",
         "uninit",
         "written",
@@ -103,6 +105,9 @@ class Storage:
         self.n_uninit = 0
         # where a data movement last copied never-written elements in (devkit.sim.unwritten), for messages
         self.garbage_from: tuple[str, int] | None = None
+        # where a computation first consumed never-written data on the way into this storage
+        # (a devkit.sim.unwritten.Taint; the line an error about its garbage blames), or None
+        self.taint: Any = None
         # values not yet copied into ``data``: an array, or a Deferred value (see materialize)
         self.lazy: np.ndarray | Deferred | None = None
         self.name = name

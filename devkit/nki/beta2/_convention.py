@@ -28,6 +28,7 @@ from devkit.nki._isa_layer import Instruction
 from devkit.nki.beta2 import views as _views
 from devkit.nki.beta2.targets import machine_at_least as _machine_at_least  # noqa: F401  (used by the adapters)
 from devkit.sim import instr as _x
+from devkit.sim import unwritten as _unwritten
 from devkit.sim.deferred import Deferred
 from devkit.sim.storage import HBM_BUFFERS, Storage
 from devkit.sim.tensor import Tensor
@@ -339,7 +340,7 @@ def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
     if not m.numerics:
         dst.mark_written()
         return
-    result.check_written()  # adding a moved result that carries never-written data computes on it
+    gv = _unwritten.result_of(result)  # adding never-written results computes on them: they stay so
     raw = p.raw  # type: ignore[union-attr]
     if isinstance(raw, Deferred):
         raw = raw.result()
@@ -347,4 +348,17 @@ def _add_where(dst: Tensor, result: Tensor, add: np.ndarray) -> None:
         raw = result.read(check_init=False)
     new = np.asarray(raw, dtype=np.float32).reshape(dst.shape)
     old = dst.read(check_init=False).astype(np.float32)
+    g_old = dst.unwritten() if dst.st.uninit is not None else None
+    taint = dst.st.taint
     dst.write(_dt.round_to(np.where(add, old + new, new), dst.dtype))
+    # never-written elements of dst the matmul adds to (rather than overwrites) stay never-written
+    g = None if gv is None else gv.reshape(dst.shape)
+    if g_old is not None:
+        g_old = g_old & add
+        g = g_old if g is None else (g | g_old)
+    if g is not None and g.any():
+        if (
+            g_old is None or not g_old.any() or taint is None
+        ):  # else: the earlier computation stays the origin
+            taint = _unwritten.taint_of(result.st, loc)
+        _unwritten.computed(dst, g, taint)

@@ -49,6 +49,7 @@ def tensor_partition_reduce(dst: Any, op: Any, data: Any, name: Any = None) -> N
     average = getattr(op, "_nki_alu", None) == "average"  # nl.average: the add reduction divided by P
     ins = _b1_reduce.TENSOR_PARTITION_REDUCE
     s = _layer.step(api, ins.engine, ins.opcode)
+    s.flow = ins.dataflow
     ins.plan(s, np.add if average else op, data, dtype=d.dtype)
     _into(api, d, _layer.issue(s, _partition_average if average else ins.numerics))  # type: ignore[arg-type]
 
@@ -166,13 +167,24 @@ def affine_select(
     _check_fit(api, d, shape)
     s.shape, s.dtype, s.reads, s.flops = shape, d.dtype, [t], t.size
     s.args = (op, v, on_false_value)
+    s.flow = _affine_select_flow
     _into(api, d, _layer.issue(s, _affine_select_values))  # type: ignore[arg-type]
 
 
+def _affine_kept(s: _layer.Step) -> np.ndarray:
+    op, v, _ = s.args
+    return ALU[op](v.astype(np.float32), np.float32(0)) != 0
+
+
 def _affine_select_values(s: _layer.Step) -> np.ndarray:
-    op, v, on_false_value = s.args
-    keep = ALU[op](v.astype(np.float32), np.float32(0)) != 0
-    return np.where(keep, s.reads[0].read().astype(np.float32).reshape(s.shape), np.float32(on_false_value))
+    keep = _affine_kept(s)
+    return np.where(keep, s.reads[0].read().astype(np.float32).reshape(s.shape), np.float32(s.args[2]))
+
+
+def _affine_select_flow(s: _layer.Step, f: Any) -> list[np.ndarray | None]:
+    """The dataflow rule (:mod:`devkit.sim.dataflow`): only the elements of ``on_true_tile`` chosen count."""
+    g = f.tile(s.reads[0])
+    return [None if g is None else g.reshape(s.shape) & _affine_kept(s)]
 
 
 @_strict

@@ -1,0 +1,352 @@
+"""Definedness propagation: which results of an instruction are computed from never-written data.
+
+An instruction of the instruction layer (:mod:`devkit.nki._isa_layer`) may declare a *dataflow rule*: given
+the step of one execution (its operands, shape, mask, arguments), the rule says which positions of each
+output (the result or ``dst``, then ``step.also`` in order) are computed from a never-written input element.
+When an instruction with a rule reads never-written elements, it computes (on whatever the memory holds) and
+those output positions become never-written too, remembering where the garbage was first computed on
+(:class:`devkit.sim.unwritten.Taint`); the error comes only when such data is *observed* -- stored to HBM,
+used as an index or register, moved when nothing else is, or read by an instruction without a rule
+(:mod:`devkit.sim.unwritten`).  Valgrind's memcheck does the same for CPU code.
+
+Only instructions that read a never-written element pay for this: :func:`dirty` is the fast check.  A rule
+returns :data:`NO_RULE` for a configuration it does not cover; the instruction then reads checked, as an
+instruction without a rule does (an error at that line -- conservative, never a wrong answer).
+
+The rules here are the dataflow *classes*; each instruction names its class in its declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from devkit.sim.storage import Storage
+from devkit.sim.tensor import TOLERATING, Tensor
+from devkit.sim.unwritten import Taint, taint_of
+
+#: returned by a rule for a configuration it does not model: the instruction reads checked (an error)
+NO_RULE = object()
+
+#: key of the machine's accumulator registers (``m.accumulators``, per LNC program) under which the rows that
+#: hold never-written results are kept, ``{engine: bool[128]}``, only while some do
+ACC_GARBAGE = "garbage"
+
+Masks = list[np.ndarray | None]
+
+
+class Flow:
+    """The never-written inputs one execution reads: collected while its rule runs.  ``source`` is the first
+    operand storage found holding never-written data in the region read (the taint's source)."""
+
+    __slots__ = ("_taint", "held", "loc", "source")
+
+    def __init__(self, loc: tuple[str, int]) -> None:
+        self.loc = loc  # the instruction's kernel line
+        self.source: Storage | None = None
+        self.held: Taint | None = None  # the taint of garbage an accumulator register holds
+        self._taint: Taint | None = None
+
+    def taint(self) -> Taint | None:
+        """Where the garbage this execution produces was first computed on: the source operand's own taint,
+        or this instruction; the accumulator register's when no operand holds any; None when clean."""
+        if self._taint is None:
+            if self.source is not None:
+                self._taint = taint_of(self.source, self.loc)
+            else:
+                self._taint = self.held
+        return self._taint
+
+    def operand(self, x: Any, shape: tuple[int, ...], mask: np.ndarray | None = None) -> np.ndarray | None:
+        """Never-written positions of operand ``x`` as they reach an element-wise result of ``shape``: a tile
+        of that (aligned) shape read under ``mask``, a ``(P, 1)`` tile or a smaller tile broadcast; None for a
+        scalar or a tile with nothing never-written in the region read."""
+        if not isinstance(x, Tensor) or x.st.uninit is None or _clean(x):
+            return None
+        ash = _aligned(x)
+        g = x.unwritten(mask if (mask is not None and ash == shape) else None)
+        if g is None:
+            return None
+        self.note(x)
+        g = g.reshape(ash)
+        if ash == shape:
+            return g
+        if len(ash) >= 2 and ash[1:] == (1,) * (len(ash) - 1):
+            g = g.reshape((ash[0],) + (1,) * (len(shape) - 1))
+        try:
+            return np.broadcast_to(g, shape)
+        except ValueError:  # shapes the numerics combine otherwise: every result position may depend on it
+            return np.ones(shape, dtype=bool)
+
+    def tile(self, x: Any) -> np.ndarray | None:
+        """Never-written positions of tile ``x`` (its view shape), or None."""
+        if not isinstance(x, Tensor) or x.st.uninit is None or _clean(x):
+            return None
+        g = x.unwritten()
+        if g is not None:
+            self.note(x)
+        return g
+
+    def note(self, x: Tensor) -> None:
+        if self.source is None:
+            self.source = x.st
+
+
+def _clean(x: Tensor) -> bool:
+    """Whether plain view ``x`` selects no never-written element (one slice of the flags, no copy; other views
+    are not looked at here)."""
+    if x.dims is not None and not x._oob:
+        return not x.st.uninit[x._key].any()  # type: ignore[index]
+    return False
+
+
+def _aligned(t: Tensor) -> tuple[int, ...]:
+    return (t.shape[0], 1) if (t.ndim == 1 and t.st.on_chip) else t.shape
+
+
+def dirty(tiles: list[Tensor]) -> bool:
+    """Whether some operand holds never-written elements (the fast check: no mask is computed)."""
+    for t in tiles:
+        if t.st.uninit is not None:
+            return True
+    return False
+
+
+def any_of(masks: list[np.ndarray | None], shape: tuple[int, ...]) -> np.ndarray | None:
+    """The union of ``masks`` (None entries are clean), None when nothing is set."""
+    out = None
+    for g in masks:
+        if g is not None:
+            out = g.copy() if out is None else (out | g)
+    return out
+
+
+#: ``rule(step, flow)``: the never-written positions of each output (``[result or dst, *step.also]``; None =
+#: clean), or :data:`NO_RULE`
+Rule = Callable[[Any, Flow], Any]
+
+
+# ---- the dataflow classes ------------------------------------------------------------------------------------
+
+
+def elementwise(s: Any, f: Flow) -> Masks:
+    """Each result element is computed from the operand elements at its position (tiles of the result's shape,
+    ``(P, 1)`` per-partition operands and broadcast tiles; scalars are clean)."""
+    return [any_of([f.operand(x, s.shape, s.mask) for x in s.reads], s.shape)]
+
+
+def affine_select(s: Any, f: Flow) -> Masks:
+    """``pred ? on_true_tile : value`` with a compile-time predicate (``s.args``): only chosen elements count."""
+    g = f.operand(s.reads[0], s.shape, s.mask)
+    return [None if g is None else g & s.args]
+
+
+def select(
+    f: Flow, operands: list[Any], shape: tuple[int, ...], mask: np.ndarray | None
+) -> np.ndarray | None:
+    """``nl.where(c, x, y)``: only the chosen operand counts; a never-written condition makes its element
+    unknown."""
+    c, x, y = operands
+    g_c, g_x, g_y = (f.operand(v, shape, mask) for v in (c, x, y))
+    if g_x is None and g_y is None:
+        return g_c
+    if not isinstance(c, Tensor):
+        cv = np.full(shape, bool(c))
+    else:
+        TOLERATING[0] += 1
+        try:
+            cv = np.broadcast_to(c.read().reshape(_aligned(c)), shape) != 0
+        finally:
+            TOLERATING[0] -= 1
+    out = g_c
+    for g, where in ((g_x, cv), (g_y, ~cv)):
+        if g is not None:
+            out = (g & where) if out is None else (out | (g & where))
+    return out
+
+
+def where(s: Any, f: Flow) -> Masks:
+    """``nl.where`` as a step of the instruction layer (``s.reads = [condition, x, y]``): :func:`select`."""
+    return [select(f, s.reads, s.shape, s.mask)]
+
+
+def predicated_copy(s: Any, f: Flow) -> Masks:
+    """``dst = src`` where the predicate holds, else ``dst`` unchanged: the chosen source counts, and a
+    never-written predicate element makes its result unknown."""
+    sv, pr, d = s.reads
+    marr, reverse = s.args
+    TOLERATING[0] += 1
+    try:
+        pv = np.broadcast_to(pr.read().reshape(_aligned(pr)), s.shape) != 0
+    finally:
+        TOLERATING[0] -= 1
+    if reverse:
+        pv = ~pv
+    if marr is not None:
+        pv = pv & marr
+    g_src, g_pred, g_dst = f.operand(sv, s.shape), f.operand(pr, s.shape), f.operand(d, s.shape)
+    out = g_pred.copy() if g_pred is not None else None
+    for g, where in ((g_src, pv), (g_dst, ~pv)):
+        if g is not None:
+            out = (g & where) if out is None else (out | (g & where))
+    return [out]
+
+
+def free_reduce(s: Any, f: Flow) -> Masks:
+    """A reduction along free axes (``s.args = (mask, input shape, axes, keepdims)``): a result element is
+    never-written when any element it reduces is."""
+    marr, shape_in, axes, keepdims = s.args
+    g = f.operand(s.reads[0], shape_in, marr)
+    if g is None:
+        return [None]
+    return [np.asarray(g.any(axis=axes, keepdims=keepdims)).reshape(s.shape)]
+
+
+def scan(s: Any, f: Flow) -> Masks:
+    """A running scan along the free axes per partition (``tensor_tensor_scan``): element ``i`` depends on
+    elements ``0..i`` of both data operands and on the initial value."""
+    p = s.shape[0]
+    g = any_of([f.operand(x, s.shape) for x in s.reads], s.shape)
+    if g is None:
+        return [None]
+    return [np.logical_or.accumulate(g.reshape(p, -1), axis=1).reshape(s.shape)]
+
+
+def matmul(s: Any, f: Flow) -> Any:
+    """``out[i, j] = sum_k stationary[k, i] * moving[k, j]``: never-written when any contraction element of
+    stationary column ``i`` or moving column ``j`` is (operand masks respected).  A transposing matmul moves
+    data (:mod:`devkit.sim.unwritten`) and has no rule here."""
+    if (s.attrs or {}).get("transpose"):
+        return NO_RULE
+    st, mv = s.reads
+    mm, n = s.shape
+    gs, gm = f.tile(st), f.tile(mv)
+    rows = cols = None
+    if gs is not None:
+        gs = gs.reshape(-1, mm)
+        if st.omask is not None:
+            gs = gs & st.omask.reshape(-1, mm)
+        rows = gs.any(0)
+    if gm is not None:
+        gm = gm.reshape(-1, n)
+        if mv.omask is not None:
+            gm = gm & mv.omask.reshape(-1, n)
+        cols = gm.any(0)
+    if rows is None and cols is None:
+        return [None]
+    out = np.zeros((mm, n), dtype=bool)
+    if rows is not None:
+        out |= rows[:, None]
+    if cols is not None:
+        out |= cols[None, :]
+    return [out]
+
+
+def partition_reduce(s: Any, f: Flow) -> Masks:
+    """A reduction across partitions into one row: column ``j`` is never-written when any partition of the
+    input's column ``j`` is."""
+    g = f.tile(s.reads[0])
+    if g is None:
+        return [None]
+    return [g.reshape(g.shape[0], -1).any(0).reshape(s.shape)]
+
+
+#: ``reduce_cmd`` values (nki.isa.reduce_cmd): idle, reset, reduce, reset_reduce, load_reduce
+IDLE, RESET, REDUCE, RESET_REDUCE, LOAD_REDUCE = range(5)
+
+
+def _accumulate(
+    s: Any, engine: str, rows: np.ndarray | None, f: Flow, reset: bool, fold: bool
+) -> np.ndarray | None:
+    """Update the never-written rows of ``engine``'s accumulator register for one instruction (``reset``: set
+    to the identity first; ``fold``: the instruction's row reductions ``rows`` are folded in); the rows the
+    register now holds, None when clean.  The register's entry is ``(rows, source storage or taint)``."""
+    regs = s.m.accumulators.get(ACC_GARBAGE)
+    entry = None if regs is None else regs.get(engine)
+    acc = None if (entry is None or reset) else entry[0]
+    held = None if acc is None else entry[1]  # type: ignore[index]
+    if held is not None and f.held is None:
+        f.held = held  # the register's garbage is what this instruction's outputs may carry on
+    if fold and rows is not None and rows.any():
+        acc = np.zeros(128, dtype=bool) if acc is None else acc.copy()
+        acc[: rows.shape[0]] |= rows
+        held = held or f.taint()
+    if acc is not None and acc.any():
+        s.m.accumulators.setdefault(ACC_GARBAGE, {})[engine] = (acc, held)
+    elif regs is not None:
+        regs.pop(engine, None)
+        if not regs:
+            del s.m.accumulators[ACC_GARBAGE]
+        acc = None
+    return acc
+
+
+def activation(s: Any, f: Flow) -> Any:
+    """The ScalarE ``func(data * scale + bias)`` (``activate2``'s ALU pre-steps included) is element-wise in
+    its operands; with a reduction, the rows of the accumulator register that fold in a never-written result
+    are never-written, and so is ``reduce_res`` in those rows."""
+    out = any_of([f.operand(x, s.shape, s.mask) for x in s.reads], s.shape)
+    _bias, _scale, _pre, rname, rc, reduce_res = s.args
+    p = s.shape[0]
+    rows = None
+    if out is not None:
+        g = out if s.mask is None else out & s.mask
+        rows = g.reshape(p, -1).any(1)
+    reset = rc in (RESET, RESET_REDUCE)
+    fold = rname is not None and rc in (REDUCE, RESET_REDUCE)
+    acc = _accumulate(s, "scalar", rows, f, reset, fold)
+    masks: list[np.ndarray | None] = [out]
+    if reduce_res is not None:
+        masks.append(None if acc is None else acc[:p].copy())
+    return masks
+
+
+def scalar_reduce(s: Any, f: Flow) -> Any:
+    """``tensor_scalar_reduce``: an element-wise result, and its row reductions folded into the VectorE
+    accumulator register by ``reduce_cmd`` (``reduce_res`` receives the register)."""
+    t, o0, init = s.reads
+    _reverse0, rc, rr, _negate = s.args
+    p = s.shape[0]
+    out = any_of([f.operand(x, s.shape, s.mask) for x in (t, o0)], s.shape)
+    rows = None if out is None else (out if s.mask is None else out & s.mask).reshape(p, -1).any(1)
+    g_init = f.operand(init, (p, 1))
+    if rc == LOAD_REDUCE and g_init is not None:
+        rows = g_init.reshape(p) if rows is None else rows | g_init.reshape(p)
+    reset = rc in (RESET, RESET_REDUCE, LOAD_REDUCE)
+    fold = rc in (REDUCE, RESET_REDUCE, LOAD_REDUCE)
+    acc = _accumulate(s, "vector", rows, f, reset, fold)
+    masks: list[np.ndarray | None] = [out]
+    if rr is not None:
+        masks.append(None if acc is None else acc[:p].copy())
+    return masks
+
+
+#: rules that read or write an accumulator register: they also run while a register holds never-written rows
+ACCUMULATING: tuple[Rule, ...] = (activation, scalar_reduce)
+#: trace opcodes of instructions that may read an accumulator register -> the registers (by engine) they may
+#: read; an instruction of these without a rule may not read one holding never-written rows (``activation`` is
+#: also the opcode of NKI 0.x ``exponential``, which accumulates on the VectorE)
+ACC_OPCODES: dict[str, tuple[str, ...]] = {
+    "activation": ("scalar", "vector"),
+    "tensor_scalar_reduce": ("vector",),
+    "tensor_scalar_cumulative": ("vector",),
+    "select_reduce": ("vector",),
+    "range_select": ("vector",),
+}
+
+
+def check_registers(m: Any, opcode: str) -> None:
+    """An instruction (trace ``opcode``) without a dataflow rule that may read an accumulator register: an error
+    when such a register holds never-written rows (blamed on the computation that put them there)."""
+    regs = m.accumulators.get(ACC_GARBAGE)
+    if regs:
+        for engine, (rows, taint) in regs.items():
+            if engine not in ACC_OPCODES[opcode]:
+                continue
+            raise taint.observed(
+                f"{int(np.count_nonzero(rows))} row(s) of the {engine} engine's accumulator register",
+                f"first at row {int(np.argmax(rows))}",
+                "is read by an instruction that cannot carry never-written data",
+            )
