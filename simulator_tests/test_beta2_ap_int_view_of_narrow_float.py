@@ -58,9 +58,8 @@ def write_through_int_view(x):
     ints = nl.ndarray((t, hp // 2), dtype=nl.int32, buffer=nl.sbuf)
     nisa.memset(dst=ints, value=7)
     tile = nl.ndarray((t, hp), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.tensor_copy(
-        dst=tile.ap(pattern=[[hp // 2, t], [1, hp // 2]], offset=0, dtype=nl.int32), src=ints
-    )  # <- blame
+    view = tile.ap(pattern=[[hp // 2, t], [1, hp // 2]], offset=0, dtype=nl.int32)
+    nisa.tensor_copy(dst=view, src=ints)  # <- blame
     out = nl.ndarray((t, hp), dtype=x.dtype, buffer=nl.shared_hbm)
     nisa.dma_copy(dst=out, src=tile)
     return out
