@@ -84,6 +84,7 @@ FAMILIES = {
     "subkernels": "core/subkernels",
     "topk": "core/topk",
     "core_utils": "core/utils",
+    "utils": "utils",  # the harness's own helpers (comparators, generators, goldens): an import check, no tests
     "exp_benchmark": "experimental/benchmark",
     "exp_collectives": "experimental/collectives",
     "exp_conv": "experimental/conv",
@@ -117,6 +118,12 @@ def setup(workdir: Path, venv: Path) -> Path:
     shutil.copy(SHIMS / "perf_analysis_private.py", root / "test" / "utils" / "perf_analysis_private.py")
     shutil.copy(SHIMS / "test_utils_scripts" / "__init__.py", scripts / "__init__.py")
     shutil.copy(SHIMS / "test_utils_scripts" / "remote_lock_scripts.py", scripts / "remote_lock_scripts.py")
+    # test_topk_reduce.py imports the kernel from experimental/subkernels; the repository ships it in collectives
+    shutil.copytree(
+        SHIMS / "experimental_subkernels",
+        root / "src" / "nkilib_src" / "nkilib" / "experimental" / "subkernels",
+        dirs_exist_ok=True,
+    )
     py = venv / "bin" / "python"
     if not py.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -191,6 +198,8 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
         cmd += ["-k", args.k]
     if args.m:
         cmd += ["-m", args.m]
+    if args.platform_target:
+        cmd += ["--platform-target", args.platform_target]
     env = dict(os.environ)
     # this checkout's devkit first, whichever copy the venv has installed editable
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(SHIMS), str(root / "src")])
@@ -231,6 +240,11 @@ def main() -> None:
     ap.add_argument("--venv", type=Path, default=Path(f"/tmp/venv-{USER}-nkilib"))
     ap.add_argument("-k", default="", help="pytest -k expression applied to every family")
     ap.add_argument("-m", default="", help="pytest -m marker expression (e.g. fast) applied to every family")
+    ap.add_argument(
+        "--platform-target",
+        default="",
+        help="the harness's --platform-target (trn2 unless given; trn3 runs MX tests)",
+    )
     ap.add_argument("--mem-kb", type=int, default=8_000_000, help="ulimit -v per family run (KiB)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per family")
     ap.add_argument("--run-all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1 (large shapes too)")

@@ -599,19 +599,28 @@ def test_matmul(api, data, k, m, n, d1, d2):
     check_matmul(got.astype(np.float32), a, b, api, terms=k + 1, times=2 if twice else 1)
 
 
-#: MX x4 formats quantize_mx writes -> mantissa bits of the element format [B2 §3.1, §5].
+#: MX x4 formats quantize_mx writes -> mantissa bits, largest exponent (Emax) and largest finite value of the
+#: element format [B2 §3.1, §5; OCP MX: e4m3fn 1.75 * 2**8, e5m2 1.75 * 2**15].
 MX_MANTISSA = {"float8_e4m3fn_x4": 3, "float8_e5m2_x4": 2}
+MX_EMAX = {"float8_e4m3fn_x4": 8, "float8_e5m2_x4": 15}
+MX_FMAX = {"float8_e4m3fn_x4": 448.0, "float8_e5m2_x4": 57344.0}
 
 
-def _mx_error(x: np.ndarray, mbits: int) -> np.ndarray:
-    """Largest quantization error per element: half an ulp of the group's top binade, ``2**(floor(log2
-    amax) - mbits - 1)`` for the documented scale ``2**(floor(log2 amax) - (Emax - 1))`` of each 8x4 group
-    (8 partitions x the 4 values of one packed element)."""
+def _mx_error(x: np.ndarray, x4: str) -> np.ndarray:
+    """Largest quantization error per element under the OCP scale ``2**(floor(log2 amax) - Emax)`` of each 8x4
+    group (8 partitions x the 4 values of one packed element): half an ulp of the group's top binade,
+    ``2**(floor(log2 amax) - mbits - 1)``, plus how far the element lies past the largest finite value times
+    the scale (the group maximum lands in ``[2**Emax, 2**(Emax+1))`` and saturates above ``FMAX``)."""
     k, f4 = x.shape
-    a = np.abs(x.astype(np.float64)).reshape(k // 8, 8, f4 // 4, 4).max(axis=(1, 3))
+    ax = np.abs(x.astype(np.float64))
+    a = ax.reshape(k // 8, 8, f4 // 4, 4).max(axis=(1, 3))
     with np.errstate(divide="ignore"):
-        e = np.where(a > 0, np.exp2(np.floor(np.log2(np.where(a > 0, a, 1))) - mbits - 1), 0.0)
-    return np.repeat(np.repeat(e, 8, axis=0), 4, axis=1)
+        e = np.floor(np.log2(np.where(a > 0, a, 1)))
+    half_ulp = np.where(a > 0, np.exp2(e - MX_MANTISSA[x4] - 1), 0.0)
+    ceiling = np.where(a > 0, MX_FMAX[x4] * np.exp2(e - MX_EMAX[x4]), np.inf)
+    per_group = np.repeat(np.repeat(half_ulp, 8, axis=0), 4, axis=1)
+    past = np.maximum(ax - np.repeat(np.repeat(ceiling, 8, axis=0), 4, axis=1), 0.0)
+    return per_group + past
 
 
 @pytest.mark.parametrize("x4", sorted(MX_MANTISSA))
@@ -625,10 +634,11 @@ def _mx_error(x: np.ndarray, mbits: int) -> np.ndarray:
 )
 def test_nisa_quantize_mx_and_nc_matmul_mx(x4, data, k, m, n, sd):
     """nisa.quantize_mx(dst, src, dst_scale): bf16/fp16 [P, 4F] -> x4 [P, F] with one scale
-    ``2**(floor(log2 amax) - (Emax - 1))`` per 8x4 group (Emax 8 e4m3fn, 15 e5m2); nisa.nc_matmul_mx:
+    ``2**(floor(log2 amax) - Emax)`` per 8x4 group (Emax 8 e4m3fn, 15 e5m2; OCP MX, saturating); nisa.nc_matmul_mx:
     dequantize each group by its scale and contract over partitions and the 4 packed values (v4) [B2 §5].
     The product of two quantized operands is checked against the exact product of the sources within the
-    quantization error of each element (half an ulp of its group's top binade) plus the fp32 sum bound.
+    quantization error of each element (half an ulp of its group's top binade, plus any saturation) plus the
+    fp32 sum bound (the exact scales and saturation are checked by test_beta2_quantize_mx_scale.py).
     Reading: packed element i of a row holds source values 4i..4i+3 (inference from "[P, F] -> [P, F/4]")."""
     a = data.draw(arrays(sd, (k, 4 * m), finite=True, lo=2.0**-6, hi=2.0**6))
     b = data.draw(arrays(sd, (k, 4 * n), finite=True, lo=2.0**-6, hi=2.0**6))
@@ -650,8 +660,8 @@ def test_nisa_quantize_mx_and_nc_matmul_mx(x4, data, k, m, n, sd):
     got = nki.simulate(kern)(a, b)
     a3 = to_f32(a).astype(np.float64).reshape(k, m, 4)
     b3 = to_f32(b).astype(np.float64).reshape(k, n, 4)
-    ea = _mx_error(a, MX_MANTISSA[x4]).reshape(k, m, 4)
-    eb = _mx_error(b, MX_MANTISSA[x4]).reshape(k, n, 4)
+    ea = _mx_error(a, x4).reshape(k, m, 4)
+    eb = _mx_error(b, x4).reshape(k, n, 4)
     prod = "kiq,kjq->ij"
     want = np.einsum(prod, a3, b3)
     bound = np.einsum(prod, ea, np.abs(b3)) + np.einsum(prod, np.abs(a3), eb) + np.einsum(prod, ea, eb)

@@ -82,15 +82,7 @@ def unwritten_outputs(result: Any) -> tuple[str, ...]:
     Such an output holds NaN (numerics) and costs nothing (cost-only): almost certainly a missing store.
     """
     flat: list[Tensor] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, Tensor):
-            flat.append(v)
-        elif isinstance(v, (tuple, list)):
-            for item in v:
-                walk(item)
-
-    walk(result)
+    _collect_tensors(result, flat)
     out = []
     for i, t in enumerate(flat):
         if ever_written(t.st) or t.st.is_input:
@@ -100,6 +92,19 @@ def unwritten_outputs(result: Any) -> tuple[str, ...]:
         where = f" allocated at {fn}:{ln}" if fn else ""
         out.append(f"{label} ({t.st.describe()}{where})")
     return tuple(out)
+
+
+def _collect_tensors(v: Any, into: list[Tensor]) -> None:
+    """Append the tensors of a (nested tuple/list) return value to ``into``.
+
+    A module-level function on purpose: a recursive closure is a reference cycle (function -> cell -> function)
+    that would keep the returned tensors -- the run's output storages -- alive until the next full garbage
+    collection (nki-library's harness ran out of memory across tests that way)."""
+    if isinstance(v, Tensor):
+        into.append(v)
+    elif isinstance(v, (tuple, list)):
+        for item in v:
+            _collect_tensors(item, into)
 
 
 def _returns_value(func: Any) -> bool:

@@ -68,19 +68,25 @@ def dequantize(bits: np.ndarray, packed: object, scales: np.ndarray) -> np.ndarr
 def quantize(values: np.ndarray, packed: object) -> tuple[np.ndarray, np.ndarray]:
     """float32 ``[P, 4F]`` -> (container bits ``[P, F]``, scales ``[P // 8, F]`` as uint8).
 
-    The scale of a group is ``2 ** (floor(log2(amax)) - (EMAX - 1))`` (the NKI 0.5.0 rule in the reference:
-    the group maximum lands in ``[2**(EMAX-1), 2**EMAX)``, inside the element range); an all-zero group
-    gets exponent 0 (factor 2**-127).  Values are rounded to nearest even and saturate.
+    The OCP MX rule the ISA docstring names: a group's biased scale exponent is the largest fp32 exponent
+    field in the group minus ``EMAX`` (clamped to ``[0, 255]``), i.e. ``2 ** (floor(log2(amax)) - EMAX)``
+    for normal values, so the group maximum lands in ``[2**EMAX, 2**(EMAX+1))`` and values above the
+    element type's largest finite magnitude saturate to it; an all-zero group gets exponent 0 (factor
+    2**-127).  Values are rounded to nearest even.  Sources: aws-neuron-sdk ``nki.isa.quantize_mx``
+    ("as defined in the OCP Microscaling standard"); the hardware goldens of nki-samples @6905a68
+    ``tutorials/mxfp-matmul/mx_cpu_utils.py`` (``get_mx_max_exp``, ``quantize_mx_golden``) and nki-library
+    @d2ad3a5 ``src/nkilib_src/nkilib/core/utils/mx_torch_common.py:193-213`` and ``test/utils/mx_utils.py:49-78``,
+    which ``experimental/mxfp_subkernels/test_mxfp_load.py`` compares with zero tolerance.
     """
     p, f4 = values.shape
     f = f4 // GROUP_VALUES
     elname = dt.name_of(packed.element)  # type: ignore[attr-defined]
-    v = values.astype(np.float32).reshape(p // GROUP_PARTITIONS, GROUP_PARTITIONS, f, GROUP_VALUES)
-    amax = np.abs(v).max(axis=(1, 3))  # [P // 8, F]
-    with np.errstate(divide="ignore"):
-        e = np.floor(np.log2(np.where(amax > 0, amax, 1.0)))
-    biased = np.where(amax > 0, e - (EMAX[elname] - 1) + 127, 0)
-    biased = np.clip(biased, 0, 254).astype(np.uint8)
+    v = np.ascontiguousarray(values, dtype=np.float32).reshape(
+        p // GROUP_PARTITIONS, GROUP_PARTITIONS, f, GROUP_VALUES
+    )
+    exp_field = (v.view(np.uint32) >> np.uint32(23)) & np.uint32(0xFF)
+    top = exp_field.max(axis=(1, 3)).astype(np.int64)  # [P // 8, F]
+    biased = np.clip(top - EMAX[elname], 0, 255).astype(np.uint8)
     factor = np.exp2(biased.astype(np.float64) - 127.0)[:, None, :, None]
     q = np.clip(v / factor, -FMAX[elname], FMAX[elname])
     q = q.reshape(p, f, GROUP_VALUES)

@@ -91,6 +91,8 @@ def view_offset(t: Tensor) -> int:
 
 
 _RAW = ("int8", "int16", "int32", "uint8", "uint16", "uint32", "float32", "bool")
+#: float formats the simulator holds as float32 values whose own bits a raw view can read
+_NARROW_FLOATS = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn")
 
 
 def _raw_bits(st: Storage) -> bool:
@@ -141,10 +143,18 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
             raw = np.ascontiguousarray(st.data).view(np.uint8).view(np.dtype(d)).reshape(shape)
             data = dt.to_storage(raw, d)
             snapshot = True
+        elif dt.is_float(st.dtype) and dt.name_of(st.dtype) in _NARROW_FLOATS and dt.name_of(d) in _RAW:
+            # a narrow float format (held as float32 values) read as raw bits (nki-library topk_reduce packs
+            # int32 token indices into two bf16 columns and reads them through an int32 view): the format's own
+            # bits, NaN payloads kept, in a read-only copy
+            bits = dt.to_external(np.ascontiguousarray(st.data), st.dtype).view(np.uint8)
+            data = bits.view(dt.storage_dtype(d)).reshape(shape)
+            snapshot = True
         else:
             raise UnsupportedError(
                 f"{api}: reinterpreting {dt.name_of(st.dtype)} storage as {dt.name_of(d)} is not simulated yet "
-                "(integer, float32 and packed x4 storage can be viewed as those types, or read as a float type)",
+                "(integer, float32 and packed x4 storage can be viewed as those types, or read as a float type; "
+                "bfloat16, float16 and fp8 storage can be read as integer types)",
                 rule="unsupported",
             )
     alias = make_alias(st, shape, d, st.par_axis, data)
@@ -158,8 +168,10 @@ def reinterpret(t: Tensor, dtype: Any, api: str) -> Storage:
                     f"{api}: reinterpreting a partly written {st.describe()} as {dt.name_of(d)} is not simulated yet",
                     rule="unsupported",
                 )
-            # an element of the narrower view is unwritten where the wider element holding its bytes is
-            alias.uninit = np.repeat(st.uninit, old // new, axis=-1).reshape(shape)
+            if new < old:  # an element of the narrower view is unwritten where the wider one holding it is
+                alias.uninit = np.repeat(st.uninit, old // new, axis=-1).reshape(shape)
+            else:  # an element of the wider view is unwritten where any narrower element of its bytes is
+                alias.uninit = st.uninit.reshape(*shape, new // old).any(axis=-1)
             alias.n_uninit = int(alias.uninit.sum())
     if snapshot:
         SNAPSHOTS.add(alias)
