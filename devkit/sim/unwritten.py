@@ -108,15 +108,22 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     return g
 
 
+def _landing(dst: Tensor, g: np.ndarray | None) -> np.ndarray | None:
+    """``g`` (``dst``'s view shape, its size, or broadcastable to it) as a mask of ``dst``'s view shape, or None
+    when no position is set."""
+    if g is None:
+        return None
+    g = g.reshape(dst.shape) if g.size == dst.size else np.broadcast_to(g, dst.shape)
+    return g if g.any() else None
+
+
 def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved_in: bool = True) -> None:
     """After a data movement wrote ``dst``: its positions where ``g`` is true (``g`` of ``dst``'s view shape,
     or of its size) received never-written data.  On chip they become never-written again; into HBM that is
     an error (``src``, when given, is named in the message).  ``moved_in``: the data came from this movement
     (recorded for the error message of a later consumer), not left over from before."""
+    g = _landing(dst, g)
     if g is None:
-        return
-    g = g.reshape(dst.shape) if g.size == dst.size else np.broadcast_to(g, dst.shape)
-    if not g.any():
         return
     st = dst.st
     if not st.on_chip:
@@ -149,10 +156,8 @@ def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:
     """After an instruction wrote ``dst`` with results computed from never-written data: its positions where
     ``g`` is true (``dst``'s view shape, or its size) hold such results and become never-written; into HBM that
     is an error blamed on ``taint``'s computation."""
+    g = _landing(dst, g)
     if g is None:
-        return
-    g = g.reshape(dst.shape) if g.size == dst.size else np.broadcast_to(g, dst.shape)
-    if not g.any():
         return
     st = dst.st
     if not st.on_chip:
