@@ -29,6 +29,8 @@ The decisions and their evidence are in ``docs/errors.md`` (``uninitialized-read
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import numpy as np
 
 from devkit.errors import UninitializedReadError, user_location
@@ -117,6 +119,17 @@ def _landing(dst: Tensor, g: np.ndarray | None) -> np.ndarray | None:
     return g if g.any() else None
 
 
+def _reaches_hbm(taint: Taint, what: str, g: np.ndarray, dst: Tensor) -> NoReturn:
+    """Raise: the positions ``g`` of HBM tensor ``dst`` receive data computed from never-written data (``what``:
+    whose elements), an error blamed on ``taint``'s computation."""
+    pos = tuple(int(i[0]) for i in np.nonzero(g))
+    raise taint.observed(
+        f"{int(np.count_nonzero(g))} element(s) {what}",
+        f"first at destination position {list(pos)}",
+        f"reaches HBM ({dst.st.describe()})",
+    )
+
+
 def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved_in: bool = True) -> None:
     """After a data movement wrote ``dst``: its positions where ``g`` is true (``g`` of ``dst``'s view shape,
     or of its size) received never-written data.  On chip they become never-written again; into HBM that is
@@ -127,14 +140,9 @@ def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved
         return
     st = dst.st
     if not st.on_chip:
+        if src is not None and src.st.taint is not None:
+            _reaches_hbm(src.st.taint, f"of {src.st.describe()}", g, dst)
         pos = tuple(int(i[0]) for i in np.nonzero(g))
-        taint = src.st.taint if src is not None else None
-        if taint is not None:
-            raise taint.observed(
-                f"{int(np.count_nonzero(g))} element(s) of {src.st.describe()}",  # type: ignore[union-attr]
-                f"first at destination position {list(pos)}",
-                f"reaches HBM ({st.describe()})",
-            )
         what = f" of {src.st.describe()}" if src is not None else ""
         raise UninitializedReadError(
             f"writing {int(np.count_nonzero(g))} element(s){what} that were never written into {st.describe()}, "
@@ -161,12 +169,7 @@ def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:
         return
     st = dst.st
     if not st.on_chip:
-        pos = tuple(int(i[0]) for i in np.nonzero(g))
-        raise taint.observed(
-            f"{int(np.count_nonzero(g))} element(s) written into {st.describe()}",
-            f"first at destination position {list(pos)}",
-            f"reaches HBM ({st.describe()})",
-        )
+        _reaches_hbm(taint, f"written into {st.describe()}", g, dst)
     dst.mark_unwritten(g)
     st.taint = taint
 
