@@ -270,7 +270,10 @@ class Machine:
                 if fill is None:
                     sdata = np.empty(shape, dtype=sd)
                 elif isinstance(fill, str):
-                    sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
+                    if self.options.check_uninit:  # poisoned on first access (Storage._poison)
+                        sdata = np.empty(shape, dtype=sd)
+                    else:
+                        sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
                 elif isinstance(fill, (int, float)) and fill == 0 and not np.signbit(fill):  # not -0.0
                     sdata = np.zeros(shape, dtype=sd)
                 else:
@@ -290,6 +293,7 @@ class Machine:
         if self.numerics and fill == "poison" and self.options.check_uninit and data is None:
             st.uninit = np.ones(shape, dtype=bool)
             st.n_uninit = st.uninit.size
+            st.unfilled = True
         if on_chip and not temp and kind != "direct":
             self._place(st, loc)
         if self.loops:

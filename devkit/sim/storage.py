@@ -74,6 +74,7 @@ class Storage:
         "spilled",
         "taint",
         "tile_bytes",
+        "unfilled",
         "uninit",
         "written",
     )
@@ -103,6 +104,9 @@ class Storage:
         self._data = data
         self.uninit: np.ndarray | None = None
         self.n_uninit = 0
+        # the never-written elements of ``data`` do not hold the poison value yet: it is filled in on the first
+        # access (see _poison), unless a write of every element comes first (Machine.new_storage sets it)
+        self.unfilled = False
         # where a data movement last copied never-written elements in (devkit.sim.unwritten), for messages
         self.garbage_from: tuple[str, int] | None = None
         # where a computation first consumed never-written data on the way into this storage
@@ -150,11 +154,14 @@ class Storage:
             chains.before_write(self.id)
         if self.lazy is not None:
             self.materialize()
+        if self.unfilled:
+            self._poison()
         return self._data
 
     @data.setter
     def data(self, value: np.ndarray | None) -> None:
         self.lazy = None
+        self.unfilled = False
         self._data = value
 
     def values(self) -> np.ndarray | None:
@@ -169,7 +176,22 @@ class Storage:
         chains = self._chains()
         if chains is not None:
             chains.before_read(self.id)
+        if self.unfilled:
+            self._poison()
         return self._data
+
+    def _poison(self) -> None:
+        """Give the never-written elements the poison value (NaN, or the integer sentinel) that a fresh buffer
+        reads as: done on the first access to the values, so that a tile whose first write covers it whole
+        (a DMA or copy into a fresh tile) is never filled in vain."""
+        self.unfilled = False
+        u = self.uninit
+        if u is not None and self._data is not None:
+            np.copyto(self._data, dt.poison_value(self.dtype), casting="unsafe", where=u)
+
+    def overwritten_whole(self) -> None:
+        """The next write covers every element: the poison fill it would overwrite is skipped."""
+        self.unfilled = False
 
     def _chains(self) -> Chains | None:
         """The run's deferred matmul work, when there is any."""
@@ -182,6 +204,7 @@ class Storage:
         v = self.lazy
         if v is not None:
             self.lazy = None
+            self.unfilled = False  # (the pending values cover every element)
             self._data[...] = v.result() if isinstance(v, Deferred) else v  # type: ignore[index]
 
     @property

@@ -12,6 +12,7 @@ indirect indices, out-of-bounds runs that a mask must legalise) keep explicit in
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -413,10 +414,16 @@ class Tensor:
             return np.broadcast_to(v.reshape(self._bcast), self.shape)
         return v.reshape(self.shape)
 
+    def _covers_all(self) -> bool:
+        """Whether this plain view selects every element of its storage (distinct elements, as many)."""
+        return self.dims is not None and not self._oob and self.size == math.prod(self.st.shape)
+
     def write(self, values: Any, mask: np.ndarray | None = None) -> None:
         """Store ``values`` (already rounded to the storage representation, view-shaped or
         broadcastable) into the positions of this view selected by ``mask``."""
         st = self.st
+        if st.unfilled and mask is None and self._bcast is None and self._covers_all():
+            st.overwritten_whole()
         data = st.data
         st.written = True
         if self._bcast is not None:

@@ -191,6 +191,7 @@ def _moved_values(s: _layer.Step) -> Any:
     ):
         # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping (not through
         # a reshape alias or into a tensor that has one: their initialisation state is shared)
+        st.overwritten_whole()
         np.copyto(st.data, v if v.shape == dst.shape else v.reshape(dst.shape))
         st.written = True
         st.uninit, st.n_uninit = None, 0
