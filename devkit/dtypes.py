@@ -202,10 +202,17 @@ def storage_dtype(dt: object) -> np.dtype:
     return np.dtype(dt)  # type: ignore[arg-type]
 
 
-def poison_value(dt: object) -> float | int:
-    """Value fresh (uninitialised) memory of type ``dt`` is filled with: NaN, or a sentinel for ints."""
+#: what NKI 0.x's CPU simulator fills a new integer tensor with (reference/nki_beta2.md section 6, item 3)
+NKI0_FRESH_INT = 4
+
+
+def poison_value(dt: object, *, nki0: bool = False) -> float | int:
+    """Value fresh (uninitialised) memory of type ``dt`` is filled with: NaN, or for ints a sentinel (Beta 1)
+    or, with ``nki0`` (an NKI 0.x run), :data:`NKI0_FRESH_INT` as AWS's NKI 0.x simulator does."""
     if is_float(dt):
         return float("nan")
+    if nki0 and not isinstance(dt, _PackedX4):
+        return NKI0_FRESH_INT
     d = dt.container if isinstance(dt, _PackedX4) else np.dtype(dt)  # type: ignore[arg-type]
     if d in (uint8, bool_):
         return 0xA5

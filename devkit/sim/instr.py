@@ -224,7 +224,9 @@ def commit(
         values = values.result()
     data = st.data
     if data is not None and (mask is not None or values is None) and st.kind == "temp":
-        data.fill(dt.poison_value(out.dtype))  # positions an instruction leaves out read as poison
+        data.fill(
+            dt.poison_value(out.dtype, nki0=m.nki_beta2)
+        )  # positions an instruction leaves out read as poison
     if m.numerics and values is not None:
         values = np.asarray(values)
         if values.shape != out.shape and values.size == out.size:

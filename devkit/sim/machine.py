@@ -122,6 +122,9 @@ class Machine:
         # banks one compiler-managed PSUM tensor may span: 1 in Beta 1; NKI 0.x tensors may span several
         # (set by devkit.nki.beta2.language.ndarray)
         self.psum_tile_banks = 1
+        # an NKI 0.x (Beta 2) kernel runs: its rules apply, e.g. fresh integer memory reads as 4 (set by
+        # devkit.nki.beta2.language)
+        self.nki_beta2 = False
         # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
         # are one commutative update (races.py lets affine_range iterations reduce into one location)
         self.reducing: tuple | None = None
@@ -273,7 +276,7 @@ class Machine:
                     if self.options.check_uninit:  # poisoned on first access (Storage._poison)
                         sdata = np.empty(shape, dtype=sd)
                     else:
-                        sdata = np.full(shape, dt.poison_value(dtype), dtype=sd)
+                        sdata = np.full(shape, dt.poison_value(dtype, nki0=self.nki_beta2), dtype=sd)
                 elif isinstance(fill, (int, float)) and fill == 0 and not np.signbit(fill):  # not -0.0
                     sdata = np.zeros(shape, dtype=sd)
                 else:

@@ -187,7 +187,9 @@ class Storage:
         self.unfilled = False
         u = self.uninit
         if u is not None and self._data is not None:
-            np.copyto(self._data, dt.poison_value(self.dtype), casting="unsafe", where=u)
+            m = self.machine() if self.machine is not None else None
+            value = dt.poison_value(self.dtype, nki0=getattr(m, "nki_beta2", False))
+            np.copyto(self._data, value, casting="unsafe", where=u)
 
     def overwritten_whole(self) -> None:
         """The next write covers every element: the poison fill it would overwrite is skipped."""
