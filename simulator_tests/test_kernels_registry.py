@@ -221,3 +221,35 @@ def test_the_kit_kernels_are_blamed_like_any_kernel() -> None:
     kernels_dir = os.path.dirname(devkit.kernels.__file__) + os.sep
     hot = registry.get("matmul_tiled").estimate().to_dict()["hotspots"]
     assert hot and all(h["file"].startswith(kernels_dir) for h in hot)
+
+
+@pytest.mark.parametrize(
+    "name", ["matmul_hoisted", "matmul_blocked", "matmul_hoisted_b2", "matmul_blocked_b2"]
+)
+def test_fixed_panel_limit_is_the_kernels_own(name: str) -> None:
+    """The registry admits exactly the K the kernel itself accepts (largest feasible K runs, one tile
+    more is refused by both), on trn2 in bf16."""
+    import devkit
+    from devkit.nki import typing as nt
+
+    spec = registry.get(name)
+    m, n = (128, 512) if "hoisted" in name else (256, 1024)
+
+    def feasible(k: int) -> bool:
+        return bool(spec.feasible({"K": k, "M": m, "N": n}, {}, "bfloat16", "trn2").ok)
+
+    lo, hi = 1, 4096  # K tiles: feasible(128 * lo), not feasible(128 * hi)
+    assert feasible(128 * lo) and not feasible(128 * hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if feasible(128 * mid) else (lo, mid)
+    kernel = spec.kernel_object()
+
+    def run(k: int) -> object:
+        args = [nt.tensor[[k, m], "bfloat16"], nt.tensor[[k, n], "bfloat16"]]
+        return devkit.estimate(kernel, *args, target="trn2")
+
+    assert run(128 * lo).latency_us > 0
+    with pytest.raises(Exception, match="SBUF limit") as refused:
+        run(128 * hi)
+    assert name in str(refused.value)

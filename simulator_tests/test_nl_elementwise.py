@@ -32,7 +32,7 @@ from _nki_support import (
     seeds,
     slow,
 )
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -322,6 +322,8 @@ def test_weak_python_scalar_promotion(dtype, scalar, want):
 
 @FAST
 @given(**TILE, dtype=int_dtypes, bcast=st.sampled_from(["PF,PF", "PF,P1", "PF,1F"]))
+@example(p=4, f=1, dtype=np.int32, seed=0, bcast="PF,1F")  # a (1, 1) operand: tensor_scalar, fp32
+@example(p=4, f=1, dtype=np.uint32, seed=0, bcast="PF,P1")  # same shapes: native
 def test_integer_arithmetic_rounds_and_saturates_into_the_int_dtype(p, f, dtype, seed, bcast):
     rng = rng_of(seed)
     sx, sy = (_shape(c, p, f) for c in bcast.split(","))
@@ -329,8 +331,10 @@ def test_integer_arithmetic_rounds_and_saturates_into_the_int_dtype(p, f, dtype,
     lo, hi = max(info.min, -(2**20)), min(info.max, 2**20)
     x, y = rand(rng, sx, dtype, lo, hi), rand(rng, sy, dtype, lo, hi)
     # int32/uint32 tile-by-tile arithmetic is GpSimd's native integer arithmetic (exact, wrapping;
-    # test_numerics_regressions); a (P, 1) operand makes it a tensor_scalar, which computes in fp32
-    native = np.dtype(dtype) in (np.dtype(np.int32), np.dtype(np.uint32)) and (bcast != "PF,P1" or sx == sy)
+    # test_numerics_regressions); an operand of one free element ((P, 1), or (1, 1) when f == 1) broadcast
+    # against a different shape makes it a tensor_scalar, which computes in fp32
+    column = sx[1:] == (1,) or sy[1:] == (1,)
+    native = np.dtype(dtype) in (np.dtype(np.int32), np.dtype(np.uint32)) and (sx == sy or not column)
     for name in ("add", "subtract", "multiply", "maximum", "minimum"):
         got = apply(getattr(nl, name), x, y)
         if native:

@@ -104,7 +104,7 @@ def matmul_optimized(
 def matmul_blocked(lhsT: Any, rhs: Any) -> Any:
     """Blocked free dimensions: a 256-column lhsT panel (2 stationary tiles) against 1024-column rhs
     groups (2 moving tiles), 4 PSUM banks; rhs is loaded one 128-row tile per DMA."""
-    k, m, n = _fixed_panel(lhsT, rhs, 256, 1024, "matmul_blocked")
+    k, m, n = _fixed_panel(lhsT, rhs, 256, 2 * B.FMAX, "matmul_blocked")
     dt = lhsT.dtype
     out = nl.ndarray((m, n), dtype=dt, buffer=nl.shared_hbm)
     kt = B.cdiv(k, B.P)

@@ -361,11 +361,12 @@ _dense_mlp_plan, _dense_mlp_resolve = _dims_plan(
 )
 
 
-def _panel_limit(cols: int) -> Callable[[Shape, int], int]:
-    """SBUF bytes of a full-K lhsT panel ``cols`` wide plus double-buffered rhs tiles (hoisted/blocked)."""
+def _panel_limit(cols: int, rhs_cols: int) -> Callable[[Shape, int], int]:
+    """SBUF bytes of a full-K lhsT panel ``cols`` wide plus double-buffered ``rhs_cols``-wide rhs tiles
+    (hoisted: 128 and 512, blocked: 256 and 1024; the kernels refuse a K beyond the same limit)."""
 
     def need(s: Shape, itemsize: int) -> int:
-        return plans.fixed_panel_bytes(s["K"], cols, 2 * plans.FMAX, itemsize)
+        return plans.fixed_panel_bytes(s["K"], cols, rhs_cols, itemsize)
 
     return need
 
@@ -384,7 +385,10 @@ for _name, _doc in (
         reference=ref_matmul,
         tolerances=_TOL_MM,
         arg_names=("lhsT", "rhs"),
-        fixed_limit={"matmul_hoisted": _panel_limit(128), "matmul_blocked": _panel_limit(256)}.get(_name),
+        fixed_limit={
+            "matmul_hoisted": _panel_limit(128, plans.FMAX),
+            "matmul_blocked": _panel_limit(256, 2 * plans.FMAX),
+        }.get(_name),
         shape_space=_MM_SPACE,
     )
 

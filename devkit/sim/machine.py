@@ -29,6 +29,7 @@ from devkit.errors import (
     TileShapeError,
     user_location,
 )
+from devkit.sim import tensor as _tensor
 from devkit.sim.alloc import Placement, RingAllocator
 from devkit.sim.deferred import Chains
 from devkit.sim.deps import DependencyTracker, keyspec_for
@@ -669,6 +670,9 @@ class Machine:
         for t in p.outs:
             operands.append(self._dep(t, iid, p.engine, True, deps))
         self._accumulating = False
+        if _tensor.offset_views_made[0]:
+            for t in self._offset_tiles(p):
+                operands.append(self._dep(t, iid, p.engine, False, deps))
         deps.discard(iid)
         instr = Instr(
             iid, p.engine, p.opcode, ins, outs, p.flops, tuple(sorted(deps)), p.loc[0], p.loc[1], p.attrs
@@ -678,11 +682,24 @@ class Machine:
     def _touch_only(self, p: Pending, iid: int) -> None:
         """Untraced issue: record the on-chip accesses of ``p`` for liveness and nothing else."""
         acc = bool(p.attrs and p.attrs.get("accumulate")) and p.engine == "tensor"
-        for ts, accumulate in ((p.ins, False), (p.outs, acc)):
+        offsets = self._offset_tiles(p) if _tensor.offset_views_made[0] else ()
+        for ts, accumulate in ((p.ins, False), (p.outs, acc), (offsets, False)):
             for t in ts:
                 st = t.st
                 if st.on_chip and st.kind != "direct" and st.kind != "constant":
                     self._touch(st, t.box() if st.par_axis else (), iid, accumulate)
+
+    @staticmethod
+    def _offset_tiles(p: Pending) -> list[Tensor]:
+        """The on-chip tiles ``p``'s operands took run-time offsets from (see :class:`~devkit.sim.tensor.OffsetView`):
+        read by the instruction, without operand bytes."""
+        out: list[Tensor] = []
+        for t in (*p.ins, *p.outs):
+            if t.__class__ is _tensor.OffsetView:
+                for x in t.offset_tiles:  # type: ignore[attr-defined]
+                    if x.st.alive and all(x is not y for y in out):
+                        out.append(x)
+        return out
 
     def _touch(self, st: Storage, box: tuple, iid: int, accumulate: bool) -> None:
         """Liveness: instruction ``iid`` accesses the logical tiles of on-chip ``st`` that ``box`` spans."""

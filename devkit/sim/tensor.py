@@ -659,8 +659,53 @@ def _as_int(k: Any) -> int | None:
     return None
 
 
+class OffsetView(Tensor):
+    """A view whose element positions were read from on-chip offset tiles at run time (an index tile in a
+    Beta-1 subscript, ``t.ap(scalar_offset=/vector_offset=)``, ``tensor.indirect``).
+
+    The instruction that uses it reads those tiles too: it waits for their last writers (a dependency in the
+    trace, no operand bytes) and keeps them live until it runs.  Views of such a view made by subscripting
+    carry the tiles along."""
+
+    __slots__ = ("offset_tiles",)
+
+    @staticmethod
+    def of(view: Tensor, tiles: tuple[Tensor, ...]) -> Tensor:
+        """``view`` marked as reading ``tiles`` (plus any it already reads)."""
+        if view.__class__ is OffsetView:
+            have = view.offset_tiles
+            more = tuple(
+                x for x in tiles if all(x is not y for y in have)
+            )  # (identity: == is an instruction)
+            if not more:
+                return view
+            tiles = have + more
+        elif view.__class__ is not Tensor or not tiles:
+            return view  # (an out-of-bounds view keeps its own class: using it is an error anyway)
+        out = Tensor.__new__(OffsetView)
+        for name in Tensor.__slots__:  # every field as set so far (lazily compiled ones stay lazy)
+            try:
+                setattr(out, name, object.__getattribute__(view, name))
+            except AttributeError:
+                pass
+        out.offset_tiles = tiles
+        offset_views_made[0] = True
+        return out
+
+
+#: whether any OffsetView was made in this process (the machine's issue path looks for them only then)
+offset_views_made = [False]
+
+
 def index(t: Tensor, key: Any) -> Tensor:
     """``t[key]`` under NKI semantics."""
+    view = _index(t, key)
+    if offset_views_made[0] and t.__class__ is OffsetView:
+        return OffsetView.of(view, t.offset_tiles)
+    return view
+
+
+def _index(t: Tensor, key: Any) -> Tensor:
     if isinstance(key, MaskExpr):
         return _operand_mask(t, key)
     keys = _norm_key(t, key)
@@ -697,8 +742,12 @@ def index(t: Tensor, key: Any) -> Tensor:
                 rule="1d-arange",
             )
     if n_given < len(keys):
+        tiles = tuple(k for k in keys[:n_given] if isinstance(k, Tensor))
         keys = _expand_implicit_dims(t, keys, n_given)
-    return _advanced(t, keys)
+    else:
+        tiles = tuple(k for k in keys if isinstance(k, Tensor))
+    view = _advanced(t, keys)
+    return OffsetView.of(view, tiles) if tiles else view
 
 
 def _expand_implicit_dims(t: Tensor, keys: list[Any], n_given: int) -> list[Any]:

@@ -158,7 +158,8 @@ TRACE_FILE = "trace.json"
 #: What the report says in place of the measured-vs-predicted section while there are no measurements.
 HARDWARE_HOWTO = (
     "No hardware measurements yet. On a Trainium host with the Neuron SDK: `devkit promote KERNEL` writes "
-    "hw_tests/test_KERNEL.py, `devkit hw run` runs it (numerics checked strictly, latency recorded in "
+    "hw_tests/test_KERNEL.py and its cases (shapes and predicted latencies) to hw_tests/cases/KERNEL.json, "
+    "`devkit hw run` runs it (numerics checked strictly, latency recorded in "
     "results/), then `devkit run` or `devkit hw report` shows measured against predicted here. "
     "Latencies captured with nki.benchmark or a neuron-profile summary can be fitted with `devkit calibrate "
     "FILE` (docs: Hardware stage)."

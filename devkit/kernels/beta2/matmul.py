@@ -87,17 +87,17 @@ def matmul_optimized_b2(
     return out
 
 
-def _fixed_panel(lhsT: Any, rhs: Any, cols: int, kernel: str) -> tuple[int, int, int]:
-    """Shapes of a kernel holding a full-K ``cols``-wide lhsT panel (and double-buffered rhs tiles); raises
-    BlockError when that cannot fit SBUF (the registry's ``_panel_limit``)."""
+def _fixed_panel(lhsT: Any, rhs: Any, cols: int, rhs_cols: int, kernel: str) -> tuple[int, int, int]:
+    """Shapes of a kernel holding a full-K ``cols``-wide lhsT panel next to double-buffered ``rhs_cols``-wide
+    rhs tiles; raises BlockError when that cannot fit SBUF (the registry's ``_panel_limit``)."""
     usable = B.usable_sbuf_bytes()
-    return resolve.fixed_panel_dims(lhsT, rhs, cols, 2 * B.FMAX, usable, kernel, "matmul_optimized_b2")
+    return resolve.fixed_panel_dims(lhsT, rhs, cols, rhs_cols, usable, kernel, "matmul_optimized_b2")
 
 
 @nki.jit
 def matmul_blocked_b2(lhsT: Any, rhs: Any) -> Any:
     """Blocked free dimensions: a 256-column lhsT panel against 1024-column rhs groups, 4 PSUM banks."""
-    k, m, n = _fixed_panel(lhsT, rhs, 256, "matmul_blocked_b2")
+    k, m, n = _fixed_panel(lhsT, rhs, 256, 2 * B.FMAX, "matmul_blocked_b2")
     out = nl.ndarray((m, n), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for _, m0, bm in B.spans(m, 256):
         panel = nl.ndarray((B.P, B.cdiv(k, B.P), bm), dtype=lhsT.dtype, buffer=nl.sbuf)
@@ -110,7 +110,7 @@ def matmul_blocked_b2(lhsT: Any, rhs: Any) -> Any:
 def matmul_hoisted_b2(lhsT: Any, rhs: Any) -> Any:
     """Hoisted loads: each 128-column lhsT strip (all of K) is loaded once and reused across every 512-column
     rhs tile."""
-    k, m, n = _fixed_panel(lhsT, rhs, B.P, "matmul_hoisted_b2")
+    k, m, n = _fixed_panel(lhsT, rhs, B.P, B.FMAX, "matmul_hoisted_b2")
     out = nl.ndarray((m, n), dtype=lhsT.dtype, buffer=nl.shared_hbm)
     for _, m0, ms in B.spans(m, B.P):
         panel = nl.ndarray((B.P, B.cdiv(k, B.P), ms), dtype=lhsT.dtype, buffer=nl.sbuf)

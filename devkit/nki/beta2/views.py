@@ -29,7 +29,7 @@ from devkit.errors import (
 )
 from devkit.nki.beta2.targets import machine_at_least
 from devkit.sim.storage import Storage, make_alias
-from devkit.sim.tensor import Tensor
+from devkit.sim.tensor import OffsetView, Tensor
 
 
 def storage_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -310,7 +310,9 @@ def access_pattern(
     arrays = tuple(np.ascontiguousarray(c) for c in coords)
     why = None if dynamic else _ap_bounds(api, base, pairs, off, part, flat, split, per_partition)
     if why is None:
-        return Tensor(base, None, shape, pax, arrays)
+        view = Tensor(base, None, shape, pax, arrays)
+        tiles = tuple(x for x in (scalar_offset, vector_offset) if isinstance(x, Tensor))
+        return OffsetView.of(view, tiles) if tiles else view
     return OutOfBoundsView(base, shape, pax, arrays, why)
 
 
@@ -861,7 +863,7 @@ class IndirectView(Tensor):
             np.ascontiguousarray(np.broadcast_to(a, data.shape).reshape(p, free)[pr, offsets])
             for a in data._index_arrays()
         )
-        return Tensor(data.st, None, (p, n), 0, coords)
+        return OffsetView.of(Tensor(data.st, None, (p, n), 0, coords), (self.index,))
 
 
 def _not_an_operand() -> KernelArgumentError:
