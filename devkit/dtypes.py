@@ -375,7 +375,9 @@ def to_external(data: np.ndarray, dt: object) -> np.ndarray:
     """Simulator storage array -> host array in the declared type (tf32 stays float32)."""
     if isinstance(dt, _TF32):
         return np.array(data, dtype=np.float32)
-    if isinstance(dt, _PackedX4):  # the container bits typed as the x4 NumPy dtype (as Neuron's toolchain does)
+    if isinstance(
+        dt, _PackedX4
+    ):  # the container bits typed as the x4 NumPy dtype (as Neuron's toolchain does)
         return _packed_numpy.from_bits(np.array(data, dtype=dt.container), dt.name)
     d = np.dtype(dt)  # type: ignore[arg-type]
     if d == bool_:

@@ -31,15 +31,15 @@ import ml_dtypes
 import numpy as np
 
 
-class float8_e4m3fn_x4(np.void):  # noqa: N801 (named as NKI names the type)
+class float8_e4m3fn_x4(np.void):  # (named as NKI names the type)
     """Scalar type of one ``float8_e4m3fn_x4`` element (four packed OCP FP8 E4M3 values)."""
 
 
-class float8_e5m2_x4(np.void):  # noqa: N801
+class float8_e5m2_x4(np.void):
     """Scalar type of one ``float8_e5m2_x4`` element (four packed FP8 E5M2 values)."""
 
 
-class float4_e2m1fn_x4(np.void):  # noqa: N801
+class float4_e2m1fn_x4(np.void):
     """Scalar type of one ``float4_e2m1fn_x4`` element (four packed FP4 E2M1 values, low nibble first)."""
 
 

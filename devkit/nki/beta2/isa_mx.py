@@ -198,8 +198,13 @@ def _quantize_mx_values(s: _layer.Step) -> Any:
         cur[rows] = np.exp2(scales.astype(np.float64) - 127)
     else:
         cur[rows] = scales
-    # only the scale rows are written: the partitions between them keep their contents (and written-state)
-    sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype), _scale_rows_mask(sc, src.partitions))
+    # Only the scale rows are written: the partitions between them keep their contents and, if never written,
+    # stay never-written (a masked write would count its whole region as written).
+    rows_mask = _scale_rows_mask(sc, src.partitions)
+    gaps = sc.unwritten(~rows_mask)
+    sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype), rows_mask)
+    if gaps is not None:
+        sc.mark_unwritten(gaps)
     return _layer.WRITTEN
 
 
