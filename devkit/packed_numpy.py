@@ -6,7 +6,7 @@ toolchain gives them one (its internal ``neuron_dtypes`` package), and real code
 nki-library @d2ad3a5 allocates goldens with ``np.zeros(shape, dtype=nl.float8_e4m3fn_x4)``
 (``test/integration/nkilib/core/subkernels/test_rmsnorm_mx_quantize_tkg.py:192``), views x4 arrays as
 their container (``.view(np.uint32)`` / ``.view(np.uint16)`` in
-``src/nkilib_src/nkilib/core/utils/mx_torch_common.py``), and expects ``astype(np.float32)`` of one to raise
+``src/nkilib_src/nkilib/core/utils/mx_torch_common.py:71,89,114``), and expects ``astype(np.float32)`` of one to raise
 ``TypeError`` (``test/utils/output_validator.py:248-251``: "Packed x4 dtypes ... cannot be cast to float32").
 
 The dtypes here reproduce those properties with plain NumPy: each is a structured dtype of the type's size
