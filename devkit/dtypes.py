@@ -18,6 +18,7 @@ import ml_dtypes
 import numpy as np
 
 # Bytes per element of a declared type: the one home is devkit.dtype_names (re-exported for the simulator).
+from devkit import packed_numpy as _packed_numpy
 from devkit.dtype_names import itemsize as itemsize
 
 bfloat16 = np.dtype(ml_dtypes.bfloat16)
@@ -59,7 +60,9 @@ class _PackedX4:
 
     The simulator stores their raw bits in an unsigned integer container (``uint32`` for the FP8 x4
     types, ``uint16`` for FP4 x4: two FP4 values per byte, low nibble first) and hands them to the host
-    as that container.  Only MX instructions interpret the bits (:mod:`devkit.sim.mx`).
+    typed as the type's NumPy dtype (``.dtype``, :mod:`devkit.packed_numpy`), whose ``.view(container)``
+    gives the bits back; arrays of that dtype or of the container type are accepted as inputs.  Only MX
+    instructions interpret the bits (:mod:`devkit.sim.mx`).
     """
 
     kind = "V"
@@ -69,12 +72,25 @@ class _PackedX4:
         self.container = container
         self.itemsize = container.itemsize
         self.element = element  # the ml_dtypes type of one packed value
+        #: the host-side NumPy dtype (:mod:`devkit.packed_numpy`): ``np.zeros(shape, dtype=marker)`` uses it
+        self.dtype = _packed_numpy.BY_NAME[name]
 
     def __repr__(self) -> str:
         return self.name
 
     def __reduce__(self) -> str:
         return self.name
+
+    # Equal to (and hashing like) its NumPy dtype, so arrays' dtypes find markers in dicts and vice versa.
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, _PackedX4):
+            return other.name == self.name
+        if isinstance(other, np.dtype):
+            return other == self.dtype
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.dtype)
 
 
 float8_e5m2_x4 = _PackedX4("float8_e5m2_x4", np.dtype(np.uint32), float8_e5m2)
@@ -138,6 +154,9 @@ def as_dtype(x: object) -> np.dtype | _TF32:
         return tfloat32
     if isinstance(x, _PackedX4):
         return x
+    packed = _packed_numpy.name_of(x)
+    if packed is not None:  # an array's packed x4 NumPy dtype
+        return BY_NAME[packed]  # type: ignore[return-value]
     if isinstance(x, str):
         name = _ALIASES.get(x, x)
         if name in BY_NAME:
@@ -168,6 +187,8 @@ def name_of(dt: object) -> str:
         name = "tfloat32"
     elif isinstance(dt, _PackedX4):
         name = dt.name
+    elif _packed_numpy.name_of(dt) is not None:
+        name = _packed_numpy.name_of(dt)  # type: ignore[assignment]
     else:
         d = np.dtype(dt)  # type: ignore[arg-type]
         name = "bool" if d == bool_ else d.name
@@ -183,12 +204,13 @@ def is_float(dt: object) -> bool:
 
 
 def is_int(dt: object) -> bool:
-    return not is_float(dt) and name_of(dt) != "bool" and not isinstance(dt, _PackedX4)
+    return not is_float(dt) and name_of(dt) != "bool" and not is_packed(dt)
 
 
 def is_packed(dt: object) -> bool:
-    """Whether ``dt`` is one of the packed MX x4 types (raw bits in an integer container)."""
-    return isinstance(dt, _PackedX4)
+    """Whether ``dt`` is one of the packed MX x4 types (raw bits in an integer container), as the simulator's
+    marker or as its host-side NumPy dtype."""
+    return isinstance(dt, _PackedX4) or _packed_numpy.name_of(dt) is not None
 
 
 def storage_dtype(dt: object) -> np.dtype:
@@ -340,7 +362,10 @@ def to_storage(arr: np.ndarray, dt: object) -> np.ndarray:
             return _widen_bits(a, a.dtype)
         return np.array(arr, dtype=np.float32, copy=True)
     if isinstance(dt, _PackedX4):
-        return np.array(arr, dtype=dt.container, copy=True)
+        a = np.asarray(arr)
+        if _packed_numpy.name_of(a.dtype) is not None:  # a typed x4 array: its bits
+            a = _packed_numpy.to_bits(a)
+        return np.array(a, dtype=dt.container, copy=True)
     if name_of(dt) == "bool":
         return np.array(arr, dtype=np.uint8, copy=True)
     return np.array(arr, dtype=np.dtype(dt), copy=True)  # type: ignore[arg-type]
@@ -350,8 +375,10 @@ def to_external(data: np.ndarray, dt: object) -> np.ndarray:
     """Simulator storage array -> host array in the declared type (tf32 stays float32)."""
     if isinstance(dt, _TF32):
         return np.array(data, dtype=np.float32)
-    if isinstance(dt, _PackedX4):
-        return np.array(data, dtype=dt.container)
+    if isinstance(
+        dt, _PackedX4
+    ):  # the container bits typed as the x4 NumPy dtype (as Neuron's toolchain does)
+        return _packed_numpy.from_bits(np.array(data, dtype=dt.container), dt.name)
     d = np.dtype(dt)  # type: ignore[arg-type]
     if d == bool_:
         return data.astype(np.bool_)

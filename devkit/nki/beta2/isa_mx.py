@@ -54,8 +54,22 @@ def _scale_tile(x: Any, api: str, name: str, data: Tensor) -> Tensor:
     return t
 
 
-def _scale_values(t: Tensor) -> np.ndarray:
-    v = t.read()
+def _scale_rows_mask(t: Tensor, data_partitions: int) -> np.ndarray:
+    """Boolean mask (``t``'s view shape) of the partitions holding the scales of a data tile of
+    ``data_partitions`` partitions: the only rows the instruction reads or writes (``reference/nki_beta2.md``
+    §5.4: the first 4 partitions of each 32-partition quadrant when P > 32; nki-library @d2ad3a5
+    ``test/integration/nkilib/experimental/mxfp_subkernels/test_mxfp_load.py:46``: "quantize_mx writes 4 rows
+    of scales at each of these partition offsets")."""
+    mask = np.zeros(t.shape, dtype=bool)
+    at: list[Any] = [slice(None)] * len(t.shape)
+    at[t.pax if t.pax is not None else 0] = _mx.scale_rows(data_partitions)
+    mask[tuple(at)] = True
+    return mask
+
+
+def _scale_values(t: Tensor, data_partitions: int) -> np.ndarray:
+    """The scale tile's values; only the scale rows are read (a never-written gap row is not observed)."""
+    v = t.read(_scale_rows_mask(t, data_partitions))
     if _dt.name_of(t.dtype) == "float8_e8m0fnu":  # stored as the value 2**(s-127)
         return (np.log2(v.astype(np.float64)) + 127).astype(np.int64).reshape(t.partitions, -1)
     return v.astype(np.int64).reshape(t.partitions, -1)
@@ -126,8 +140,8 @@ def _matmul_mx_values(s: _layer.Step) -> np.ndarray:
     st, mv, ss, ms = s.reads
     k = st.partitions
     mm, n = s.shape
-    a = _mx.dequantize(st.read().reshape(k, mm), st.dtype, _scale_values(ss))
-    b = _mx.dequantize(mv.read().reshape(k, n), mv.dtype, _scale_values(ms))
+    a = _mx.dequantize(st.read().reshape(k, mm), st.dtype, _scale_values(ss, k))
+    b = _mx.dequantize(mv.read().reshape(k, n), mv.dtype, _scale_values(ms, k))
     return np.einsum("kiq,kjq->ij", a, b).astype(np.float32)
 
 
@@ -184,7 +198,13 @@ def _quantize_mx_values(s: _layer.Step) -> Any:
         cur[rows] = np.exp2(scales.astype(np.float64) - 127)
     else:
         cur[rows] = scales
-    sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype))
+    # Only the scale rows are written: the partitions between them keep their contents and, if never written,
+    # stay never-written (a masked write would count its whole region as written).
+    rows_mask = _scale_rows_mask(sc, src.partitions)
+    gaps = sc.unwritten(~rows_mask)
+    sc.write(_dt.round_to(cur.reshape(sc.shape), sc.dtype), rows_mask)
+    if gaps is not None:
+        sc.mark_unwritten(gaps)
     return _layer.WRITTEN
 
 

@@ -15,6 +15,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from devkit import packed_numpy as _packed_numpy
+
 #: torch dtype name -> (same-size integer torch dtype name, ml_dtypes type) for dtypes NumPy has no type for.
 _VIA_BITS = {
     "bfloat16": ("int16", ml_dtypes.bfloat16),
@@ -50,6 +52,8 @@ def to_torch(a: Any, device: Any) -> Any:
     import torch
 
     arr = np.ascontiguousarray(a)
+    if _packed_numpy.is_packed_array(arr):  # torch has no packed MX x4 type: their container bits
+        arr = _packed_numpy.to_bits(arr)
     for name, (int_name, ml) in _VIA_BITS.items():
         if arr.dtype == np.dtype(ml):
             return torch.from_numpy(arr.view(np.dtype(int_name))).view(getattr(torch, name)).to(device)
