@@ -318,9 +318,11 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     out = _x.new_tile(m, tuple(shape), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load", [src], [out], 0, {"indirect": src.dims is None}, loc)
-    vals = None
+    vals = garbage = None
     if m.numerics:
-        vals = src.read(marr).reshape(shape)
+        # never-written elements of kernel-allocated HBM (scratch, an output) are carried (devkit.sim.unwritten)
+        garbage = _unwritten.moved(src, marr)
+        vals = src.read(marr, check_init=False).reshape(shape)
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
     _x.commit(
         m,
@@ -331,6 +333,8 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
         exact=d == src.dtype,
         immutable=src.st.is_input,
     )
+    if garbage is not None:
+        _unwritten.carry(out, garbage.reshape(shape), src)
     return out
 
 
@@ -403,11 +407,15 @@ def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwar
     out = _x.new_tile(m, (p_, f), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load_transpose2d", [src], [out], 0, {"transpose": True}, loc)
-    vals = None
+    vals = garbage = None
     if m.numerics:
-        vals = src.read(marr).T
+        garbage = _unwritten.moved(src, marr)  # carried, as by nl.load
+        vals = src.read(marr, check_init=False).T
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
-    return _x.commit(m, p, out, vals, None if marr is None else marr.T)
+    _x.commit(m, p, out, vals, None if marr is None else marr.T)
+    if garbage is not None:
+        _unwritten.carry(out, garbage.T, src)
+    return out
 
 
 def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:

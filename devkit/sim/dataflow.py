@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from devkit.dtypes import is_float, round_to
 from devkit.sim.storage import Storage
 from devkit.sim.tensor import TOLERATING, Tensor
 from devkit.sim.unwritten import Taint, taint_of
@@ -143,28 +144,70 @@ def affine_select(s: Any, f: Flow) -> Masks:
     return [None if g is None else g & s.args]
 
 
-def select(
-    f: Flow, operands: list[Any], shape: tuple[int, ...], mask: np.ndarray | None
+def _values(x: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """The stored values of operand ``x`` (a tile, read without the never-written check, or a scalar) as they
+    reach an element-wise result of ``shape``."""
+    if not isinstance(x, Tensor):
+        return np.full(shape, x)
+    TOLERATING[0] += 1
+    try:
+        v = x.read()
+    finally:
+        TOLERATING[0] -= 1
+    ash = _aligned(x)
+    v = v.reshape(ash)
+    if ash != shape and len(ash) >= 2 and ash[1:] == (1,) * (len(ash) - 1):
+        v = v.reshape((ash[0],) + (1,) * (len(shape) - 1))
+    return np.broadcast_to(v, shape)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Where two candidate results are the same value (integers of one dtype exactly; otherwise equal as
+    float64 with the same sign, so ``-0.0`` differs from ``0.0`` and a NaN from everything)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype == b.dtype and a.dtype.kind in "iub":
+        return a == b
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    return (a64 == b64) & (np.signbit(a64) == np.signbit(b64))
+
+
+def _choose(
+    g_c: np.ndarray | None,
+    cv: np.ndarray,
+    g_x: np.ndarray | None,
+    g_y: np.ndarray | None,
+    same: Callable[[], np.ndarray],
 ) -> np.ndarray | None:
-    """``nl.where(c, x, y)``: only the chosen operand counts; a never-written condition makes its element
-    unknown."""
-    c, x, y = operands
-    g_c, g_x, g_y = (f.operand(v, shape, mask) for v in (c, x, y))
-    if g_x is None and g_y is None:
-        return g_c
-    if not isinstance(c, Tensor):
-        cv = np.full(shape, bool(c))
-    else:
-        TOLERATING[0] += 1
-        try:
-            cv = np.broadcast_to(c.read().reshape(_aligned(c)), shape) != 0
-        finally:
-            TOLERATING[0] -= 1
-    out = g_c
+    """Never-written results of ``c ? x : y`` element-wise: where the condition is written, those of the
+    chosen operand; where it is never-written (``g_c``), the element is unknown only when the two candidates
+    differ (``same()``: where they are the same value, computed only then) or either is never-written -- a
+    never-written predicate that cannot change the result is not observed."""
+    out = None
     for g, where in ((g_x, cv), (g_y, ~cv)):
         if g is not None:
             out = (g & where) if out is None else (out | (g & where))
-    return out
+    if g_c is None:
+        return out
+    undecided = g_c & ~same()
+    for g in (g_x, g_y):
+        if g is not None:
+            undecided |= g_c & g
+    if out is None:
+        return undecided if undecided.any() else None
+    return np.where(g_c, undecided, out)
+
+
+def select(
+    f: Flow, operands: list[Any], shape: tuple[int, ...], mask: np.ndarray | None
+) -> np.ndarray | None:
+    """``nl.where(c, x, y)``: only the chosen operand counts; where the condition is never-written, the
+    element is never-written unless ``x`` and ``y`` hold the same value there (:func:`_choose`)."""
+    c, x, y = operands
+    g_c, g_x, g_y = (f.operand(v, shape, mask) for v in (c, x, y))
+    if g_x is None and g_y is None and g_c is None:
+        return None
+    cv = np.full(shape, bool(c)) if not isinstance(c, Tensor) else _values(c, shape) != 0
+    return _choose(g_c, cv, g_x, g_y, lambda: _same(_values(x, shape), _values(y, shape)))
 
 
 def where(s: Any, f: Flow) -> Masks:
@@ -173,25 +216,27 @@ def where(s: Any, f: Flow) -> Masks:
 
 
 def predicated_copy(s: Any, f: Flow) -> Masks:
-    """``dst = src`` where the predicate holds, else ``dst`` unchanged: the chosen source counts, and a
-    never-written predicate element makes its result unknown."""
+    """``dst = src`` where the predicate holds, else ``dst`` unchanged: the chosen source counts; where the
+    predicate is never-written (and the mask lets the copy happen), the element is never-written unless the
+    source value, converted to ``dst``'s dtype, equals what ``dst`` holds (:func:`_choose`)."""
     sv, pr, d = s.reads
     marr, reverse = s.args
-    TOLERATING[0] += 1
-    try:
-        pv = np.broadcast_to(pr.read().reshape(_aligned(pr)), s.shape) != 0
-    finally:
-        TOLERATING[0] -= 1
+    pv = _values(pr, s.shape) != 0
     if reverse:
         pv = ~pv
     if marr is not None:
         pv = pv & marr
     g_src, g_pred, g_dst = f.operand(sv, s.shape), f.operand(pr, s.shape), f.operand(d, s.shape)
-    out = g_pred.copy() if g_pred is not None else None
-    for g, where in ((g_src, pv), (g_dst, ~pv)):
-        if g is not None:
-            out = (g & where) if out is None else (out | (g & where))
-    return [out]
+    if g_pred is not None and marr is not None:
+        g_pred = g_pred & marr  # masked off: dst keeps its value whatever the predicate
+        g_pred = g_pred if g_pred.any() else None
+
+    def same() -> np.ndarray:
+        new = _values(sv, s.shape)
+        new = round_to(new.astype(np.float32) if is_float(d.dtype) else new, d.dtype)
+        return _same(new, _values(d, s.shape))
+
+    return [_choose(g_pred, pv, g_src, g_dst, same)]
 
 
 def free_reduce(s: Any, f: Flow) -> Masks:

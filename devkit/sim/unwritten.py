@@ -87,9 +87,11 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     """The never-written positions (a boolean array of ``src``'s view shape) that a data movement reading
     the elements of ``src`` selected by ``mask`` carries to its destination, or ``None``.
 
-    ``to_chip``: the destination is on chip (SBUF/PSUM).  Raises :class:`UninitializedReadError` when the
-    movement may not carry never-written data (``src`` or the destination in HBM) and some element is
-    never-written, or when every element it reads is.  After this check the caller reads the values with
+    ``to_chip``: the destination is on chip (SBUF/PSUM).  The source may be on chip or in HBM (a load from
+    kernel-allocated HBM -- an output not yet written, ``nl.hbm``/``private_hbm`` scratch -- carries its
+    never-written elements like an on-chip move; kernel inputs are always written).  Raises
+    :class:`UninitializedReadError` when the destination is in HBM and some element is never-written, or when
+    every element the movement reads is.  After this check the caller reads the values with
     ``check_init=False``."""
     st = src.st
     if st.uninit is None:
@@ -97,7 +99,7 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     g = src.unwritten(mask)
     if g is None:
         return None
-    to_hbm = not (to_chip and st.on_chip)
+    to_hbm = not to_chip
     if to_hbm or int(np.count_nonzero(g)) == src.selected(mask):
         if st.taint is not None:  # computed garbage observed: blamed on its computation
             pos = tuple(int(i[0]) for i in np.nonzero(g))
@@ -157,7 +159,15 @@ def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved
         if stale:
             st.taint = None
         if moved_in:
-            st.garbage_from = user_location()
+            st.garbage_from = (*user_location(), _from_hbm(src))
+
+
+def _from_hbm(src: Tensor | None) -> str:
+    """How a message names the HBM tensor a load carried never-written data from ("" for an on-chip source)."""
+    if src is None or src.st.on_chip:
+        return ""
+    fn, ln = src.st.origin
+    return f" from {src.st.describe()} (allocated at {fn}:{ln})"
 
 
 def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:
