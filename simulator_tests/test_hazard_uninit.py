@@ -232,7 +232,9 @@ def never_written_scratch_rows(a):
 
 def test_private_hbm_scratch_never_written_reaching_an_output():
     err = raises_uninit(unwritten_scratch, A)
-    assert "[64, 0]" in str(err) and "copied never-written data in from private_hbm tensor [256, 512]" in str(err)
+    assert "[64, 0]" in str(err) and "copied never-written data in from private_hbm tensor [256, 512]" in str(
+        err
+    )
     np.testing.assert_array_equal(devkit.simulate(unwritten_scratch_written_part_stored, A), A[64:128])
 
 

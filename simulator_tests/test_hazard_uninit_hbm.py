@@ -195,11 +195,15 @@ def skip_flags_used_in_part(block_expert, e_count):
 
 
 def test_b1_never_written_scratch_flag():
-    np.testing.assert_array_equal(devkit.simulate(skip_flags_used_in_part, BLOCK_EXPERT, 9), np.full((1, 7), 9))
+    np.testing.assert_array_equal(
+        devkit.simulate(skip_flags_used_in_part, BLOCK_EXPERT, 9), np.full((1, 7), 9)
+    )
     be = BLOCK_EXPERT.copy()
     be[0, -1] = 9
     np.testing.assert_array_equal(devkit.simulate(skip_flags_stored, be, 9), np.full((1, 8), 9))
-    err = simulate_raises(UninitializedReadError, skip_flags_stored, BLOCK_EXPERT, 9, rule="uninitialized-read")
+    err = simulate_raises(
+        UninitializedReadError, skip_flags_stored, BLOCK_EXPERT, 9, rule="uninitialized-read"
+    )
     assert "reaches HBM" in str(err), err
 
 
