@@ -342,3 +342,24 @@ def test_b2_mx_garbage_groups_reach_the_outputs_they_contract_into():
     np.testing.assert_array_equal(got, full[0:2])
     err = raises_b2(b2_quantize_then_matmul, x, w, 8, 4)
     assert "8 element(s)" in str(err) and "position [2, 0]" in str(err), err
+
+
+@nki.jit
+def b1_gather_flattened(a, idx):
+    """Beta 1 ``nl.gather_flattened``: columns 0:10 of the data written; the gathered elements decide."""
+    x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
+    x[:, 0:10] = nl.load(a[:, 0:10])
+    g = nl.gather_flattened(x, nl.load(idx))  # <- blame
+    out = nl.ndarray(idx.shape, dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=g)  # <- observed
+    return out
+
+
+def test_b1_gather_flattened_carries_the_gathered_elements_state():
+    a = RNG.standard_normal((16, 20)).astype(np.float32)
+    idx = RNG.integers(0, 10, (16, 4)).astype(np.int32)
+    got = devkit.simulate(b1_gather_flattened, a, idx)
+    np.testing.assert_array_equal(got, np.take_along_axis(a, idx.astype(np.int64), axis=1))
+    idx[2, 1] = 17
+    err = raises_b1(b1_gather_flattened, a, idx)
+    assert "1 element(s)" in str(err) and "position [2, 1]" in str(err), err

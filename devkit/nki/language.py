@@ -630,13 +630,19 @@ def gather_flattened(
     m.check_read(d, loc)
     m.check_read(ix, loc)
     p = m.emit(GPSIMD, "gather_flattened", [d, ix], [out], 0, None, loc)
-    vals = None
+    vals = garbage = taint = None
     if m.numerics:
-        dv = d.read().reshape(d.shape[0], -1)  # moved, not computed: ints stay exact (take_along_axis)
-        iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)
+        iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)  # the indices are observed
+        dv = d.read(check_init=False).reshape(d.shape[0], -1)  # moved, not computed: ints stay exact
         iv = np.clip(iv, 0, dv.shape[1] - 1)
         vals = np.take_along_axis(dv, iv, axis=1).reshape(ix.shape)
-    return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
+        g = d.unwritten() if d.st.uninit is not None else None
+        if g is not None:  # the gathered elements' state (the dataflow rule of nc_n_gather)
+            garbage = np.take_along_axis(g.reshape(dv.shape), iv, axis=1).reshape(ix.shape)
+            taint = _unwritten.taint_of(d.st, loc) if garbage.any() else None
+            garbage = garbage if taint is not None else None
+    marr = _x.mask_array(mask, ix.shape, "nl.gather_flattened")
+    return _x.commit(m, p, out, vals, marr, garbage=garbage, taint=taint)
 
 
 _LOOP_REDUCE_FNS = {
