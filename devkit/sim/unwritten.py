@@ -8,17 +8,19 @@ peer, which ignores that row; ``find_nonzero_indices`` transposes a tile of whic
 written and then reads only the rows those columns became).  So the rule is where the garbage is
 *consumed*, not where it is moved:
 
-* A **data movement between on-chip buffers** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
+* A **data movement onto the chip** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
-  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv`` -- gives each
-  destination element the written-state of the source element it receives, instead of raising.
+  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv``, and a load
+  from HBM the kernel allocated (``nl.hbm`` / ``private_hbm`` scratch, an output not yet written; nki-library's
+  ``moe_cte`` loads flags from scratch it wrote all but the last of) -- gives each destination element the
+  written-state of the source element it receives, instead of raising.
 * A **computation** on never-written elements by an instruction with a dataflow rule
   (:mod:`devkit.sim.dataflow`: element-wise, reductions, matmul, activation, selections...) is legal too:
   the results the rule names become never-written, and the storage remembers the computation that first
   consumed never-written data on the way (:class:`Taint`, ``Storage.taint``).  AWS's hardware-tested
   ``attention_tkg`` computes on dead lanes this way.
-* An **observation** is the error: never-written data leaving through DMA traffic with HBM (an output, HBM
-  scratch; a never-written HBM element may not be loaded either), used as an index, offset or register, read
+* An **observation** is the error: never-written data written to HBM (an output, HBM scratch), used as an
+  index, offset or register, read
   by an instruction without a dataflow rule (or a register holding such rows read by one), or moved when the
   movement reads **nothing but** never-written elements (nothing there was ever written, so it cannot be the
   unused part of a partly written buffer).  For computed garbage the error blames the taint's computation
