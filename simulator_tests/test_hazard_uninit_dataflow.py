@@ -189,20 +189,47 @@ def test_affine_select_counts_only_the_chosen_source():
 
 
 @nki.jit
-def bn_stats_of_garbage(a):
-    """An instruction without a dataflow rule reading computed garbage: blamed on the computation."""
-    out = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+def bn_stats_of_garbage(a, store_all=False):
+    """``bn_stats`` (a per-partition rule) on computed garbage in rows 64:128: those rows' statistics are
+    garbage too, and storing them is blamed on the computation."""
+    rows = 128 if store_all else 64
+    out = nl.ndarray((rows, 6), dtype=nl.float32, buffer=nl.shared_hbm)
     t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     t[0:64, :] = nl.load(a[0:64, :])
     y = nl.multiply(t, 2.0)  # <- blame
-    st = nisa.bn_stats(y)  # <- observed
-    nl.store(out, value=st)
+    st = nisa.bn_stats(y)
+    nl.store(out, value=st[0:rows, :])  # <- observed
     return out
 
 
-def test_an_instruction_without_a_rule_observes_the_garbage():
-    err = raises_uninit(bn_stats_of_garbage, A)
+def test_per_partition_statistics_of_garbage_rows_are_garbage():
+    got = devkit.simulate(bn_stats_of_garbage, A)
+    y = 2 * A[0:64].astype(np.float64)
+    np.testing.assert_allclose(got[:, 1], y[:, 0::2].mean(axis=1), rtol=1e-5, atol=1e-6)
+    err = raises_uninit(bn_stats_of_garbage, A, True)
+    assert "384 element(s)" in str(err), err  # rows 64:128, 6 statistics each
     names_observer(err, bn_stats_of_garbage, "# <- observed")
+
+
+@nki2.jit
+def b2_seed_from_garbage(a, seed_written=True):
+    """``set_rng_seed`` has no dataflow rule (a seed is engine state, not data): reading a computed garbage
+    seed is the observation, blamed on the computation."""
+    s = nl2.ndarray((1, 1), dtype=nl2.int32, buffer=nl2.sbuf)
+    if seed_written:
+        nisa2.memset(s, 7)
+    t = nl2.ndarray((1, 1), dtype=nl2.int32, buffer=nl2.sbuf)
+    nisa2.tensor_scalar(t, s, nl2.add, 1)  # <- blame
+    nisa2.set_rng_seed(t)  # <- observed
+    out = nl2.ndarray((1, 1), dtype=nl2.int32, buffer=nl2.shared_hbm)
+    nisa2.dma_copy(out, t)
+    return out
+
+
+def test_b2_an_instruction_without_a_rule_observes_the_garbage():
+    np.testing.assert_array_equal(nki2.simulate(b2_seed_from_garbage)(A), [[8]])
+    err = raises_uninit_b2(b2_seed_from_garbage, A, False)
+    names_observer(err, b2_seed_from_garbage, "# <- observed")
 
 
 # ---- Beta 2 ------------------------------------------------------------------------------------------------------
@@ -458,10 +485,10 @@ def test_a_rewritten_tile_forgets_its_old_origin():
 
 
 @nki2.jit
-def b2_register_then_rule_less(a, b, vector=False):
+def b2_register_then_cumulative(a, b, vector=False, keep=False):
     """Rows 96: of x never written fold into an accumulator register (the ScalarE's via activation, or the
-    VectorE's via tensor_scalar_reduce); then tensor_scalar_cumulative, which has no dataflow rule and uses
-    the VectorE register."""
+    VectorE's via tensor_scalar_reduce); then tensor_scalar_cumulative, which starts its scan from the VectorE
+    register (``reduce_cmd=reduce``: ``keep``) or from the identity (``reset_reduce``)."""
     x = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.dma_copy(x[0:96, :], a[0:96, 0:32])
     e = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
@@ -472,15 +499,19 @@ def b2_register_then_rule_less(a, b, vector=False):
     y = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
     nisa2.dma_copy(y, b)
     c = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
-    nisa2.tensor_scalar_cumulative(c, y, nl2.multiply, nl2.add, 2.0)  # <- observed
+    cmd = nisa2.reduce_cmd.reduce if keep else nisa2.reduce_cmd.reset_reduce
+    nisa2.tensor_scalar_cumulative(c, y, nl2.multiply, nl2.add, 2.0, reduce_cmd=cmd)
     out = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
-    nisa2.dma_copy(out, c)
+    nisa2.dma_copy(out, c)  # <- observed
     return out
 
 
-def test_b2_a_register_holding_garbage_rows_is_observed_by_an_instruction_without_a_rule():
-    got = nki2.simulate(b2_register_then_rule_less)(A, B)  # the ScalarE register: not what cumulative reads
-    np.testing.assert_allclose(got, np.cumsum(2 * B, axis=1), rtol=1e-5, atol=1e-5)
-    err = raises_uninit_b2(b2_register_then_rule_less, A, B, True)
-    names_observer(err, b2_register_then_rule_less, "# <- observed")
-    assert "the vector engine's accumulator register" in str(err), err
+def test_b2_a_register_holding_garbage_rows_flows_into_a_scan_that_keeps_it():
+    want = np.cumsum(2 * B, axis=1)
+    got = nki2.simulate(b2_register_then_cumulative)(A, B)  # the ScalarE register: not what cumulative reads
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    got = nki2.simulate(b2_register_then_cumulative)(A, B, True)  # reset: the garbage rows are not read
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    err = raises_uninit_b2(b2_register_then_cumulative, A, B, True, True)
+    names_observer(err, b2_register_then_cumulative, "# <- observed")
+    assert "1024 element(s)" in str(err) and "position [96, 0]" in str(err), err  # rows 96:128, every column

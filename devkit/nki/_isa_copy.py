@@ -349,14 +349,19 @@ TENSOR_COPY_PREDICATED = Instruction(
 AFFINE_SELECT = Instruction(
     "affine_select", GPSIMD, "affine_select", _affine_select, elementwise, dataflow=_flow.affine_select
 )
-RANGE_SELECT = Instruction("range_select", VECTOR, "range_select", _range_select, _range_select_values)
-SELECT_REDUCE = Instruction(
-    "select_reduce", VECTOR, "select_reduce", _select_reduce, _select_reduce_values, writes_dst=True
+RANGE_SELECT = Instruction(
+    "range_select", VECTOR, "range_select", _range_select, _range_select_values, dataflow=_flow.range_select
 )
+SELECT_REDUCE = Instruction(
+    "select_reduce", VECTOR, "select_reduce", _select_reduce, _select_reduce_values, writes_dst=True,
+    dataflow=_flow.select_reduce,
+)  # fmt: skip
 NC_STREAM_SHUFFLE = Instruction(
     "nc_stream_shuffle", VECTOR, "nc_stream_shuffle", _nc_stream_shuffle, _shuffle_values, writes_dst=True
 )
-LOCAL_GATHER = Instruction("local_gather", GPSIMD, "local_gather", _local_gather, _gather_values)
+LOCAL_GATHER = Instruction(
+    "local_gather", GPSIMD, "local_gather", _local_gather, _gather_values, dataflow=_flow.local_gather
+)
 
 
 def tensor_copy_dynamic_dst(

@@ -448,12 +448,14 @@ ACCUMULATING_SCALAR_REDUCE = Instruction(
     "tensor_scalar_reduce", VECTOR, "tensor_scalar_reduce", _accumulating_scalar_reduce, _scalar_reduce_values,
     dataflow=_flow.scalar_reduce,
 )  # fmt: skip
-BN_STATS = Instruction("bn_stats", VECTOR, "bn_stats", _bn_stats, _bn_stats_values)
-BN_AGGR = Instruction("bn_aggr", VECTOR, "bn_aggr", _bn_aggr, _bn_aggr_values)
-MAX8 = Instruction("max8", VECTOR, "max8", _max8, _max8_values)
-NC_FIND_INDEX8 = Instruction("nc_find_index8", VECTOR, "nc_find_index8", _nc_find_index8, _find8_values)
+BN_STATS = Instruction("bn_stats", VECTOR, "bn_stats", _bn_stats, _bn_stats_values, dataflow=_flow.rows)
+BN_AGGR = Instruction("bn_aggr", VECTOR, "bn_aggr", _bn_aggr, _bn_aggr_values, dataflow=_flow.rows)
+MAX8 = Instruction("max8", VECTOR, "max8", _max8, _max8_values, dataflow=_flow.rows)
+NC_FIND_INDEX8 = Instruction(
+    "nc_find_index8", VECTOR, "nc_find_index8", _nc_find_index8, _find8_values, dataflow=_flow.rows
+)
 NC_MATCH_REPLACE8 = Instruction(
-    "nc_match_replace8", VECTOR, "nc_match_replace8", _nc_match_replace8, _find8_values
+    "nc_match_replace8", VECTOR, "nc_match_replace8", _nc_match_replace8, _find8_values, dataflow=_flow.rows
 )
 
 

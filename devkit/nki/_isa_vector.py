@@ -379,7 +379,7 @@ TENSOR_TENSOR_SCAN = Instruction(
 )
 TENSOR_SCALAR_CUMULATIVE = Instruction(
     "tensor_scalar_cumulative", VECTOR, "tensor_scalar_cumulative", _tensor_scalar_cumulative,
-    _cumulative_values, writes_dst=True,
+    _cumulative_values, writes_dst=True, dataflow=_flow.cumulative,
 )  # fmt: skip
 RECIPROCAL = Instruction(
     "reciprocal", VECTOR, "reciprocal", _reciprocal, elementwise, dataflow=_flow.elementwise
@@ -387,7 +387,12 @@ RECIPROCAL = Instruction(
 IOTA = Instruction("iota", GPSIMD, "iota", _iota, _iota_values)
 MEMSET = Instruction("memset", VECTOR, "memset", _memset, _memset_values)
 SEQUENCE_BOUNDS = Instruction(
-    "sequence_bounds", GPSIMD, "sequence_bounds", _sequence_bounds, _sequence_bounds_values
+    "sequence_bounds",
+    GPSIMD,
+    "sequence_bounds",
+    _sequence_bounds,
+    _sequence_bounds_values,
+    dataflow=_flow.rows,
 )
 DROPOUT = Instruction("dropout", VECTOR, "dropout", _dropout, elementwise, dataflow=_flow.elementwise)
 

@@ -318,9 +318,11 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
     out = _x.new_tile(m, tuple(shape), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load", [src], [out], 0, {"indirect": src.dims is None}, loc)
-    vals = None
+    vals = garbage = None
     if m.numerics:
-        vals = src.read(marr).reshape(shape)
+        # never-written elements of kernel-allocated HBM (scratch, an output) are carried (devkit.sim.unwritten)
+        garbage = _unwritten.moved(src, marr)
+        vals = src.read(marr, check_init=False).reshape(shape)
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
     _x.commit(
         m,
@@ -331,6 +333,8 @@ def load(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> 
         exact=d == src.dtype,
         immutable=src.st.is_input,
     )
+    if garbage is not None:
+        _unwritten.carry(out, garbage.reshape(shape), src)
     return out
 
 
@@ -403,11 +407,15 @@ def load_transpose2d(src: Tensor, *, mask: Any = None, dtype: Any = None, **kwar
     out = _x.new_tile(m, (p_, f), d, "sbuf", loc)
     m.check_read(src, loc)
     p = m.emit(DMA, "load_transpose2d", [src], [out], 0, {"transpose": True}, loc)
-    vals = None
+    vals = garbage = None
     if m.numerics:
-        vals = src.read(marr).T
+        garbage = _unwritten.moved(src, marr)  # carried, as by nl.load
+        vals = src.read(marr, check_init=False).T
         vals = vals.astype(np.float32) if _dt.is_float(d) and vals.dtype != np.float32 else vals
-    return _x.commit(m, p, out, vals, None if marr is None else marr.T)
+    _x.commit(m, p, out, vals, None if marr is None else marr.T)
+    if garbage is not None:
+        _unwritten.carry(out, garbage.T, src)
+    return out
 
 
 def broadcast_to(src: Tensor, *, shape: Any, **kwargs: Any) -> Tensor:
@@ -622,13 +630,19 @@ def gather_flattened(
     m.check_read(d, loc)
     m.check_read(ix, loc)
     p = m.emit(GPSIMD, "gather_flattened", [d, ix], [out], 0, None, loc)
-    vals = None
+    vals = garbage = taint = None
     if m.numerics:
-        dv = d.read().reshape(d.shape[0], -1)  # moved, not computed: ints stay exact (take_along_axis)
-        iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)
+        iv = ix.read().reshape(ix.shape[0], -1).astype(np.int64)  # the indices are observed
+        dv = d.read(check_init=False).reshape(d.shape[0], -1)  # moved, not computed: ints stay exact
         iv = np.clip(iv, 0, dv.shape[1] - 1)
         vals = np.take_along_axis(dv, iv, axis=1).reshape(ix.shape)
-    return _x.commit(m, p, out, vals, _x.mask_array(mask, ix.shape, "nl.gather_flattened"))
+        g = d.unwritten() if d.st.uninit is not None else None
+        if g is not None:  # the gathered elements' state (the dataflow rule of nc_n_gather)
+            garbage = np.take_along_axis(g.reshape(dv.shape), iv, axis=1).reshape(ix.shape)
+            taint = _unwritten.taint_of(d.st, loc) if garbage.any() else None
+            garbage = garbage if taint is not None else None
+    marr = _x.mask_array(mask, ix.shape, "nl.gather_flattened")
+    return _x.commit(m, p, out, vals, marr, garbage=garbage, taint=taint)
 
 
 _LOOP_REDUCE_FNS = {

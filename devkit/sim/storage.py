@@ -108,7 +108,8 @@ class Storage:
         # access (see _poison), unless a write of every element comes first (Machine.new_storage sets it)
         self.unfilled = False
         # where a data movement last copied never-written elements in (devkit.sim.unwritten), for messages
-        self.garbage_from: tuple[str, int] | None = None
+        # (file, line, the HBM tensor it came from as messages name it, or "")
+        self.garbage_from: tuple[str, int, str] | None = None
         # where a computation first consumed never-written data on the way into this storage
         # (a devkit.sim.unwritten.Taint; the line an error about its garbage blames), or None
         self.taint: Any = None

@@ -608,9 +608,8 @@ def unwritten_source(st: Storage) -> str:
     fn, ln = st.origin
     moved = ""
     if st.garbage_from is not None:
-        moved = (
-            f" (a data movement at {st.garbage_from[0]}:{st.garbage_from[1]} copied never-written data in)"
-        )
+        mfn, mln, via = st.garbage_from
+        moved = f" (a data movement at {mfn}:{mln} copied never-written data in{via})"
     return f"{st.describe()} (allocated at {fn}:{ln}) that were never written{moved}"
 
 

@@ -8,17 +8,19 @@ peer, which ignores that row; ``find_nonzero_indices`` transposes a tile of whic
 written and then reads only the rows those columns became).  So the rule is where the garbage is
 *consumed*, not where it is moved:
 
-* A **data movement between on-chip buffers** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
+* A **data movement onto the chip** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
-  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv`` -- gives each
-  destination element the written-state of the source element it receives, instead of raising.
+  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv``, and a load
+  from HBM the kernel allocated (``nl.hbm`` / ``private_hbm`` scratch, an output not yet written; nki-library's
+  ``moe_cte`` loads flags from scratch it wrote all but the last of) -- gives each destination element the
+  written-state of the source element it receives, instead of raising.
 * A **computation** on never-written elements by an instruction with a dataflow rule
   (:mod:`devkit.sim.dataflow`: element-wise, reductions, matmul, activation, selections...) is legal too:
   the results the rule names become never-written, and the storage remembers the computation that first
   consumed never-written data on the way (:class:`Taint`, ``Storage.taint``).  AWS's hardware-tested
   ``attention_tkg`` computes on dead lanes this way.
-* An **observation** is the error: never-written data leaving through DMA traffic with HBM (an output, HBM
-  scratch; a never-written HBM element may not be loaded either), used as an index, offset or register, read
+* An **observation** is the error: never-written data written to HBM (an output, HBM scratch), used as an
+  index, offset or register, read
   by an instruction without a dataflow rule (or a register holding such rows read by one), or moved when the
   movement reads **nothing but** never-written elements (nothing there was ever written, so it cannot be the
   unused part of a partly written buffer).  For computed garbage the error blames the taint's computation
@@ -87,9 +89,11 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     """The never-written positions (a boolean array of ``src``'s view shape) that a data movement reading
     the elements of ``src`` selected by ``mask`` carries to its destination, or ``None``.
 
-    ``to_chip``: the destination is on chip (SBUF/PSUM).  Raises :class:`UninitializedReadError` when the
-    movement may not carry never-written data (``src`` or the destination in HBM) and some element is
-    never-written, or when every element it reads is.  After this check the caller reads the values with
+    ``to_chip``: the destination is on chip (SBUF/PSUM).  The source may be on chip or in HBM (a load from
+    kernel-allocated HBM -- an output not yet written, ``nl.hbm``/``private_hbm`` scratch -- carries its
+    never-written elements like an on-chip move; kernel inputs are always written).  Raises
+    :class:`UninitializedReadError` when the destination is in HBM and some element is never-written, or when
+    every element the movement reads is.  After this check the caller reads the values with
     ``check_init=False``."""
     st = src.st
     if st.uninit is None:
@@ -97,7 +101,7 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     g = src.unwritten(mask)
     if g is None:
         return None
-    to_hbm = not (to_chip and st.on_chip)
+    to_hbm = not to_chip
     if to_hbm or int(np.count_nonzero(g)) == src.selected(mask):
         if st.taint is not None:  # computed garbage observed: blamed on its computation
             pos = tuple(int(i[0]) for i in np.nonzero(g))
@@ -157,7 +161,15 @@ def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved
         if stale:
             st.taint = None
         if moved_in:
-            st.garbage_from = user_location()
+            st.garbage_from = (*user_location(), _from_hbm(src))
+
+
+def _from_hbm(src: Tensor | None) -> str:
+    """How a message names the HBM tensor a load carried never-written data from ("" for an on-chip source)."""
+    if src is None or src.st.on_chip:
+        return ""
+    fn, ln = src.st.origin
+    return f" from {src.st.describe()} (allocated at {fn}:{ln})"
 
 
 def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:

@@ -88,6 +88,7 @@ def declared(ins: Instruction) -> Callable[..., Any]:
 
     def run(*args: Any, **kwargs: Any) -> Any:
         s = _layer.step(api, engine, opcode)
+        s.flow = ins.dataflow
         try:
             finish = plan(s, *args, **kwargs)
         except TypeError as e:

@@ -33,6 +33,7 @@ from devkit.nki.beta2.constants import (
     oob_mode,
     reduce_cmd,
 )
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
 from devkit.sim.tensor import Tensor
@@ -104,6 +105,7 @@ def dma_compute(
     s.dst = d
     s.flops = d.size * (len(items) - 1)
     s.attrs = {"indirect": False, "rmw": False}
+    s.flow = _flow.flat_sum
     _layer.issue(s, _sum_values)
 
 
@@ -204,6 +206,7 @@ def nc_n_gather(dst: Any, data: Any, indices: Any, name: Any = None) -> None:
     shape = tuple(ix.shape)
     _check_fit(api, d, shape)
     s.shape, s.dtype, s.reads, s.attrs = shape, d.dtype, [t, ix], {"op": "nc_n_gather"}
+    s.flow = _flow.n_gather
     _into(api, d, _layer.issue(s, _n_gather_values))  # type: ignore[arg-type]
 
 
@@ -264,6 +267,7 @@ def nc_find_index8(dst: Any, data: Any, vals: Any, name: Any = None) -> None:
     d, v = _match8(api, data, vals)
     _check_fit(api, dd, (d.partitions, 8))
     s.shape, s.dtype, s.reads, s.flops, s.exact = (d.partitions, 8), dd.dtype, [d, v], d.size, True
+    s.flow = _flow.rows
     _into(api, dd, _layer.issue(s, _find_index8_values))  # type: ignore[arg-type]
 
 
@@ -290,6 +294,7 @@ def nc_match_replace8(
         _check_fit(api, di, (d.partitions, 8))
         s.also, s.also_checked = [di], True
     s.shape, s.dtype, s.reads, s.flops, s.args = tuple(d.shape), dd.dtype, [d, v], d.size, (imm, di)
+    s.flow = _flow.rows
     _into(api, dd, _layer.issue(s, _match_replace8_values))  # type: ignore[arg-type]
 
 
@@ -343,6 +348,7 @@ def exponential(
     s.shape, s.dtype, s.reads, s.flops = shape, d.dtype, [t, mx], 2 * t.size
     s.attrs = {"func": "exp"}
     s.args = (rc, reduce_init, rr)
+    s.flow = _flow.exponential
     _into(api, d, _layer.issue(s, _exponential_values))  # type: ignore[arg-type]
 
 
@@ -514,6 +520,7 @@ def topk(val_dst: Any, idx_dst: Any, src: Any, n: Any, name: Any = None) -> None
             )
     s.reads, s.dst, s.also, s.also_checked = [t], vd, [ix], True
     s.attrs = {"n": n, "k": k}
+    s.flow = _flow.topk
     _layer.issue(s, _topk_values)
 
 

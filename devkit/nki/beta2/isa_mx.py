@@ -19,6 +19,7 @@ from devkit.nki.beta2._convention import (
     _machine_at_least,
     declared,
 )
+from devkit.sim import dataflow as _flow
 from devkit.sim import instr as _x
 from devkit.sim import mx as _mx
 from devkit.sim.tensor import Tensor
@@ -210,8 +211,12 @@ def _quantize_mx_values(s: _layer.Step) -> Any:
 
 # ---- the declarations and their nki.isa functions -------------------------------------------------------
 
-NC_MATMUL_MX = Instruction("nc_matmul_mx", TENSOR, "nc_matmul", _nc_matmul_mx, _matmul_mx_values)
-QUANTIZE_MX = Instruction("quantize_mx", VECTOR, "quantize_mx", _quantize_mx, _quantize_mx_values)
+NC_MATMUL_MX = Instruction(
+    "nc_matmul_mx", TENSOR, "nc_matmul", _nc_matmul_mx, _matmul_mx_values, dataflow=_flow.matmul_mx
+)
+QUANTIZE_MX = Instruction(
+    "quantize_mx", VECTOR, "quantize_mx", _quantize_mx, _quantize_mx_values, dataflow=_flow.quantize_mx
+)
 #: the family's instructions (each public function below is generated from its declaration)
 INSTRUCTIONS = (NC_MATMUL_MX, QUANTIZE_MX)
 
