@@ -373,15 +373,23 @@ def store(dst: Tensor, value: Any, *, mask: Any = None, **kwargs: Any) -> None:
     if m.numerics and marr is None and _x.defer_store(m, v, dst):
         return
     if m.numerics:
-        if v.st.taint is not None:  # results computed from never-written data reaching HBM (blamed on that)
-            _unwritten.moved(v, to_chip=False)
-        vals = v.read(None)
+        g = None
+        if m.nki_beta2 or v.st.taint is not None:
+            # results computed from never-written data reaching HBM are blamed on that computation; in NKI 0.x
+            # never-written data may pass through HBM (devkit.sim.unwritten.passes_through_hbm)
+            g = _unwritten.moved(v, to_chip=False)
+        vals = v.read(None, check_init=g is None)
         vals = (
             vals.reshape(dst.shape)
             if vals.size == dst.size
             else np.broadcast_to(vals.reshape(vshape), dst.shape)
         )
         dst.write(_dt.round_to(vals.astype(np.float32) if _dt.is_float(v.dtype) else vals, dst.dtype), marr)
+        if g is not None:
+            landed = (
+                g.reshape(dst.shape) if g.size == dst.size else np.broadcast_to(g.reshape(vshape), dst.shape)
+            )
+            _unwritten.carry(dst, landed if marr is None else landed & marr, v)
     else:
         dst.mark_written()
 

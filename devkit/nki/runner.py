@@ -275,6 +275,10 @@ def run_kernel(
             m.accumulators = {}
             result = func(*wrapped, **wkw)
             m.flush()
+        if m.stored_garbage:
+            from devkit.sim.unwritten import check_outputs
+
+            check_outputs(m)
         stats = m.finish()
         unwritten = unwritten_outputs(result)
         outputs = _to_host(m, result) if host_outputs else None

@@ -126,6 +126,9 @@ class Machine:
         # an NKI 0.x (Beta 2) kernel runs: its rules apply, e.g. fresh integer memory reads as 4 (set by
         # devkit.nki.beta2.language)
         self.nki_beta2 = False
+        # NKI 0.x: HBM storages that received never-written data, with what they received
+        # (devkit.sim.unwritten.StoredGarbage; checked when the kernel ends)
+        self.stored_garbage: dict[int, list] = {}
         # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
         # are one commutative update (races.py lets affine_range iterations reduce into one location)
         self.reducing: tuple | None = None
@@ -622,6 +625,10 @@ class Machine:
         if self.pending is not None:
             self.flush()
         p = Pending(engine, opcode, ins, outs, flops, attrs, loc or user_location())
+        if self.stored_garbage:  # NKI 0.x: never-written data another program wrote into HBM
+            from devkit.sim.unwritten import note_overwrites
+
+            note_overwrites(self, outs, p.loc)
         self.pending = p
         return p
 

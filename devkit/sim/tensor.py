@@ -518,6 +518,27 @@ class Tensor:
             sel = sel & ~bad
         return int(np.count_nonzero(sel))
 
+    def storage_positions(self, g: np.ndarray) -> np.ndarray:
+        """A boolean array of the storage's shape, true at the storage elements this view's positions where
+        ``g`` (broadcastable to the view's shape) is true stand for (in-bounds positions only)."""
+        out = np.zeros(self.st.shape, dtype=bool)
+        g = np.broadcast_to(g, self.shape)
+        if self.dims is not None and not self._oob and self._bcast is None:
+            tgt = out[self._key]
+            if not isinstance(tgt, np.ndarray):  # one element addressed by integers
+                out[self._key] = bool(g.reshape(-1)[0])
+                return out
+            if self._perm is not None:
+                tgt = tgt.transpose(self._perm)
+            tgt |= g.reshape(self._bshape) if self._bshape is not None else g
+            return out
+        sel = g.copy()
+        bad = self.oob_positions()
+        if bad is not None:
+            sel &= ~bad
+        out[self._fancy_key(self._index_arrays(), sel)] = True
+        return out
+
     def mark_unwritten(self, g: np.ndarray) -> None:
         """Record that the positions of this view where ``g`` (broadcastable to the view's shape) is true
         hold never-written data again: a data movement just copied such data there.  In-bounds positions

@@ -19,7 +19,8 @@ written and then reads only the rows those columns became).  So the rule is wher
   the results the rule names become never-written, and the storage remembers the computation that first
   consumed never-written data on the way (:class:`Taint`, ``Storage.taint``).  AWS's hardware-tested
   ``attention_tkg`` computes on dead lanes this way.
-* An **observation** is the error: never-written data written to HBM (an output, HBM scratch), used as an
+* An **observation** is the error: never-written data written to HBM (an output, HBM scratch; in NKI 0.x
+  kernels only when it is still in an output when the kernel ends, :func:`passes_through_hbm`), used as an
   index, offset or register, read
   by an instruction without a dataflow rule (or a register holding such rows read by one), or moved when the
   movement reads **nothing but** never-written elements (nothing there was ever written, so it cannot be the
@@ -31,7 +32,7 @@ The decisions and their evidence are in ``docs/errors.md`` (``uninitialized-read
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -52,11 +53,13 @@ class Taint:
         self.origin = origin
         self.source = source
 
-    def observed(self, what: str, detail: str, how: str = "") -> UninitializedReadError:
-        """The error for ``what`` (results of this computation) being observed at the current kernel line:
-        stored to HBM, used as an index or register, or read by an instruction that cannot carry never-written
-        data (``how`` says which, when known).  Blamed on :attr:`origin`."""
-        fn, ln = user_location()
+    def observed(
+        self, what: str, detail: str, how: str = "", at: tuple[str, int] | None = None
+    ) -> UninitializedReadError:
+        """The error for ``what`` (results of this computation) being observed at the current kernel line (or
+        ``at``): stored to HBM, used as an index or register, or read by an instruction that cannot carry
+        never-written data (``how`` says which, when known).  Blamed on :attr:`origin`."""
+        fn, ln = at if at is not None else user_location()
         use = how or "is used (an index, a register, or an instruction that cannot carry never-written data)"
         return UninitializedReadError(
             f"{what} hold results computed at line {self.origin[1]} from {self.source}, {detail}; the result "
@@ -101,7 +104,7 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     g = src.unwritten(mask)
     if g is None:
         return None
-    to_hbm = not to_chip
+    to_hbm = not to_chip and not passes_through_hbm(st)
     if to_hbm or int(np.count_nonzero(g)) == src.selected(mask):
         if st.taint is not None:  # computed garbage observed: blamed on its computation
             pos = tuple(int(i[0]) for i in np.nonzero(g))
@@ -143,7 +146,10 @@ def carry(dst: Tensor, g: np.ndarray | None, src: Tensor | None = None, *, moved
     if g is None:
         return
     st = dst.st
-    if not st.on_chip:
+    if not st.on_chip and passes_through_hbm(st):
+        taint = src.st.taint if src is not None else None
+        _stored(dst, g, taint, f" in {src.st.describe()}" if src is not None else "")
+    elif not st.on_chip:
         if src is not None and src.st.taint is not None:
             _reaches_hbm(src.st.taint, f"of {src.st.describe()}", g, dst)
         pos = tuple(int(i[0]) for i in np.nonzero(g))
@@ -181,9 +187,112 @@ def computed(dst: Tensor, g: np.ndarray | None, taint: Taint) -> None:
         return
     st = dst.st
     if not st.on_chip:
-        _reaches_hbm(taint, f"written into {st.describe()}", g, dst)
+        if not passes_through_hbm(st):
+            _reaches_hbm(taint, f"written into {st.describe()}", g, dst)
+        _stored(dst, g, taint, "")
     dst.mark_unwritten(g)
     st.taint = taint
+
+
+# ---- NKI 0.x: never-written data passes through HBM ------------------------------------------------------------
+
+
+def passes_through_hbm(st: Storage) -> bool:
+    """Whether never-written data may be written into HBM in this run (NKI 0.x kernels): it is observed only if
+    an output of the kernel still holds it when the kernel ends (:func:`check_outputs`), or when it is loaded
+    back and then observed.  nki-library @d2ad3a5's ``test_mlp_proj_mxfp4.py:195-201`` copies a whole partly
+    written tile into its output and then overwrites the never-written rows with zeros.  Beta-1 runs keep the
+    error at the write."""
+    m = st.machine() if st.machine is not None else None
+    return m is not None and m.nki_beta2
+
+
+class StoredGarbage:
+    """Never-written data written into an HBM storage: at which storage elements (``positions``), at which
+    kernel line (``at``), the computation that produced it (``taint``, or None for data that was only moved) and
+    where it came from (``source``, for the message)."""
+
+    __slots__ = ("at", "crossed", "positions", "program", "source", "taint")
+
+    def __init__(
+        self, positions: np.ndarray, at: tuple[str, int], taint: Taint | None, source: str, program: object
+    ) -> None:
+        self.positions = positions
+        self.at = at
+        self.taint = taint
+        self.source = source
+        self.program = program  # the LNC program that wrote it (Machine.program_ids)
+        # (kernel line, program) of the first write by another program over these positions, or None
+        self.crossed: tuple[tuple[str, int], object] | None = None
+
+
+def note_overwrites(m: Any, outs: list[Tensor], loc: tuple[str, int]) -> None:
+    """An instruction of the current program writes ``outs``: note which stored never-written data another
+    program's write covers (which write lands last is not defined then; :func:`check_outputs`)."""
+    for t in outs:
+        entries = m.stored_garbage.get(t.st.id)
+        if not entries:
+            continue
+        covered = None
+        for e in entries[1:]:
+            if e.crossed is not None or e.program == m.program_ids:
+                continue
+            if covered is None:
+                covered = t.storage_positions(np.ones(t.shape, dtype=bool))
+            if (e.positions & covered).any():
+                e.crossed = (loc, m.program_ids)
+
+
+def _stored(dst: Tensor, g: np.ndarray, taint: Taint | None, source: str) -> None:
+    """Record that the positions ``g`` of HBM view ``dst`` received never-written data at the current line."""
+    st = dst.st
+    m = st.machine() if st.machine is not None else None
+    if m is None:
+        return
+    entry = StoredGarbage(dst.storage_positions(g), user_location(), taint, source, m.program_ids)
+    m.stored_garbage.setdefault(st.id, [st]).append(entry)
+
+
+def check_outputs(m: object) -> None:
+    """At the end of an NKI 0.x kernel: raise when a tensor the host sees (``shared_hbm``, or a kernel argument)
+    still holds never-written data that a movement or computation wrote there (the first such write is blamed:
+    the computation that produced the data, else the writing line).  Scratch in ``nl.hbm``/``private_hbm`` is
+    not seen by the host; elements overwritten since hold written data."""
+    stored: dict[int, list] = getattr(m, "stored_garbage", {})
+    for entries in stored.values():
+        st: Storage = entries[0]
+        if not (st.buffer == "shared_hbm" or st.is_input):
+            continue
+        for e in entries[1:]:
+            left = e.positions & st.uninit if st.uninit is not None else None
+            if left is not None and left.any():
+                why = "still there when the kernel ends"
+            elif e.crossed is not None:
+                (cfn, cln), other = e.crossed
+                left = e.positions
+                why = (
+                    f"overwritten by program {list(other)} at {cfn}:{cln}, a write of another program whose order "
+                    "against this one is not defined"
+                )
+            else:
+                continue
+            n = int(np.count_nonzero(left))
+            pos = [int(i[0]) for i in np.nonzero(left)]
+            fn, ln = e.at
+            if e.taint is not None:
+                raise e.taint.observed(
+                    f"{n} element(s)",
+                    f"first at position {list(pos)} of {st.describe()}, {why}",
+                    "reaches HBM",
+                    e.at,
+                )
+            raise UninitializedReadError(
+                f"{n} element(s) of {st.describe()} written at line {ln} from never-written data{e.source}, first "
+                f"at position {pos}, {why} (the tensor is an output): never-written data may pass through HBM "
+                "but must not reach an output -- write those elements first, or store only the written part",
+                filename=fn,
+                lineno=ln,
+            )
 
 
 def result_of(t: Tensor) -> np.ndarray | None:
