@@ -286,7 +286,7 @@ def test_psum_banks():
 
 @nki.jit
 def one_group_at_a_time(a, n=12):
-    """nki-library's moe_cte gate/up projection (``bwmm_shard_on_I.py:990-1080``) in small: each PSUM tile's
+    """nki-library's moe_cte gate/up projection (``bwmm_shard_on_I.py:995-1080``) in small: each PSUM tile's
     accumulation finishes before the next one starts, and all of them are read afterwards."""
     s = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(s, a)
