@@ -18,7 +18,7 @@ import nki.isa as nisa
 import nki.language as nl
 import numpy as np
 import pytest
-from _nki_support import line_of
+from _nki_support import assert_blames, line_of
 
 from devkit.errors import (
     BoundsError,
@@ -316,6 +316,14 @@ def test_finished_accumulation_groups_beyond_the_banks_spill():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SpillWarning)
         runs(one_group_at_a_time, A, 8)  # eight finished results fit the banks
+
+
+def test_finished_groups_beyond_the_banks_are_an_error_with_strict_capacity(monkeypatch):
+    monkeypatch.setenv("DEVKIT_STRICT_CAPACITY", "1")
+    with pytest.raises(CapacityError) as e:
+        runs(one_group_at_a_time)
+    assert e.value.rule == "psum-capacity" and "strict_capacity is on" in str(e.value)
+    assert_blames(e, one_group_at_a_time, "# <- spill")
 
 
 # ---- affine_range is range ---------------------------------------------------------------------------------------
