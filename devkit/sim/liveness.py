@@ -43,9 +43,7 @@ class Verdict:
     spill_bytes: int  # estimated spill traffic (bytes, all partitions)
     sbuf_over: tuple[int, tuple[str, int], str] | None  # (peak, allocation site, description)
     psum_over: tuple[int, tuple[str, int], str] | None  # (peak banks, site, description), spill only
-    psum_acc_over: (
-        tuple[int, tuple[str, int], str] | None
-    )  # (accumulation banks, site, description): an error
+    psum_acc_over: tuple[int, tuple[str, int], str] | None  # (pinned banks, site, description): an error
 
 
 class _Intervals:
