@@ -8,11 +8,17 @@ are rejected (NKI 0.2/0.3).
 
 from __future__ import annotations
 
+import inspect
+import os
+import warnings
+
 import _beta2_support as b2
 import nki
 import nki.isa as nisa
 import nki.language as nl
 import numpy as np
+import pytest
+from _nki_support import assert_blames, line_of
 
 from devkit.errors import (
     BoundsError,
@@ -20,6 +26,7 @@ from devkit.errors import (
     DtypeError,
     KernelArgumentError,
     MemoryPlacementError,
+    SpillWarning,
     TileShapeError,
     UninitializedReadError,
 )
@@ -260,9 +267,10 @@ def many_accumulators(a, n=9):
     accs = []
     for _ in nl.affine_range(n):
         acc = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)  # <- blame
-        nisa.nc_matmul(acc[:, 0:64], s, s)
-        nisa.nc_matmul(acc[:, 0:64], s, s)  # accumulates: an open accumulation group
+        nisa.nc_matmul(acc[:, 0:64], s, s)  # opens an accumulation group
         accs.append(acc)
+    for acc in accs:
+        nisa.nc_matmul(acc[:, 0:64], s, s)  # accumulates: all n groups were open until here
     out = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.sbuf)
     for acc in accs:
         nisa.tensor_copy(out, acc[:, 0:64])
@@ -270,9 +278,52 @@ def many_accumulators(a, n=9):
 
 
 def test_psum_banks():
-    """Eight 2 KiB PSUM banks: a ninth accumulation tile live at once does not fit."""
-    fails(many_accumulators, CapacityError, "psum-capacity")
+    """Eight 2 KiB PSUM banks: a ninth accumulation group open at once does not fit."""
+    err = fails(many_accumulators, CapacityError, "psum-capacity")
+    assert "9 PSUM banks of matmul accumulation groups are open at once" in str(err)
     runs(many_accumulators, A, 8)
+
+
+@nki.jit
+def one_group_at_a_time(a, n=12):
+    """nki-library's moe_cte gate/up projection (``bwmm_shard_on_I.py:995-1080``) in small: each PSUM tile's
+    accumulation finishes before the next one starts, and all of them are read afterwards."""
+    s = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    accs = []
+    for _ in range(n):
+        acc = nl.ndarray((64, 512), dtype=nl.float32, buffer=nl.psum)  # <- spill
+        for _k in range(2):
+            nisa.nc_matmul(acc[:, 0:64], s, s)  # the group closes with its last matmul
+        accs.append(acc)
+    total = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.memset(total, 0.0)
+    for acc in accs:  # n finished results live at once: more than the 8 banks, spilled to SBUF
+        nisa.tensor_tensor(total, total, acc[:, 0:64], nl.add)
+    return b2.to_hbm(total)
+
+
+def test_finished_accumulation_groups_beyond_the_banks_spill():
+    """Only open accumulation groups are pinned to PSUM: twelve groups closed one after another and read
+    later are finished results, which the compiler moves to SBUF (a SpillWarning on the allocation that
+    went over), as nki-library @d2ad3a5's moe_cte kernel does on LNC 2 (docs/errors.md, psum-capacity)."""
+    with pytest.warns(SpillWarning, match=r"12 PSUM banks of tiles are live at once") as rec:
+        got = runs(one_group_at_a_time)
+    (w,) = [w for w in rec if issubclass(w.category, SpillWarning)]
+    assert os.path.samefile(w.filename, inspect.getsourcefile(one_group_at_a_time.func))
+    assert w.lineno == line_of(one_group_at_a_time, "# <- spill")
+    np.testing.assert_allclose(got, 12 * 2 * (A.T @ A), rtol=1e-5, atol=1e-4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SpillWarning)
+        runs(one_group_at_a_time, A, 8)  # eight finished results fit the banks
+
+
+def test_finished_groups_beyond_the_banks_are_an_error_with_strict_capacity(monkeypatch):
+    monkeypatch.setenv("DEVKIT_STRICT_CAPACITY", "1")
+    with pytest.raises(CapacityError) as e:
+        runs(one_group_at_a_time)
+    assert e.value.rule == "psum-capacity" and "strict_capacity is on" in str(e.value)
+    assert_blames(e, one_group_at_a_time, "# <- spill")
 
 
 # ---- affine_range is range ---------------------------------------------------------------------------------------

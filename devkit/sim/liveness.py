@@ -13,6 +13,12 @@ capacity when the kernel ends:
   ``+=`` of matmul results) live at once than there are banks is an error -- matmul accumulation happens
   in PSUM, it cannot be spilled.  Other PSUM tiles (plain results such as ``t[...] = nc_matmul(...)``)
   beyond the banks are spilled to SBUF by the compiler: a warning.
+- What "live at once" means for accumulation tiles depends on the generation (:meth:`Liveness.verdict`):
+  Beta 1 counts an accumulation tile for its whole lifetime; NKI 0.x (Beta 2) counts it only while its
+  accumulation group is *open* -- from its first touch to its last accumulating matmul write.  After that
+  it holds a finished result like any other PSUM tile, which the compiler may move to SBUF (nki-library's
+  ``moe_cte/bwmm_shard_on_I.py`` accumulates twelve [128, 512] fp32 tiles one after another and reads
+  them all afterwards, on LNC 2 with 8 banks per core; see docs/errors.md, ``psum-capacity``).
 
 Units: bytes are bytes per partition; times are instruction ids.
 """
@@ -37,7 +43,7 @@ class Verdict:
     spill_bytes: int  # estimated spill traffic (bytes, all partitions)
     sbuf_over: tuple[int, tuple[str, int], str] | None  # (peak, allocation site, description)
     psum_over: tuple[int, tuple[str, int], str] | None  # (peak banks, site, description), spill only
-    psum_acc_over: tuple[int, tuple[str, int], str] | None  # (open groups, site, description): an error
+    psum_acc_over: tuple[int, tuple[str, int], str] | None  # (pinned banks, site, description): an error
 
 
 class _Intervals:
@@ -114,13 +120,14 @@ class Liveness:
 
     def __init__(self, geometry: Geometry) -> None:
         self.geometry = geometry
-        # sid -> {block index -> [first, last, bytes, buffer, site, accumulated, unused]}
+        # sid -> {block index -> [first, last, bytes, buffer, site, last accumulating write or -1, unused]}
         self._open: dict[int, dict[tuple[int, ...], list]] = {}
         self._sites: list[tuple[tuple[str, int], tuple]] = []  # (origin, describe_storage fields)
         self._site_of: dict[int, int] = {}
         self.sbuf = _Intervals()
         self.psum = _Intervals()
-        self.psum_acc = _Intervals()
+        self.psum_acc = _Intervals()  # accumulation tiles, whole lifetime (Beta 1)
+        self.psum_open = _Intervals()  # accumulation tiles while their group is open (NKI 0.x)
 
     def touch(
         self, st: object, blocks: list[tuple[int, ...]], tile_bytes: int, iid: int, accumulate: bool
@@ -141,13 +148,12 @@ class Liveness:
             else:
                 rec[1] = iid
             if accumulate:
-                rec[5] = 1
+                rec[5] = iid
 
-    def intervals(
-        self, st: object, first: int, last: int, accumulated: bool, count: int, period: int
-    ) -> None:
+    def intervals(self, st: object, first: int, last: int, acc_last: int, count: int, period: int) -> None:
         """Complete lifetimes of one logical tile of ``st``: ``[first, last]`` and its ``count - 1`` repeats
-        every ``period`` instructions (the iterations synthesised by loop replay)."""
+        every ``period`` instructions (the iterations synthesised by loop replay).  ``acc_last``: the
+        instruction of the first repeat's last accumulating matmul write into the tile, or -1 if none."""
         sid = st.id  # type: ignore[attr-defined]
         if sid not in self._site_of:
             self._site_of[sid] = len(self._sites)
@@ -161,8 +167,9 @@ class Liveness:
             return
         banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
         self.psum.extend(starts, ends, banks, site)
-        if accumulated:
+        if acc_last >= 0:
             self.psum_acc.extend(starts, ends, banks, site)
+            self.psum_open.extend(starts, range(acc_last, acc_last + count * period, period), banks, site)
 
     def take_open(self, sid: int) -> dict | None:
         """Remove and return the open lifetimes of tensor ``sid`` (loop replay moves them to another id)."""
@@ -179,14 +186,15 @@ class Liveness:
                 self._retire(rec)
 
     def _retire(self, rec: list) -> None:
-        first, last, nbytes, buf, site, accumulated, _ = rec
+        first, last, nbytes, buf, site, acc_last, _ = rec
         if buf == "sbuf":
             self.sbuf.add(first, last, nbytes, site)
             return
         banks = -(-max(nbytes, 1) // self.geometry.psum_bank_bytes)
         self.psum.add(first, last, banks, site)
-        if accumulated > 0:
+        if acc_last >= 0:
             self.psum_acc.add(first, last, banks, site)
+            self.psum_open.add(first, acc_last, banks, site)
 
     def _site(self, k: int) -> tuple[tuple[str, int], str]:
         """(allocation site, description) of the tensor behind site index ``k``."""
@@ -202,13 +210,16 @@ class Liveness:
             "psum": [(i, banks * bank) for i, banks in self.psum.steps(max_points)],
         }
 
-    def verdict(self) -> Verdict:
+    def verdict(self, open_groups: bool = False) -> Verdict:
+        """Capacity verdict of the run.  ``open_groups`` (NKI 0.x): an accumulation tile is pinned to PSUM
+        only while its group is open (first touch to last accumulating write), not for its whole life."""
         for sid in list(self._open):
             self.close(sid)
         g = self.geometry
         sbuf_peak, s_k = self.sbuf.peak(g.sbuf_usable_bytes_per_partition)
         psum_banks, p_k = self.psum.peak(g.psum_banks)
-        acc_banks, a_k = self.psum_acc.peak(g.psum_banks)
+        pinned = self.psum_open if open_groups else self.psum_acc
+        acc_banks, a_k = pinned.peak(g.psum_banks)
         sbuf_over = psum_over = acc_over = None
         spill = 0
         if sbuf_peak > g.sbuf_usable_bytes_per_partition:
@@ -220,6 +231,6 @@ class Liveness:
             psum_over = (psum_banks, site, desc)
             spill += 2 * (psum_banks - g.psum_banks) * g.psum_bank_bytes * g.partitions
         if acc_banks > g.psum_banks:
-            site, desc = self._site(self.psum_acc.site[a_k])
+            site, desc = self._site(pinned.site[a_k])
             acc_over = (acc_banks, site, desc)
         return Verdict(sbuf_peak, psum_banks * g.psum_bank_bytes, spill, sbuf_over, psum_over, acc_over)

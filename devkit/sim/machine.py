@@ -155,7 +155,7 @@ class Machine:
     def finish(self) -> MemoryStats:
         self.flush()
         self.chains.finish()
-        v = self.liveness.verdict()
+        v = self.liveness.verdict(open_groups=self.nki_beta2)  # see devkit.sim.liveness
         self._judge_capacity(v)
         stats = MemoryStats(
             sbuf_peak_bytes_per_partition=max(v.sbuf_peak_bytes, self.direct_high_water["sbuf"]),
@@ -182,15 +182,21 @@ class Machine:
         g = self.geometry
         if v.psum_acc_over is not None:
             banks, (fn, ln), desc = v.psum_acc_over
-            raise CapacityError(
-                f"{banks} PSUM banks of matmul accumulation tiles are live at once ({desc} allocated at {fn}:{ln} "
-                f"went over) but PSUM has {g.psum_banks} banks of {g.psum_bank_bytes} bytes, and matmul "
-                "accumulation cannot be spilled; copy results out and let accumulation tiles die before "
-                "starting more (each PSUM tile occupies whole banks)",
-                rule="psum-capacity",
-                filename=fn,
-                lineno=ln,
-            )
+            if self.nki_beta2:  # NKI 0.x: only open accumulation groups are pinned to PSUM
+                msg = (
+                    f"{banks} PSUM banks of matmul accumulation groups are open at once ({desc} allocated at "
+                    f"{fn}:{ln} went over) but PSUM has {g.psum_banks} banks of {g.psum_bank_bytes} bytes, and "
+                    "an accumulation group cannot leave PSUM before its last matmul; finish each group before "
+                    "opening more (each PSUM tile occupies whole banks)"
+                )
+            else:
+                msg = (
+                    f"{banks} PSUM banks of matmul accumulation tiles are live at once ({desc} allocated at "
+                    f"{fn}:{ln} went over) but PSUM has {g.psum_banks} banks of {g.psum_bank_bytes} bytes, and "
+                    "matmul accumulation cannot be spilled; copy results out and let accumulation tiles die "
+                    "before starting more (each PSUM tile occupies whole banks)"
+                )
+            raise CapacityError(msg, rule="psum-capacity", filename=fn, lineno=ln)
         if v.psum_over is not None:
             banks, (fn, ln), desc = v.psum_over
             msg = (

@@ -206,11 +206,12 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
                 a[2].add(i)
             for blk in _blocks(st, box):
                 r = private.get((kind[1], blk))
+                acc_i = i if acc and is_write else -1  # last accumulating write into the tile, or -1
                 if r is None:
-                    private[(kind[1], blk)] = [i, i, st, acc and is_write]
+                    private[(kind[1], blk)] = [i, i, st, acc_i]
                 else:
                     r[1] = i
-                    r[3] = r[3] or (acc and is_write)
+                    r[3] = max(r[3], acc_i)
     placed_at: dict[int, list[int]] = {}
     freed_after: dict[int, list[int]] = {}
     for ordinal, (_st, first, touched) in allocs.items():
@@ -314,8 +315,9 @@ def replay(m: ReplayHost, rec: LoopRecorder, kinds: list, n_iters: int) -> None:
     if n_iters > 3:
         # every synthesised iteration is ``length`` instructions after the one before it
         start = prev_base - (n_iters - 4) * length
-        for first, last, st, acc in private.values():
-            m.liveness.intervals(st, start + first, start + last, acc, n_iters - 3, length)
+        for first, last, st, acc_i in private.values():
+            acc_last = start + acc_i if acc_i >= 0 else -1
+            m.liveness.intervals(st, start + first, start + last, acc_last, n_iters - 3, length)
     shift = prev_base - a1
     if shift:
         m.deps.shift_ids(a1, b1, shift)

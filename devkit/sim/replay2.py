@@ -139,7 +139,7 @@ class Template:
     events: list[tuple]
     protos: list[Any]  # per ordinal of a tile placed in an iteration: a storage shaped like it
     carried: list[int]  # ordinals of the tiles that outlive their iteration (freed by the next one)
-    #: (ordinal, block) -> [first, last, accumulated], instruction ids relative to the iteration start
+    #: (ordinal, block) -> [first, last, last accumulating write or -1], ids relative to the iteration start
     lifetimes: dict[tuple[int, tuple[int, ...]], list]
     moving: dict[
         tuple[int, int], tuple
@@ -264,13 +264,14 @@ def plan(rec: Recorder) -> Template | None:
                     o = older.get(key)
                 if o is None:
                     continue
+                acc_rel = rel if acc and is_write else -1  # last accumulating write into the tile, or -1
                 for blk in _blocks(st, box):
                     r = lifetimes.get((o, blk))
                     if r is None:
-                        lifetimes[(o, blk)] = [rel, rel, acc and is_write]
+                        lifetimes[(o, blk)] = [rel, rel, acc_rel]
                     else:
                         r[1] = rel
-                        r[2] = r[2] or (acc and is_write)
+                        r[2] = max(r[2], acc_rel)
     # every tile of an iteration dies in it or in the next one (nothing accumulates over iterations)
     if freed_in[0] & freed_in[1] or (freed_in[0] | freed_in[1]) != set(range(len(protos))):
         return None
@@ -547,9 +548,10 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
     # (carried tiles: iterations 2 .. n-3; the others: 3 .. n-2)
     count = n_iters - 4
     carried_set = set(tmpl.carried)
-    for (o, _blk), (first, last, acc) in tmpl.lifetimes.items():
+    for (o, _blk), (first, last, acc_rel) in tmpl.lifetimes.items():
         start = a2 if o in carried_set else a2 + length
-        m.liveness.intervals(protos[o], start + first, start + last, acc, count, length)
+        acc_last = start + acc_rel if acc_rel >= 0 else -1
+        m.liveness.intervals(protos[o], start + first, start + last, acc_last, count, length)
     # iteration 2's surviving tiles become the last synthesised iteration's
     shift = prev_base - a2
     for o, (snap, space, live) in held.items():
@@ -567,6 +569,8 @@ def synthesise(m: Machine, rec: Recorder, tmpl: Template, n_iters: int) -> None:
             for r in live.values():
                 r[0] += shift
                 r[1] += shift
+                if r[5] >= 0:  # the last accumulating write
+                    r[5] += shift
             m.liveness.put_open(new, live)
         got = inherit.get(o)  # (the last synthesised iteration's)
         if got:

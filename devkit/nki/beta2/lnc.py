@@ -61,8 +61,8 @@ class _ProgramLiveness:
         if p is not None:
             self.parts[p].close(sid)
 
-    def verdict(self) -> Verdict:
-        vs = [part.verdict() for part in self.parts]
+    def verdict(self, open_groups: bool = False) -> Verdict:
+        vs = [part.verdict(open_groups) for part in self.parts]
         first = lambda xs: next((x for x in xs if x is not None), None)  # noqa: E731
         return Verdict(
             max(v.sbuf_peak_bytes for v in vs),
