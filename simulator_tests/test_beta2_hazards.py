@@ -30,6 +30,7 @@ from devkit.errors import (
     TileShapeError,
     UninitializedReadError,
 )
+from devkit.nki.beta2._convention import _member
 
 A = np.linspace(-1, 1, 128 * 64, dtype=np.float32).reshape(128, 64)
 
@@ -255,6 +256,31 @@ def test_enums_are_members_or_their_integer_values():
     runs(enum_value, A, nisa.oob_mode.error)
     runs(enum_value, A, 0)
     fails(enum_value, KernelArgumentError, "enum-by-member", A, 7)
+
+
+@nki.jit
+def matmul_perf_mode(a, mode="none"):
+    s = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(s, a)
+    acc = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(acc, s, s, perf_mode=mode)  # <- blame
+    out = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy(out, acc)
+    return out
+
+
+def test_enums_with_string_values_accept_the_value():
+    """nki-library's MLP-CTE passes ``perf_mode='double_row'`` / ``'none'`` (mlp_cte_projection.py:426): a string
+    equal to a member's value is that member; other strings stay errors."""
+    want = A.T.astype(np.float64) @ A
+    for mode in ("none", nisa.matmul_perf_mode.none):
+        got = nki.simulate(matmul_perf_mode)(A, mode)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+    err = fails(matmul_perf_mode, KernelArgumentError, "enum-by-member", A, "fast")
+    assert "none='none', double_row='double_row'" in str(err)
+    assert _member("double_row", nisa.matmul_perf_mode, "nisa.nc_matmul", "perf_mode") is (
+        nisa.matmul_perf_mode.double_row
+    )
 
 
 # ---- PSUM banks -------------------------------------------------------------------------------------------------

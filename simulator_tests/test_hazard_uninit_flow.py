@@ -348,3 +348,42 @@ def test_dma_copy_between_sbuf_tiles_flows_and_the_output_store_is_checked():
     np.testing.assert_array_equal(nki2.simulate(dma_partial_tile)(A), A)
     err = raises_uninit_b2(dma_partial_tile, A, True)
     assert "4096 element(s)" in str(err)
+
+
+# ---- Beta 2: local_gather of a partly written tile (nki-library moe_tkg, gather of expert affinities) ------
+
+
+@nki2.jit
+def gather_token_affinities(aff, idx, store_all=False, index_memset=True):
+    """``aff`` [T, E] lands in rows 0:T of a [128, E] tile; every partition of a 16-partition core gathers at
+    its core's indices (rows 0:16 of ``ix``), so partitions T:128 gather never-written elements, which the
+    kernel then leaves unused (moe_tkg_utils.py:142 keeps only each token's row)."""
+    t, e = aff.shape
+    a_sb = nl2.ndarray((128, e), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(a_sb[0:t, :], aff)
+    ix = nl2.ndarray((128, 16), dtype=nl2.uint16, buffer=nl2.sbuf)
+    if index_memset:
+        nisa2.memset(ix, 0)
+    nisa2.dma_copy(ix[0:16, :], idx)
+    g = nl2.ndarray((128, 256), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.local_gather(dst=g, src_buffer=a_sb, index=ix, num_valid_indices=256)  # <- blame
+    out = nl2.ndarray((128 if store_all else t, 256), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    if store_all:
+        nisa2.dma_copy(out, g)  # <- garbage stored
+    else:
+        nisa2.dma_copy(out, g[0:t, :])
+    return out
+
+
+def test_local_gather_moves_written_state_and_checks_its_indices():
+    aff = A[0:3, 0:8].copy()
+    idx = np.random.default_rng(7).integers(0, 8, (16, 16)).astype(np.uint16)
+    ids = idx.flatten(order="F")  # core 0's indices, partition-first
+    np.testing.assert_array_equal(nki2.simulate(gather_token_affinities)(aff, idx), aff[:, ids])
+    # the gathered rows of partitions 3:128 hold never-written data: storing them is the error
+    with pytest.raises(UninitializedReadError) as e:
+        nki2.simulate(gather_token_affinities)(aff, idx, True)
+    assert_blames(e, gather_token_affinities, "# <- garbage stored")
+    # indices are addresses: cores 1..7 reading never-written indices is an error at the gather
+    err = raises_uninit_b2(gather_token_affinities, aff, idx, False, False)
+    assert "1792 element(s)" in str(err) and "[16, 0]" in str(err), err  # index rows 16:128, 16 each

@@ -206,9 +206,9 @@ def b1_local_gather(a, idx):
     x = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
     x[:, 0:10] = nl.load(a[:, 0:10])
     ix = nl.load(idx)
-    d = nisa.local_gather(x, ix)  # <- blame
+    d = nisa.local_gather(x, ix)  # a movement: the gathered elements keep their written-state
     out = nl.ndarray(d.shape, dtype=nl.float32, buffer=nl.shared_hbm)
-    nl.store(out, value=d)  # <- observed
+    nl.store(out, value=d)  # <- blame
     return out
 
 
@@ -218,8 +218,11 @@ def test_b1_local_gather_carries_the_gathered_elements_state():
     got = devkit.simulate(b1_local_gather, a, idx)
     np.testing.assert_array_equal(got, a[:, idx.flatten(order="F")])
     idx[5, 1] = 15
-    err = raises_b1(b1_local_gather, a, idx)
-    assert "16 element(s)" in str(err), err  # one gathered column, all 16 partitions of the core
+    with pytest.raises(UninitializedReadError) as e:  # moved garbage: blamed where it is stored
+        devkit.simulate(b1_local_gather, a, idx)
+    assert e.value.rule == "uninitialized-read", e.value
+    assert_blames(e, b1_local_gather)
+    assert "16 element(s)" in str(e.value), e.value  # one gathered column, all 16 partitions of the core
 
 
 # ---- selections with a reduction into the VectorE register -------------------------------------------------------

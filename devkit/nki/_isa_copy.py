@@ -313,24 +313,58 @@ def _local_gather(
         raise KernelArgumentError(f"{api}: num_elem_per_idx must be 1, 2, 4, 8, 16 or 32")
     per_core = ix.free_size * 16
     nv = per_core if num_valid_indices is None else int(num_valid_indices)
+    if not 0 <= nv <= per_core:
+        raise KernelArgumentError(
+            f"{api}: num_valid_indices={nv} but the index tile holds {per_core} indices per 16-partition core"
+        )
     s.shape = (p, nv * num_elem_per_idx)
     s.dtype = t.dtype
     s.reads = [t, ix]
     s.args = (nv, num_elem_per_idx)
 
 
+def _gather_offsets(ix: Tensor, nv: int, per: int) -> list[np.ndarray]:
+    """Per 16-partition core, the free offsets its partitions read: the core's first ``nv`` indices (its
+    ``[16, F]`` block flattened partition-first), each followed by ``per - 1`` neighbours.  Only those indices
+    are read, and being used as addresses they must have been written (an observation, devkit.sim.unwritten)."""
+    p = ix.shape[0]
+    f = ix.size // p
+    first = np.zeros(16 * f, dtype=bool)
+    first[:nv] = True
+    used = np.tile(first.reshape(16, f, order="F"), (p // 16, 1)).reshape(ix.shape)
+    iv = ix.read(used).reshape(p, -1).astype(np.int64)
+    out = []
+    for c in range(p // 16):
+        ids = iv[16 * c : 16 * c + 16].flatten(order="F")[:nv]
+        out.append((ids[:, None] + np.arange(per)[None, :]).reshape(-1))
+    return out
+
+
 def _gather_values(s: Step) -> np.ndarray:
+    """A move within each partition's row: never-written elements of ``src_buffer`` that are gathered flow to
+    the result (:mod:`devkit.sim.unwritten`); the elements not gathered are not read.  (nki-library's
+    moe_tkg gathers each token's expert affinities from a ``[128, E]`` tile of which only the token rows were
+    written; every partition of a core gathers at the same offsets, and the rows of absent tokens are never
+    used afterwards.)"""
     t, ix = s.reads
     nv, per = s.args
     p = t.shape[0]
-    sv = t.read().reshape(p, -1)
-    iv = ix.read().reshape(p, -1).astype(np.int64)
+    width = t.size // p
+    offs = [np.clip(o, 0, width - 1) for o in _gather_offsets(ix, nv, per)]
+    read = np.zeros((p, width), dtype=bool)
+    for c, o in enumerate(offs):
+        read[16 * c : 16 * c + 16, o] = True
+    g = _unwritten.moved(t, read.reshape(t.shape))
+    sv = t.read(check_init=False).reshape(p, -1)
+    gv = None if g is None else g.reshape(p, -1)
     vals = np.empty((p, nv * per), dtype=sv.dtype)
-    for c in range(p // 16):
-        ids = iv[16 * c : 16 * c + 16].flatten(order="F")[:nv]
-        offs = (ids[:, None] + np.arange(per)[None, :]).reshape(-1)
-        offs = np.clip(offs, 0, sv.shape[1] - 1)
-        vals[16 * c : 16 * c + 16] = sv[16 * c : 16 * c + 16][:, offs]
+    garbage = None if gv is None else np.zeros((p, nv * per), dtype=bool)
+    for c, o in enumerate(offs):
+        rows = slice(16 * c, 16 * c + 16)
+        vals[rows] = sv[rows][:, o]
+        if garbage is not None:
+            garbage[rows] = gv[rows][:, o]
+    s.garbage = garbage if garbage is not None and garbage.any() else None
     return vals
 
 
@@ -360,7 +394,7 @@ NC_STREAM_SHUFFLE = Instruction(
     "nc_stream_shuffle", VECTOR, "nc_stream_shuffle", _nc_stream_shuffle, _shuffle_values, writes_dst=True
 )
 LOCAL_GATHER = Instruction(
-    "local_gather", GPSIMD, "local_gather", _local_gather, _gather_values, dataflow=_flow.local_gather
+    "local_gather", GPSIMD, "local_gather", _local_gather, _gather_values
 )
 
 

@@ -501,26 +501,6 @@ def n_gather(s: Any, f: Flow) -> Masks:
     return [np.take_along_axis(gf, idx, axis=1).reshape(s.shape)]
 
 
-def local_gather(s: Any, f: Flow) -> Masks:
-    """``local_gather``: per 16-partition core, runs of ``num_elem_per_idx`` elements at the core's indices
-    (the numerics' mapping); the indices are observed."""
-    t, ix = s.reads
-    _index_observed(ix)
-    g = f.tile(t)
-    if g is None:
-        return [None]
-    nv, per = s.args
-    p = t.shape[0]
-    gf = g.reshape(p, -1)
-    iv = _index_values(ix)
-    out = np.zeros((p, nv * per), dtype=bool)
-    for c in range(p // 16):
-        ids = iv[16 * c : 16 * c + 16].flatten(order="F")[:nv]
-        offs = np.clip((ids[:, None] + np.arange(per)[None, :]).reshape(-1), 0, gf.shape[1] - 1)
-        out[16 * c : 16 * c + 16] = gf[16 * c : 16 * c + 16][:, offs]
-    return [out.reshape(s.shape)]
-
-
 def matmul_mx(s: Any, f: Flow) -> Masks:
     """``nc_matmul_mx``: ``out[i, j]`` is never-written when any element (or scale) of stationary column ``i``
     or moving column ``j`` is (the scales' columns follow the data's; of a scale tile only the scale partitions

@@ -10,10 +10,11 @@ written and then reads only the rows those columns became).  So the rule is wher
 
 * A **data movement onto the chip** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
-  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, an LNC-2 ``sendrecv``, and a load
-  from HBM the kernel allocated (``nl.hbm`` / ``private_hbm`` scratch, an output not yet written; nki-library's
-  ``moe_cte`` loads flags from scratch it wrote all but the last of) -- gives each destination element the
-  written-state of the source element it receives, instead of raising.
+  ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, ``local_gather`` (the elements its
+  indices select), an LNC-2 ``sendrecv``, and a load from HBM the kernel allocated (``nl.hbm`` / ``private_hbm``
+  scratch, an output not yet written; nki-library's ``moe_cte`` loads flags from scratch it wrote all but the
+  last of) -- gives each destination element the written-state of the source element it receives, instead of
+  raising.
 * A **computation** on never-written elements by an instruction with a dataflow rule
   (:mod:`devkit.sim.dataflow`: element-wise, reductions, matmul, activation, selections...) is legal too:
   the results the rule names become never-written, and the storage remembers the computation that first

@@ -206,8 +206,9 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
     """An enum argument as a member of ``cls``.
 
     NKI 0.3.0 documents that enums are passed by member, but nki-library (hardware-tested, @d2ad3a5) passes
-    ``dge_mode=3``; real code is the arbiter, so a plain integer equal to a member's value is accepted and
-    converted.  Anything else (other values, strings, another enum's members) is an error."""
+    ``dge_mode=3`` and ``perf_mode='double_row'`` (mlp_cte/mlp_cte_projection.py:426); real code is the
+    arbiter, so a plain integer or string equal to a member's *value* is accepted and converted.  Anything else
+    (other values, a member's name where its value differs, another enum's members) is an error."""
     if value is None or isinstance(value, cls):
         return value
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, enum.Enum)):
@@ -215,6 +216,10 @@ def _member(value: Any, cls: type, api: str, name: str) -> Any:
             return cls(int(value))
         except ValueError:
             pass
+    if isinstance(value, str) and not isinstance(value, enum.Enum):
+        for member in cls:
+            if isinstance(member.value, str) and member.value == value:
+                return member
     raise KernelArgumentError(
         f"{api}: {name} must be a member of nki.isa.{cls.__name__} "
         f"({', '.join(f'{k}={v.value!r}' for k, v in cls.__members__.items())}), got {value!r}",
