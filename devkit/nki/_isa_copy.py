@@ -393,9 +393,7 @@ SELECT_REDUCE = Instruction(
 NC_STREAM_SHUFFLE = Instruction(
     "nc_stream_shuffle", VECTOR, "nc_stream_shuffle", _nc_stream_shuffle, _shuffle_values, writes_dst=True
 )
-LOCAL_GATHER = Instruction(
-    "local_gather", GPSIMD, "local_gather", _local_gather, _gather_values
-)
+LOCAL_GATHER = Instruction("local_gather", GPSIMD, "local_gather", _local_gather, _gather_values)
 
 
 def tensor_copy_dynamic_dst(
