@@ -166,12 +166,12 @@ def test_b2_loaded_scratch_garbage_computed_on_and_stored():
 
 @nki.jit
 def skip_flags_stored(block_expert, e_count):
-    """Beta 1: flags stored to ``nl.hbm`` scratch for all but the last block, ``nl.load``-ed back, and a
-    predicated copy ``expert = flag ? e_count : expert`` stored whole."""
+    """Beta 1: flags written for all but the last block (on chip: a Beta-1 load of never-written HBM is an
+    error at the load, ``test_hazard_uninit.py``), and a predicated copy ``expert = flag ? e_count : expert``
+    stored whole."""
     n = block_expert.shape[1]
-    flags_hbm = nl.ndarray((1, n), dtype=nl.uint8, buffer=nl.hbm)
-    nl.store(flags_hbm[0:1, 0 : n - 1], value=nl.full((1, n - 1), 1, dtype=nl.uint8))
-    skip = nl.load(flags_hbm)
+    skip = nl.ndarray((1, n), dtype=nl.uint8, buffer=nl.sbuf)  # (Beta 1: on chip; HBM loads check)
+    skip[0:1, 0 : n - 1] = nl.full((1, n - 1), 1, dtype=nl.uint8)
     expert = nl.load(block_expert)
     on_true = nl.full((1, n), e_count, dtype=nl.int32)
     nisa.tensor_copy_predicated(src=on_true, dst=expert, predicate=skip)  # <- blame
@@ -183,9 +183,8 @@ def skip_flags_stored(block_expert, e_count):
 @nki.jit
 def skip_flags_used_in_part(block_expert, e_count):
     n = block_expert.shape[1]
-    flags_hbm = nl.ndarray((1, n), dtype=nl.uint8, buffer=nl.hbm)
-    nl.store(flags_hbm[0:1, 0 : n - 1], value=nl.full((1, n - 1), 1, dtype=nl.uint8))
-    skip = nl.load(flags_hbm)
+    skip = nl.ndarray((1, n), dtype=nl.uint8, buffer=nl.sbuf)  # (Beta 1: on chip; HBM loads check)
+    skip[0:1, 0 : n - 1] = nl.full((1, n - 1), 1, dtype=nl.uint8)
     expert = nl.load(block_expert)
     on_true = nl.full((1, n), e_count, dtype=nl.int32)
     nisa.tensor_copy_predicated(src=on_true, dst=expert, predicate=skip)
@@ -209,10 +208,9 @@ def test_b1_never_written_scratch_flag():
 
 @nki.jit
 def where_on_scratch_condition(a, b):
-    """``nl.where`` with a condition loaded from scratch whose rows 64:128 were never written."""
-    cond_hbm = nl.ndarray((128, 32), dtype=nl.uint8, buffer=nl.hbm)
-    nl.store(cond_hbm[0:64, :], value=nl.full((64, 32), 1, dtype=nl.uint8))
-    cond = nl.load(cond_hbm)
+    """``nl.where`` with a condition whose rows 64:128 were never written."""
+    cond = nl.ndarray((128, 32), dtype=nl.uint8, buffer=nl.sbuf)
+    cond[0:64, :] = nl.full((64, 32), 1, dtype=nl.uint8)
     x = nl.load(a)
     y = nl.load(b)
     w = nl.where(cond, x, y)  # <- blame

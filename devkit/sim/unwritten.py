@@ -11,7 +11,7 @@ written and then reads only the rows those columns became).  So the rule is wher
 * A **data movement onto the chip** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
   ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, ``local_gather`` (the elements its
-  indices select), an LNC-2 ``sendrecv``, and a load from HBM the kernel allocated (``nl.hbm`` / ``private_hbm``
+  indices select), an LNC-2 ``sendrecv``, and (NKI 0.x) a load from HBM the kernel allocated (``nl.hbm`` / ``private_hbm``
   scratch, an output not yet written; nki-library's ``moe_cte`` loads flags from scratch it wrote all but the
   last of) -- gives each destination element the written-state of the source element it receives, instead of
   raising.
@@ -93,11 +93,11 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     """The never-written positions (a boolean array of ``src``'s view shape) that a data movement reading
     the elements of ``src`` selected by ``mask`` carries to its destination, or ``None``.
 
-    ``to_chip``: the destination is on chip (SBUF/PSUM).  The source may be on chip or in HBM (a load from
-    kernel-allocated HBM -- an output not yet written, ``nl.hbm``/``private_hbm`` scratch -- carries its
-    never-written elements like an on-chip move; kernel inputs are always written).  Raises
-    :class:`UninitializedReadError` when the destination is in HBM and some element is never-written, or when
-    every element the movement reads is.  After this check the caller reads the values with
+    ``to_chip``: the destination is on chip (SBUF/PSUM).  The source may be on chip or, in NKI 0.x kernels, in
+    HBM (a load from kernel-allocated HBM -- an output not yet written, ``nl.hbm``/``private_hbm`` scratch --
+    carries its never-written elements like an on-chip move; kernel inputs are always written).  Raises
+    :class:`UninitializedReadError` when some element is never-written and the destination is in HBM or the
+    source is (Beta-1 kernels; :func:`passes_through_hbm`), or when every element the movement reads is.  After this check the caller reads the values with
     ``check_init=False``."""
     st = src.st
     if st.uninit is None:
@@ -105,8 +105,10 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     g = src.unwritten(mask)
     if g is None:
         return None
-    to_hbm = not to_chip and not passes_through_hbm(st)
-    if to_hbm or int(np.count_nonzero(g)) == src.selected(mask):
+    through = passes_through_hbm(st)
+    to_hbm = not to_chip and not through
+    from_hbm = not st.on_chip and not through  # Beta 1: loading never-written HBM stays an error at the load
+    if to_hbm or from_hbm or int(np.count_nonzero(g)) == src.selected(mask):
         if st.taint is not None:  # computed garbage observed: blamed on its computation
             pos = tuple(int(i[0]) for i in np.nonzero(g))
             raise st.taint.observed(
