@@ -11,9 +11,9 @@ written and then reads only the rows those columns became).  So the rule is wher
 * A **data movement onto the chip** -- a tile copy (``tensor_copy``, ``nl.copy``, assignment),
   a transpose (``nc_transpose`` on the TensorE or VectorE, a TensorE ``is_transpose`` matmul,
   ``dma_transpose``), a DMA copy from SBUF to SBUF, the partition shuffle, ``local_gather`` (the elements its
-  indices select), an LNC-2 ``sendrecv``, and (NKI 0.x) a load from HBM the kernel allocated (``nl.hbm`` / ``private_hbm``
-  scratch, an output not yet written; nki-library's ``moe_cte`` loads flags from scratch it wrote all but the
-  last of) -- gives each destination element the written-state of the source element it receives, instead of
+  indices select), an LNC-2 ``sendrecv``, and (NKI 0.x) a load from HBM the kernel allocated (``nl.hbm`` /
+  ``private_hbm`` scratch, an output not yet written; nki-library's ``moe_cte`` loads flags from scratch it wrote
+  all but the last of) -- gives each destination element the written-state of the source element it receives, instead of
   raising.
 * A **computation** on never-written elements by an instruction with a dataflow rule
   (:mod:`devkit.sim.dataflow`: element-wise, reductions, matmul, activation, selections...) is legal too:
@@ -97,8 +97,8 @@ def moved(src: Tensor, mask: np.ndarray | None = None, *, to_chip: bool = True) 
     HBM (a load from kernel-allocated HBM -- an output not yet written, ``nl.hbm``/``private_hbm`` scratch --
     carries its never-written elements like an on-chip move; kernel inputs are always written).  Raises
     :class:`UninitializedReadError` when some element is never-written and the destination is in HBM or the
-    source is (Beta-1 kernels; :func:`passes_through_hbm`), or when every element the movement reads is.  After this check the caller reads the values with
-    ``check_init=False``."""
+    source is (Beta-1 kernels; :func:`passes_through_hbm`), or when every element the movement reads is.  After
+    this check the caller reads the values with ``check_init=False``."""
     st = src.st
     if st.uninit is None:
         return None
