@@ -30,15 +30,17 @@ def pytest_runtest_teardown(item, nextitem) -> None:
     """With ``NKILIB_COLLECT_BETWEEN_TESTS=1`` (the runner's ``--gc-between-tests``): free what a finished test
     left in reference cycles before the next one generates its inputs.
 
-    The harness leaves each test's arrays in cycles that only the cyclic collector frees, and its oldest
-    generation runs rarely (it waits for a quarter more long-lived objects, and pytest with torch imported holds
-    about a million): the tests' validator classes, made per test inside ``golden_output_validator`` (e.g.
-    ``test_rmsnorm_quant.py:100-107``), close over the kernel inputs; a failed test's exception chain
-    (``InferenceException``/``ValidationException`` raised ``from`` the original error,
-    ``test_orchestrator.py:468,563``) keeps every frame of the test with its locals, and pytest keeps the last
-    failure in ``sys.last_traceback`` (``_pytest/runner.py``, deleted only when the next test's call starts).
-    Under a memory cap the next test's own allocations are then refused.  Clearing pytest's post-mortem
-    references and collecting after each test removes that coupling; nothing else changes.
+    The harness leaves each test's arrays in cycles that only the cyclic collector frees, and the collector's
+    oldest generation waits for a quarter more long-lived objects than the ~260,000 a harness process holds, so
+    between tests it hardly ever runs.  The validator classes made per test inside ``golden_output_validator``
+    (e.g. ``test_rmsnorm_quant.py:100-107``) close over the kernel inputs (a class is always in a cycle).  A
+    failed test's exception (``InferenceException``/``ValidationException`` raised ``from`` the original error,
+    ``test_orchestrator.py:468,563``) is kept in a local of pluggy's ``_multicall`` frame (``exception = exc``,
+    ``pluggy/_execution.py:155``, then re-raised at ``:195``), which is on the
+    exception's own traceback: every frame of the test stays with its locals (inputs, outputs, golden arrays),
+    and pytest also keeps the last failure in ``sys.last_traceback`` until the next test's call starts.  Under
+    a memory cap the next tests' own allocations are then refused.  Clearing pytest's post-mortem references
+    and collecting after each test removes that coupling; nothing else changes.
     """
     if os.environ.get("NKILIB_COLLECT_BETWEEN_TESTS") != "1":
         return
