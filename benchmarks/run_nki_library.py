@@ -215,6 +215,8 @@ def run_family(name: str, root: Path, venv: Path, args: argparse.Namespace) -> d
     env.setdefault("OMP_NUM_THREADS", "1")
     if args.run_all:
         env["NKILIB_SIMULATION_RUN_ALL"] = "1"
+    if args.gc_between_tests:
+        env["NKILIB_COLLECT_BETWEEN_TESTS"] = "1"
     shell = f"ulimit -v {args.mem_kb}; exec " + " ".join(f"'{c}'" for c in cmd)
     proc = subprocess.Popen(
         ["bash", "-c", shell],
@@ -256,6 +258,12 @@ def main() -> None:
     ap.add_argument("--mem-kb", type=int, default=8_000_000, help="ulimit -v per family run (KiB)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per family")
     ap.add_argument("--run-all", action="store_true", help="NKILIB_SIMULATION_RUN_ALL=1 (large shapes too)")
+    ap.add_argument(
+        "--gc-between-tests",
+        action="store_true",
+        help="NKILIB_COLLECT_BETWEEN_TESTS=1: after each test drop pytest's last-failure references and collect "
+        "reference cycles (the harness leaves test arrays in cycles; see nki_library_env/nkilib_harness_fixes.py)",
+    )
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument(
         "--library-fixes",

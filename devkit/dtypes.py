@@ -318,6 +318,19 @@ def round_to(values: np.ndarray | float, dt: object) -> np.ndarray:
     return np.clip(r, info.min, info.max).astype(d)
 
 
+#: elements per block when NaN payloads are carried between fp32 storage and a narrow format: the NaN mask
+#: and payload temporaries are per block (4 MiB of mask), not one mask the size of a whole HBM tensor
+_NAN_BLOCK = 1 << 22
+
+
+def _blocks(src: np.ndarray, dst: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Matching flat blocks of two arrays of one shape (views when both are C-contiguous, else the arrays)."""
+    if src.ndim == 0 or not (src.flags.c_contiguous and dst.flags.c_contiguous):
+        return [(src, dst)]
+    s, d = src.reshape(-1), dst.reshape(-1)
+    return [(s[i : i + _NAN_BLOCK], d[i : i + _NAN_BLOCK]) for i in range(0, s.size, _NAN_BLOCK)]
+
+
 def _narrow_bits(data: np.ndarray, d: np.dtype) -> np.ndarray:
     """fp32 storage values -> the narrow float format ``d``, NaN payloads kept (see ``round_to``)."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -325,16 +338,17 @@ def _narrow_bits(data: np.ndarray, d: np.dtype) -> np.ndarray:
     fmt = _NAN_FORMATS.get(d)
     if fmt is None:
         return out
-    nan = np.isnan(data)
-    if nan.any():
-        bits, mant = fmt
-        ui = np.dtype(f"u{bits // 8}")
-        u = np.array(data, dtype=np.float32).view(np.uint32)[nan]
-        payload = (u >> np.uint32(23 - mant)) & np.uint32((1 << mant) - 1)
-        payload = np.where(payload == 0, np.uint32(1 << (mant - 1)), payload)
-        exp = np.uint32(((1 << (bits - 1 - mant)) - 1) << mant)
-        sign = (u >> np.uint32(31)) << np.uint32(bits - 1)
-        out.view(ui)[nan] = (sign | exp | payload).astype(ui)
+    bits, mant = fmt
+    ui = np.dtype(f"u{bits // 8}")
+    exp = np.uint32(((1 << (bits - 1 - mant)) - 1) << mant)
+    for src, dst in _blocks(data, out):
+        nan = np.isnan(src)
+        if nan.any():
+            u = src.view(np.uint32)[nan]
+            payload = (u >> np.uint32(23 - mant)) & np.uint32((1 << mant) - 1)
+            payload = np.where(payload == 0, np.uint32(1 << (mant - 1)), payload)
+            sign = (u >> np.uint32(31)) << np.uint32(bits - 1)
+            dst.view(ui)[nan] = (sign | exp | payload).astype(ui)
     return out
 
 
@@ -344,13 +358,15 @@ def _widen_bits(arr: np.ndarray, d: np.dtype) -> np.ndarray:
     fmt = _NAN_FORMATS.get(d)
     if fmt is None:
         return out
-    nan = np.isnan(out)
-    if nan.any():
-        bits, mant = fmt
-        u = np.array(arr).view(np.dtype(f"u{bits // 8}"))[nan].astype(np.uint32)
-        sign = (u >> np.uint32(bits - 1)) << np.uint32(31)
-        payload = (u & np.uint32((1 << mant) - 1)) << np.uint32(23 - mant)
-        out.view(np.uint32)[nan] = sign | np.uint32(0x7F800000) | payload
+    bits, mant = fmt
+    ui = np.dtype(f"u{bits // 8}")
+    for src, dst in _blocks(arr, out):
+        nan = np.isnan(dst)
+        if nan.any():
+            u = src.view(ui)[nan].astype(np.uint32)
+            sign = (u >> np.uint32(bits - 1)) << np.uint32(31)
+            payload = (u & np.uint32((1 << mant) - 1)) << np.uint32(23 - mant)
+            dst.view(np.uint32)[nan] = sign | np.uint32(0x7F800000) | payload
     return out
 
 

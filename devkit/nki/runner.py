@@ -197,6 +197,24 @@ def _to_host(m: Machine, value: Any) -> Any:
     return value
 
 
+def _release_inputs(m: Machine, result: Any) -> None:
+    """Drop the values of the run's argument storages once the kernel finished and written arguments were copied
+    back, before the outputs are converted to host arrays: the outputs' host copies then do not coexist with the
+    arguments' storage copies (fp32 for every float format: twice a bf16 input).  Storages the result refers to
+    (a kernel may return an argument, or a view of one) keep theirs."""
+    keep: set[int] = set()
+    flat: list[Tensor] = []
+    _collect_tensors(result, flat)
+    for t in flat:
+        st: Any = t.st
+        while st is not None:
+            keep.add(id(st))
+            st = st.base
+    for st in m.inputs:
+        if id(st) not in keep:
+            st.release_values()
+
+
 def _blas_threads() -> Any:
     """BLAS threads for the run: ``DEVKIT_BLAS_THREADS`` (default 1).  Tile-sized products (128x128x512)
     are faster on one thread -- thread synchronisation costs more than it saves at that size -- and one
@@ -281,12 +299,13 @@ def run_kernel(
             check_outputs(m)
         stats = m.finish()
         unwritten = unwritten_outputs(result)
-        outputs = _to_host(m, result) if host_outputs else None
         if legacy and m.numerics:
             pairs = list(zip(args, wrapped)) + [(kwargs[k], wkw[k]) for k in kwargs]
             for a, w in pairs:
                 if isinstance(a, np.ndarray) and isinstance(w, Tensor) and w.st.written:
                     a[...] = dt.to_external(w.st.data, w.dtype)
+        _release_inputs(m, result)
+        outputs = _to_host(m, result) if host_outputs else None
     if unwritten and m.numerics:
         import warnings
 

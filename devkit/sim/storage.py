@@ -51,6 +51,7 @@ class Storage:
         "__weakref__",
         "_data",
         "addr",
+        "alias_written",
         "aliases",
         "alive",
         "base",
@@ -121,7 +122,9 @@ class Storage:
         self.origin = origin
         self.alive = True
         self.base: Storage | None = None  # the storage a reshape/view alias stands for (kept alive with it)
-        self.aliases: list[Storage] | None = None  # reshape/view aliases of this storage (see alias_of)
+        # the live reshape/view aliases of this storage, weakly (see alias_of); and whether one that died was written
+        self.aliases: list[weakref.ReferenceType[Storage]] | None = None
+        self.alias_written = False
         self.addr: int | None = None
         self.spilled = False
         self.written = False
@@ -192,6 +195,15 @@ class Storage:
             value = dt.poison_value(self.dtype, nki0=getattr(m, "nki_beta2", False))
             np.copyto(self._data, value, casting="unsafe", where=u)
 
+    def release_values(self) -> None:
+        """Forget the values and never-written state (the run is over and nothing reads them any more); arrays
+        shared with a live alias stay allocated for it."""
+        self._data = None
+        self.lazy = None
+        self.unfilled = False
+        self.uninit = None
+        self.n_uninit = 0
+
     def overwritten_whole(self) -> None:
         """The next write covers every element: the poison fill it would overwrite is skipped."""
         self.unfilled = False
@@ -215,6 +227,11 @@ class Storage:
         return self.par_axis is not None
 
     def __del__(self) -> None:  # refcount-driven end of life for on-chip tensors
+        base = getattr(self, "base", None)
+        if base is not None and (self.written or self.alias_written):
+            base.alias_written = (
+                True  # a write through an alias stays a write of its base after the alias died
+            )
         if self.alive and self.machine is not None:
             m = self.machine()
             if m is not None and m.active:
@@ -233,18 +250,29 @@ def describe_storage(buffer: str, name: str, shape: tuple[int, ...], dtype: Any)
 def alias_of(alias: Storage, base: Storage) -> None:
     """Record that ``alias`` (a reshape/reinterpret view with its own Storage) stands for ``base``.
 
-    The alias keeps ``base`` alive and ``base`` lists its aliases, so that a write made through an alias
-    counts as a write of ``base`` (:func:`ever_written`) even after the alias itself went out of scope.
-    The two form a cycle that dies with the last outside reference (aliases share ``base``'s data, so
-    they cost a few hundred bytes each, never a copy).  The list stays short in loops that reshape and
-    write every iteration: once one listed alias was written it is kept as the witness and the other
-    written ones are dropped (only aliases not yet written can still change the answer).
+    The alias keeps ``base`` alive; ``base`` lists its live aliases through weak references only, so the
+    two never form a reference cycle: a run's storages are freed by reference counting when the last
+    outside reference goes, not left for the cyclic collector (whose thresholds count objects, not bytes:
+    nki-library's harness ran out of memory across tests while finished runs' arrays waited in cycles).
+    A write made through an alias counts as a write of ``base`` (:func:`ever_written`) even after the
+    alias went out of scope: a dying alias that was written marks its base (``Storage.__del__``).  Dead
+    references are dropped whenever an alias is added, so the list stays short in loops that reshape
+    every iteration.
     """
     alias.base = base
-    known = base.aliases or []
-    witness = next((a for a in known if ever_written(a)), None)
-    kept = [a for a in known if not ever_written(a)]
-    base.aliases = ([witness] if witness is not None else []) + kept + [alias]
+    live = [r for r in (base.aliases or ()) if r() is not None]
+    live.append(weakref.ref(alias))
+    base.aliases = live
+
+
+def live_aliases(st: Storage) -> list[Storage]:
+    """The reshape/view aliases of ``st`` that are still alive."""
+    out = []
+    for r in st.aliases or ():
+        a = r()
+        if a is not None:
+            out.append(a)
+    return out
 
 
 def make_alias(
@@ -274,6 +302,6 @@ def make_alias(
 
 def ever_written(st: Storage) -> bool:
     """Whether any instruction wrote ``st`` directly or through one of its aliases."""
-    if st.written:
+    if st.written or st.alias_written:
         return True
-    return any(ever_written(a) for a in (st.aliases or ()))
+    return any(ever_written(a) for a in live_aliases(st))

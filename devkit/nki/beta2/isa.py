@@ -41,6 +41,7 @@ from devkit.nki.beta2.constants import (
 from devkit.nki.beta2.views import refuse_snapshot_write as _refuse_snapshot_write
 from devkit.sim import instr as _x
 from devkit.sim import unwritten as _unwritten
+from devkit.sim.storage import live_aliases as _live_aliases
 from devkit.sim.tensor import Tensor
 from devkit.trace import DMA, GPSIMD
 
@@ -187,7 +188,7 @@ def _moved_values(s: _layer.Step) -> Any:
         and _is_whole(dst)
         and st.lazy is None
         and st.base is None
-        and not st.aliases
+        and not _live_aliases(st)
     ):
         # the first write of a fresh tile, all of it: no per-element initialisation bookkeeping (not through
         # a reshape alias or into a tensor that has one: their initialisation state is shared)
