@@ -222,3 +222,31 @@ def simulate_raises(cls, kernel, *args, rule: str | None = None, **kw):
     assert rule is None or e.value.rule == rule, f"{type(e.value).__name__} [{e.value.rule}]: {e.value}"
     assert_blames(e, kernel)
     return e.value
+
+
+def uninit_raises(kernel, *args, marker: str = "# <- blame", observed: str | None = None, lnc: int = 1):
+    """Run ``kernel`` expecting exactly an ``uninitialized-read`` UninitializedReadError blamed on its ``marker``
+    line (and naming the ``observed`` line, given); a Beta-2 ``nki.jit`` kernel through ``nki.simulate`` (as
+    ``kernel[lnc]`` when ``lnc > 1``), a Beta-1 one through ``devkit.simulate``.  Returns the error."""
+    import devkit
+    from devkit.errors import UninitializedReadError
+    from devkit.nki.beta2 import Kernel as Beta2Kernel
+
+    with pytest.raises(UninitializedReadError) as e:
+        if isinstance(kernel, Beta2Kernel):
+            import nki as nki2
+
+            nki2.simulate(kernel[lnc] if lnc > 1 else kernel)(*args)
+        else:
+            devkit.simulate(kernel, *args)
+    err = e.value
+    assert type(err) is UninitializedReadError and err.rule == "uninitialized-read", err
+    assert_blames(e, kernel, marker)
+    if observed is not None:
+        names_observer(err, kernel, observed)
+    return err
+
+
+def names_observer(err, kernel, marker: str) -> None:
+    """The message names the observing line (``marker`` of ``kernel``) besides the blamed origin."""
+    assert f"at {err.filename}:{line_of(kernel, marker)}" in str(err), err

@@ -18,8 +18,7 @@ import nki as nki2
 import nki.isa as nisa2
 import nki.language as nl2
 import numpy as np
-import pytest
-from _nki_support import assert_blames, line_of, simulate_raises
+from _nki_support import names_observer, simulate_raises, uninit_raises
 
 import devkit
 from devkit.errors import UninitializedReadError
@@ -30,19 +29,6 @@ B = np.linspace(0.5, 2, 128 * 32, dtype=np.float32).reshape(128, 32)
 
 def raises_uninit(kernel, *args):
     return simulate_raises(UninitializedReadError, kernel, *args, rule="uninitialized-read")
-
-
-def raises_uninit_b2(kernel, *args, marker: str = "# <- blame"):
-    with pytest.raises(UninitializedReadError) as e:
-        nki2.simulate(kernel)(*args)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel, marker)
-    return e.value
-
-
-def names_observer(err, kernel, marker: str) -> None:
-    """The message names the observing line besides the blamed origin."""
-    assert f"at {err.filename}:{line_of(kernel, marker)}" in str(err), err
 
 
 # ---- Beta 1: element-wise --------------------------------------------------------------------------------------
@@ -228,7 +214,7 @@ def b2_seed_from_garbage(a, seed_written=True):
 
 def test_b2_an_instruction_without_a_rule_observes_the_garbage():
     np.testing.assert_array_equal(nki2.simulate(b2_seed_from_garbage)(A), [[8]])
-    err = raises_uninit_b2(b2_seed_from_garbage, A, False)
+    err = uninit_raises(b2_seed_from_garbage, A, False)
     names_observer(err, b2_seed_from_garbage, "# <- observed")
 
 
@@ -255,7 +241,7 @@ def b2_add_partial(a, b, store_all=False):
 def test_b2_elementwise_dead_garbage_is_legal_and_stored_garbage_blames_the_origin():
     got = nki2.simulate(b2_add_partial)(A, B)
     np.testing.assert_allclose(got, 1.0 / (A[0:96, 0:32] + B[0:96]), rtol=1e-5)
-    err = raises_uninit_b2(b2_add_partial, A, B, True)
+    err = uninit_raises(b2_add_partial, A, B, True)
     names_observer(err, b2_add_partial, "# <- observed")
     assert "reaches HBM" in str(err), err
 
@@ -276,7 +262,7 @@ def b2_reduce_then_store(a, cols=64):
 def test_b2_reduce_over_garbage_into_a_stored_value():
     got = nki2.simulate(b2_reduce_then_store)(A, 48)
     np.testing.assert_allclose(got, np.exp(-A[:, 0:48].max(1, keepdims=True)), rtol=1e-5)
-    raises_uninit_b2(b2_reduce_then_store, A, 64)
+    uninit_raises(b2_reduce_then_store, A, 64)
 
 
 @nki2.jit
@@ -299,8 +285,8 @@ def b2_matmul(a, b, garbage_k=False, store_all=False):
 def test_b2_matmul_unused_output_partitions_and_garbage_contraction():
     got = nki2.simulate(b2_matmul)(A, B)
     np.testing.assert_allclose(got, 2 * (A[:, 0:40].T @ B), rtol=1e-4, atol=1e-4)
-    raises_uninit_b2(b2_matmul, A, B, False, True)  # the garbage partitions 40:64 stored
-    err = raises_uninit_b2(b2_matmul, A, B, True)  # partition 127 of moving feeds every result
+    uninit_raises(b2_matmul, A, B, False, True)  # the garbage partitions 40:64 stored
+    err = uninit_raises(b2_matmul, A, B, True)  # partition 127 of moving feeds every result
     assert "first at view position [0, 0]" in str(err), err
 
 
@@ -325,7 +311,7 @@ def test_b2_garbage_used_as_an_index_is_an_error():
     idx = np.array([[3], [7], [0], [49], [12], [5], [5], [30]] + [[0]] * 8, dtype=np.int32)
     got = nki2.simulate(b2_garbage_index)(table, idx)
     np.testing.assert_array_equal(got, table[idx[0:8, 0]])
-    err = raises_uninit_b2(b2_garbage_index, table, idx, True)
+    err = uninit_raises(b2_garbage_index, table, idx, True)
     names_observer(err, b2_garbage_index, "# <- observed")
 
 
@@ -349,7 +335,7 @@ def b2_predicated(a, b, pick_garbage=False):
 def test_b2_predicated_copy_counts_only_the_chosen_source():
     got = nki2.simulate(b2_predicated)(A, B)
     np.testing.assert_array_equal(got, np.vstack([A[0:64, 0:32], B[64:128]]))
-    raises_uninit_b2(b2_predicated, A, B, True)
+    uninit_raises(b2_predicated, A, B, True)
 
 
 @nki.jit
@@ -396,7 +382,7 @@ def test_b2_accumulator_register_carries_garbage_rows_to_reduce_res():
     got = nki2.simulate(b2_register_carry)(A, B)
     want = np.exp(A[0:96, 0:32]).sum(1, keepdims=True) + np.exp(B[0:96]).sum(1, keepdims=True)
     np.testing.assert_allclose(got, want, rtol=1e-5)
-    err = raises_uninit_b2(b2_register_carry, A, B, 128)
+    err = uninit_raises(b2_register_carry, A, B, 128)
     assert "position [96, 0]" in str(err), err
 
 
@@ -461,7 +447,7 @@ def test_b2_affine_select_counts_only_the_chosen_source():
     got = nki2.simulate(b2_causal_select)(A)
     want = np.where(np.tril(np.ones((32, 32), bool)), A[0:32, 0:32], -np.inf)
     np.testing.assert_array_equal(got, want)
-    raises_uninit_b2(b2_causal_select, A, True)
+    uninit_raises(b2_causal_select, A, True)
 
 
 @nki.jit
@@ -512,6 +498,6 @@ def test_b2_a_register_holding_garbage_rows_flows_into_a_scan_that_keeps_it():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     got = nki2.simulate(b2_register_then_cumulative)(A, B, True)  # reset: the garbage rows are not read
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
-    err = raises_uninit_b2(b2_register_then_cumulative, A, B, True, True)
+    err = uninit_raises(b2_register_then_cumulative, A, B, True, True)
     names_observer(err, b2_register_then_cumulative, "# <- observed")
     assert "1024 element(s)" in str(err) and "position [96, 0]" in str(err), err  # rows 96:128, every column

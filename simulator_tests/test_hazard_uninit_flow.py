@@ -18,7 +18,7 @@ import nki.isa as nisa2
 import nki.language as nl2
 import numpy as np
 import pytest
-from _nki_support import assert_blames, line_of, simulate_raises
+from _nki_support import assert_blames, line_of, simulate_raises, uninit_raises
 
 import devkit
 from devkit.errors import UninitializedReadError
@@ -28,14 +28,6 @@ A = np.linspace(-1, 1, 128 * 64, dtype=np.float32).reshape(128, 64)
 
 def raises_uninit(kernel, *args):
     return simulate_raises(UninitializedReadError, kernel, *args, rule="uninitialized-read")
-
-
-def raises_uninit_b2(kernel, *args, lnc: int = 1):
-    with pytest.raises(UninitializedReadError) as e:
-        nki2.simulate(kernel[lnc] if lnc > 1 else kernel)(*args)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel)
-    return e.value
 
 
 # ---- Beta 1: a transpose of a partly written tile --------------------------------------------------------
@@ -231,7 +223,7 @@ def test_sendrecv_carries_written_state_to_the_peer():
     # computing on the received garbage row is legal while its result stays unused (dead garbage)
     np.testing.assert_array_equal(nki2.simulate(exchange_odd_rows[2])(a, True), a)
     # storing that result is the error, blamed on the computation that first consumed the garbage
-    err = raises_uninit_b2(exchange_odd_rows, a, True, True, lnc=2)
+    err = uninit_raises(exchange_odd_rows, a, True, True, lnc=2)
     want = line_of(exchange_odd_rows, "# <- garbage stored")
     assert f"computed at line {err.lineno}" in str(err) and f"reaches HBM at {err.filename}:{want}" in str(
         err
@@ -296,7 +288,7 @@ def test_find_nonzero_pattern_with_scattered_columns():
     # 0, 16, ..., which hold data (dead garbage)
     got = nki2.simulate(nonzero_of_scattered_columns)(a, 8, True)
     np.testing.assert_array_equal(got, _nonzero_reference(a + 1.0, 8))
-    raises_uninit_b2(nonzero_of_scattered_columns, a, 8, True, True)  # a garbage result stored
+    uninit_raises(nonzero_of_scattered_columns, a, 8, True, True)  # a garbage result stored
 
 
 @nki2.jit
@@ -323,7 +315,7 @@ def test_nonzero_results_of_never_written_partitions_are_never_written():
     np.testing.assert_array_equal(
         nki2.simulate(nonzero_result_of_garbage_stored)(a), _nonzero_reference(a, 4)
     )
-    raises_uninit_b2(nonzero_result_of_garbage_stored, a, 5)
+    uninit_raises(nonzero_result_of_garbage_stored, a, 5)
 
 
 # ---- Beta 2: SBUF-to-SBUF DMA copy -------------------------------------------------------------------------
@@ -346,7 +338,7 @@ def dma_partial_tile(a, store_all=False):
 
 def test_dma_copy_between_sbuf_tiles_flows_and_the_output_store_is_checked():
     np.testing.assert_array_equal(nki2.simulate(dma_partial_tile)(A), A)
-    err = raises_uninit_b2(dma_partial_tile, A, True)
+    err = uninit_raises(dma_partial_tile, A, True)
     assert "4096 element(s)" in str(err)
 
 
@@ -385,5 +377,5 @@ def test_local_gather_moves_written_state_and_checks_its_indices():
         nki2.simulate(gather_token_affinities)(aff, idx, True)
     assert_blames(e, gather_token_affinities, "# <- garbage stored")
     # indices are addresses: cores 1..7 reading never-written indices is an error at the gather
-    err = raises_uninit_b2(gather_token_affinities, aff, idx, False, False)
+    err = uninit_raises(gather_token_affinities, aff, idx, False, False)
     assert "1792 element(s)" in str(err) and "[16, 0]" in str(err), err  # index rows 16:128, 16 each

@@ -24,8 +24,7 @@ import nki as nki2
 import nki.isa as nisa2
 import nki.language as nl2
 import numpy as np
-import pytest
-from _nki_support import assert_blames, line_of, simulate_raises
+from _nki_support import names_observer, simulate_raises, uninit_raises
 
 import devkit
 from devkit.errors import UninitializedReadError
@@ -33,18 +32,6 @@ from devkit.errors import UninitializedReadError
 N_EXPERTS = 4
 WEIGHTS = np.arange(N_EXPERTS * 4 * 16, dtype=np.float32).reshape(N_EXPERTS, 4, 16)
 BLOCK_EXPERT = np.array([[0, 0, 1, 2, 2, 3, 3, 3]], dtype=np.int32)
-
-
-def raises_b2(kernel, *args, marker: str = "# <- blame"):
-    with pytest.raises(UninitializedReadError) as e:
-        nki2.simulate(kernel)(*args)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel, marker)
-    return e.value
-
-
-def names_observer(err, kernel, marker: str) -> None:
-    assert f"at {err.filename}:{line_of(kernel, marker)}" in str(err), err
 
 
 # ---- NKI 0.x: the moe_cte shape -------------------------------------------------------------------------------
@@ -87,7 +74,7 @@ def test_b2_never_written_scratch_flag_only_for_a_block_not_processed():
 
 
 def test_b2_never_written_scratch_flag_deciding_an_offset_is_an_error():
-    err = raises_b2(b2_skip_flags, BLOCK_EXPERT, WEIGHTS, 8)
+    err = uninit_raises(b2_skip_flags, BLOCK_EXPERT, WEIGHTS, 8)
     assert "private_hbm tensor [1, 8] uint8" in str(err), err  # the scratch the flag came from
     names_observer(err, b2_skip_flags, "# <- observed")
 
@@ -121,7 +108,7 @@ def test_b2_never_written_predicate_between_equal_values_decides_nothing():
 
 
 def test_b2_never_written_predicate_between_different_values_is_observed():
-    err = raises_b2(b2_skip_flags_stored, BLOCK_EXPERT, 9)
+    err = uninit_raises(b2_skip_flags_stored, BLOCK_EXPERT, 9)
     assert "1 element(s)" in str(err) and "position [0, 7]" in str(err), err
     names_observer(err, b2_skip_flags_stored, "# <- observed")
 
@@ -154,10 +141,10 @@ def b2_never_written_scratch(a):
 def test_b2_loaded_scratch_garbage_computed_on_and_stored():
     a = np.linspace(-1, 1, 128 * 32, dtype=np.float32).reshape(128, 32)
     np.testing.assert_array_equal(nki2.simulate(b2_partly_written_scratch)(a, 64), 2 * a[0:64])
-    err = raises_b2(b2_partly_written_scratch, a, 128)
+    err = uninit_raises(b2_partly_written_scratch, a, 128)
     assert "reaches HBM" in str(err), err
     names_observer(err, b2_partly_written_scratch, "# <- observed")
-    err = raises_b2(b2_never_written_scratch, a)
+    err = uninit_raises(b2_never_written_scratch, a)
     assert "private_hbm tensor [128, 32]" in str(err), err
 
 

@@ -20,21 +20,9 @@ import nki as nki2
 import nki.isa as nisa2
 import nki.language as nl2
 import numpy as np
-import pytest
-from _nki_support import assert_blames, line_of
-
-import devkit
-from devkit.errors import UninitializedReadError
+from _nki_support import line_of, uninit_raises
 
 A = np.linspace(-1, 1, 128 * 32, dtype=np.float32).reshape(128, 32)
-
-
-def raises(run, kernel, marker: str = "# <- blame") -> UninitializedReadError:
-    with pytest.raises(UninitializedReadError) as e:
-        run()
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel, marker)
-    return e.value
 
 
 # ---- one program: copy everything, then overwrite the never-written rows --------------------------------------
@@ -60,7 +48,7 @@ def test_never_written_rows_overwritten_before_the_end_are_legal():
 
 
 def test_never_written_rows_left_in_the_output_blame_the_copy():
-    err = raises(lambda: nki2.simulate(copy_then_patch)(A, False), copy_then_patch)
+    err = uninit_raises(copy_then_patch, A, False)
     assert "32 element(s)" not in str(err) and "1024 element(s)" in str(err), err  # rows 96:128 x 32
     assert "still there when the kernel ends" in str(err), err
 
@@ -80,7 +68,7 @@ def store_then_patch(a, patch):
 def test_nl_store_of_a_partly_written_tile_then_patched():
     got = nki2.simulate(store_then_patch)(A, True)
     np.testing.assert_array_equal(got, np.concatenate([A[0:64], np.zeros((64, 32), np.float32)]))
-    raises(lambda: nki2.simulate(store_then_patch)(A, False), store_then_patch)
+    uninit_raises(store_then_patch, A, False)
 
 
 # ---- computed garbage: blamed on its computation ----------------------------------------------------------------
@@ -102,7 +90,7 @@ def computed_then_patch(a, patch):
 def test_computed_garbage_overwritten_is_legal_and_left_blames_its_computation():
     got = nki2.simulate(computed_then_patch)(A, True)
     np.testing.assert_array_equal(got, np.concatenate([2 * A[0:96], A[96:]]))
-    err = raises(lambda: nki2.simulate(computed_then_patch)(A, False), computed_then_patch)
+    err = uninit_raises(computed_then_patch, A, False)
     assert f"reaches HBM at {err.filename}:{line_of(computed_then_patch, '# <- stored')}" in str(err), err
 
 
@@ -152,9 +140,7 @@ def test_lnc2_the_same_program_patches_its_output():
 
 
 def test_lnc2_another_programs_write_over_the_garbage_is_an_error():
-    err = raises(
-        lambda: nki2.simulate(program_zero_copies_and_patches[2])(A, 1), program_zero_copies_and_patches
-    )
+    err = uninit_raises(program_zero_copies_and_patches, A, 1, lnc=2)
     want = line_of(program_zero_copies_and_patches, "# <- other program")
     assert f"overwritten by program [1] at {err.filename}:{want}" in str(err), err
 
@@ -173,4 +159,4 @@ def b1_store_then_patch(a):
 
 
 def test_beta1_store_of_never_written_data_is_an_error_at_the_store():
-    raises(lambda: devkit.simulate(b1_store_then_patch, A), b1_store_then_patch)
+    uninit_raises(b1_store_then_patch, A)

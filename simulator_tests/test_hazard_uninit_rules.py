@@ -19,7 +19,7 @@ import nki.isa as nisa2
 import nki.language as nl2
 import numpy as np
 import pytest
-from _nki_support import assert_blames, line_of
+from _nki_support import assert_blames, uninit_raises
 
 import devkit
 from devkit.errors import UninitializedReadError
@@ -28,22 +28,9 @@ RNG = np.random.default_rng(5)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 
-def raises_b2(kernel, *args):
-    with pytest.raises(UninitializedReadError) as e:
-        nki2.simulate(kernel)(*args)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel)
-    assert f"at {e.value.filename}:{line_of(kernel, '# <- observed')}" in str(e.value), e.value
-    return e.value
-
-
-def raises_b1(kernel, *args):
-    with pytest.raises(UninitializedReadError) as e:
-        devkit.simulate(kernel, *args)
-    assert type(e.value) is UninitializedReadError and e.value.rule == "uninitialized-read", e.value
-    assert_blames(e, kernel)
-    assert f"at {e.value.filename}:{line_of(kernel, '# <- observed')}" in str(e.value), e.value
-    return e.value
+def raises(kernel, *args):
+    """The error of ``kernel`` (either generation), blamed on ``# <- blame``, naming ``# <- observed``."""
+    return uninit_raises(kernel, *args, observed="# <- observed")
 
 
 @pytest.fixture
@@ -70,7 +57,7 @@ def test_b2_max8_of_never_written_partitions():
     a = RNG.standard_normal((16, 32)).astype(np.float32)
     got = nki2.simulate(b2_max8)(a, 8)
     np.testing.assert_array_equal(got, -np.sort(-a[0:8], axis=1)[:, :8])
-    err = raises_b2(b2_max8, a, 16)
+    err = raises(b2_max8, a, 16)
     assert "64 element(s)" in str(err) and "position [8, 0]" in str(err), err
 
 
@@ -87,7 +74,7 @@ def b1_max8(a, store_rows):
 def test_b1_max8_of_never_written_partitions():
     a = RNG.standard_normal((16, 32)).astype(np.float32)
     np.testing.assert_array_equal(devkit.simulate(b1_max8, a, 8), -np.sort(-a[0:8], axis=1)[:, :8])
-    raises_b1(b1_max8, a, 16)
+    raises(b1_max8, a, 16)
 
 
 @nki2.jit
@@ -110,7 +97,7 @@ def test_b2_match_replace8_second_output_follows_the_rows():
     v = np.tile(np.arange(8, dtype=np.float32)[::-1], (8, 1))
     got = nki2.simulate(b2_replace8)(a, v, 4)
     np.testing.assert_array_equal(got, np.tile(np.arange(8)[::-1], (4, 1)))
-    raises_b2(b2_replace8, a, v, 8)
+    raises(b2_replace8, a, v, 8)
 
 
 # ---- topk: a 16-partition group's results from the group's active elements -------------------------------------
@@ -135,7 +122,7 @@ def test_b2_topk_group_with_a_never_written_element(gen4):
     got = nki2.simulate(b2_topk)(a, 16)
     snake = a[0:16].astype(np.float32).T.reshape(-1)
     np.testing.assert_array_equal(got[0], np.argsort(-snake, kind="stable")[:8][::-1])
-    err = raises_b2(b2_topk, a, 32)
+    err = raises(b2_topk, a, 32)
     assert "128 element(s)" in str(err) and "position [16, 0]" in str(err), err
 
 
@@ -159,7 +146,7 @@ def test_b2_dma_compute_of_a_partly_written_source():
     a = RNG.standard_normal((128, 16)).astype(np.float32)
     b = RNG.standard_normal((128, 16)).astype(np.float32)
     np.testing.assert_allclose(nki2.simulate(b2_dma_compute)(a, b, 64), a[0:64] + b[0:64], rtol=1e-6)
-    err = raises_b2(b2_dma_compute, a, b, 128)
+    err = raises(b2_dma_compute, a, b, 128)
     assert "1024 element(s)" in str(err), err
 
 
@@ -187,7 +174,7 @@ def test_b2_n_gather_carries_the_gathered_elements_state():
     got = nki2.simulate(b2_n_gather)(a, idx)
     np.testing.assert_array_equal(got, np.take_along_axis(a, idx.astype(np.int64), axis=1))
     idx[3, 2] = 33  # one gathered element never written
-    err = raises_b2(b2_n_gather, a, idx)
+    err = raises(b2_n_gather, a, idx)
     assert "1 element(s)" in str(err) and "position [3, 2]" in str(err), err
 
 
@@ -255,7 +242,7 @@ def test_b2_select_reduce_with_a_never_written_predicate():
     got = nki2.simulate(b2_select_reduce)(pred, a, b)
     np.testing.assert_array_equal(got[:, 0], np.where(pred != 0, a, -5.0).max(axis=1))
     a[6, 3] = 1.0
-    err = raises_b2(b2_select_reduce, pred, a, b)
+    err = raises(b2_select_reduce, pred, a, b)
     assert "1 element(s)" in str(err) and "position [6, 0]" in str(err), err
 
 
@@ -283,7 +270,7 @@ def test_b2_range_select_with_a_never_written_bound(monkeypatch):
     got = nki2.simulate(b2_range_select)(a, lo, hi, 6)
     j = np.arange(32)[None, :]
     np.testing.assert_array_equal(got, np.where((j >= lo) & (j < hi), a, np.float32(-1e9))[0:6])
-    err = raises_b2(b2_range_select, a, lo, hi, 8)
+    err = raises(b2_range_select, a, lo, hi, 8)
     assert "position [6, 0]" in str(err), err
 
 
@@ -304,7 +291,7 @@ def test_b2_exponential_running_sum_of_never_written_partitions(gen4):
     a = RNG.standard_normal((16, 24)).astype(np.float32)
     got = nki2.simulate(b2_exponential)(a, 12)
     np.testing.assert_allclose(got[:, 0], np.exp(a[0:12]).sum(axis=1), rtol=1e-5)
-    err = raises_b2(b2_exponential, a, 16)
+    err = raises(b2_exponential, a, 16)
     assert "4 element(s)" in str(err) and "position [12, 0]" in str(err), err
 
 
@@ -343,7 +330,7 @@ def test_b2_mx_garbage_groups_reach_the_outputs_they_contract_into():
     full = nki2.simulate(b2_quantize_then_matmul)(x, w, 16, 4)  # everything written
     got = nki2.simulate(b2_quantize_then_matmul)(x, w, 8, 2)  # packed columns 2:4 garbage, rows 0:2 stored
     np.testing.assert_array_equal(got, full[0:2])
-    err = raises_b2(b2_quantize_then_matmul, x, w, 8, 4)
+    err = raises(b2_quantize_then_matmul, x, w, 8, 4)
     assert "8 element(s)" in str(err) and "position [2, 0]" in str(err), err
 
 
@@ -364,5 +351,5 @@ def test_b1_gather_flattened_carries_the_gathered_elements_state():
     got = devkit.simulate(b1_gather_flattened, a, idx)
     np.testing.assert_array_equal(got, np.take_along_axis(a, idx.astype(np.int64), axis=1))
     idx[2, 1] = 17
-    err = raises_b1(b1_gather_flattened, a, idx)
+    err = raises(b1_gather_flattened, a, idx)
     assert "1 element(s)" in str(err) and "position [2, 1]" in str(err), err
