@@ -229,9 +229,8 @@ class Storage:
     def __del__(self) -> None:  # refcount-driven end of life for on-chip tensors
         base = getattr(self, "base", None)
         if base is not None and (self.written or self.alias_written):
-            base.alias_written = (
-                True  # a write through an alias stays a write of its base after the alias died
-            )
+            # a write through an alias stays a write of its base after the alias died
+            base.alias_written = True
         if self.alive and self.machine is not None:
             m = self.machine()
             if m is not None and m.active:
