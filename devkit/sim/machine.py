@@ -40,6 +40,7 @@ from devkit.sim.replay import MIN_ITERATIONS, LoopRecorder, plan, replay
 from devkit.sim.storage import HBM_BUFFERS, Storage
 from devkit.sim.tensor import Tensor
 from devkit.sim.tracelocals import LocalsGuard
+from devkit.sim.unwritten import note_overwrites
 from devkit.trace import Access, Instr, MemoryStats, NullSink, TraceSink
 
 _current = threading.local()
@@ -126,9 +127,9 @@ class Machine:
         # an NKI 0.x (Beta 2) kernel runs: its rules apply, e.g. fresh integer memory reads as 4 (set by
         # devkit.nki.beta2.language)
         self.nki_beta2 = False
-        # NKI 0.x: HBM storages that received never-written data, with what they received
+        # NKI 0.x: HBM storages (by id) that received never-written data, with what they received
         # (devkit.sim.unwritten.StoredGarbage; checked when the kernel ends)
-        self.stored_garbage: dict[int, list] = {}
+        self.stored_garbage: dict[int, Any] = {}
         # (storage, box, reduce class) of the `dst op= value` being executed: its read and write of dst
         # are one commutative update (races.py lets affine_range iterations reduce into one location)
         self.reducing: tuple | None = None
@@ -632,8 +633,6 @@ class Machine:
             self.flush()
         p = Pending(engine, opcode, ins, outs, flops, attrs, loc or user_location())
         if self.stored_garbage:  # NKI 0.x: never-written data another program wrote into HBM
-            from devkit.sim.unwritten import note_overwrites
-
             note_overwrites(self, outs, p.loc)
         self.pending = p
         return p

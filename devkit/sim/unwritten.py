@@ -210,40 +210,65 @@ def passes_through_hbm(st: Storage) -> bool:
     return m is not None and m.nki_beta2
 
 
-class StoredGarbage:
-    """Never-written data written into an HBM storage: at which storage elements (``positions``), at which
-    kernel line (``at``), the computation that produced it (``taint``, or None for data that was only moved) and
-    where it came from (``source``, for the message)."""
+class GarbageWrite:
+    """One write of never-written data into HBM: the view written (``view``) and its positions that received such
+    data (``g``, the view's shape: no larger than the write), the kernel line (``at``), the computation that produced
+    the data (``taint``, or None for data that was only moved), where it came from (``source``, for the message) and
+    the LNC program that wrote it (``program``, ``Machine.program_ids``)."""
 
-    __slots__ = ("at", "crossed", "positions", "program", "source", "taint")
+    __slots__ = ("at", "g", "program", "source", "taint", "view")
 
     def __init__(
-        self, positions: np.ndarray, at: tuple[str, int], taint: Taint | None, source: str, program: object
+        self,
+        view: Tensor,
+        g: np.ndarray,
+        at: tuple[str, int],
+        taint: Taint | None,
+        source: str,
+        program: object,
     ) -> None:
-        self.positions = positions
+        self.view = view
+        self.g = g
         self.at = at
         self.taint = taint
         self.source = source
-        self.program = program  # the LNC program that wrote it (Machine.program_ids)
-        # (kernel line, program) of the first write by another program over these positions, or None
-        self.crossed: tuple[tuple[str, int], object] | None = None
+        self.program = program
+
+    def positions(self) -> np.ndarray:
+        """The storage elements it wrote never-written data to (storage-shaped; built on demand)."""
+        return self.view.storage_positions(self.g)
+
+
+class StoredGarbage:
+    """The never-written data written into one HBM storage: per LNC program, every storage element such a write
+    reached (``by_program``, one mask per program however many writes), the writes in order (``writes``), and per
+    program the first write of *another* program over them (``crossed``: kernel line, that program, the elements)."""
+
+    __slots__ = ("by_program", "crossed", "st", "writes")
+
+    def __init__(self, st: Storage) -> None:
+        self.st = st
+        self.by_program: dict[object, np.ndarray] = {}
+        self.writes: list[GarbageWrite] = []
+        self.crossed: dict[object, tuple[tuple[str, int], object, np.ndarray]] = {}
 
 
 def note_overwrites(m: Any, outs: list[Tensor], loc: tuple[str, int]) -> None:
     """An instruction of the current program writes ``outs``: note which stored never-written data another
     program's write covers (which write lands last is not defined then; :func:`check_outputs`)."""
     for t in outs:
-        entries = m.stored_garbage.get(t.st.id)
-        if not entries:
+        rec = m.stored_garbage.get(t.st.id)
+        if rec is None:
             continue
         covered = None
-        for e in entries[1:]:
-            if e.crossed is not None or e.program == m.program_ids:
+        for prog, mask in rec.by_program.items():
+            if prog == m.program_ids or prog in rec.crossed:
                 continue
             if covered is None:
                 covered = t.storage_positions(np.ones(t.shape, dtype=bool))
-            if (e.positions & covered).any():
-                e.crossed = (loc, m.program_ids)
+            hit = mask & covered
+            if hit.any():
+                rec.crossed[prog] = (loc, m.program_ids, hit)
 
 
 def _stored(dst: Tensor, g: np.ndarray, taint: Taint | None, source: str) -> None:
@@ -252,27 +277,37 @@ def _stored(dst: Tensor, g: np.ndarray, taint: Taint | None, source: str) -> Non
     m = st.machine() if st.machine is not None else None
     if m is None:
         return
-    entry = StoredGarbage(dst.storage_positions(g), user_location(), taint, source, m.program_ids)
-    m.stored_garbage.setdefault(st.id, [st]).append(entry)
+    rec = m.stored_garbage.get(st.id)
+    if rec is None:
+        rec = m.stored_garbage[st.id] = StoredGarbage(st)
+    prog = m.program_ids
+    write = GarbageWrite(dst, np.array(g, dtype=bool), user_location(), taint, source, prog)
+    rec.writes.append(write)
+    mask = rec.by_program.get(prog)
+    if mask is None:
+        rec.by_program[prog] = write.positions()
+    else:
+        mask |= write.positions()
 
 
-def check_outputs(m: object) -> None:
+def check_outputs(m: Any) -> None:
     """At the end of an NKI 0.x kernel: raise when a tensor the host sees (``shared_hbm``, or a kernel argument)
-    still holds never-written data that a movement or computation wrote there (the first such write is blamed:
-    the computation that produced the data, else the writing line).  Scratch in ``nl.hbm``/``private_hbm`` is
-    not seen by the host; elements overwritten since hold written data."""
-    stored: dict[int, list] = getattr(m, "stored_garbage", {})
-    for entries in stored.values():
-        st: Storage = entries[0]
+    still holds never-written data that a movement or computation wrote there, or another program's write covered
+    it (the first such write is blamed: the computation that produced the data, else the writing line).  Scratch in
+    ``nl.hbm``/``private_hbm`` is not seen by the host; elements overwritten since hold written data."""
+    for rec in m.stored_garbage.values():
+        st: Storage = rec.st
         if not (st.buffer == "shared_hbm" or st.is_input):
             continue
-        for e in entries[1:]:
-            left = e.positions & st.uninit if st.uninit is not None else None
+        for w in rec.writes:
+            pos_w = w.positions()
+            left = pos_w & st.uninit if st.uninit is not None else None
+            crossed = rec.crossed.get(w.program)
             if left is not None and left.any():
                 why = "still there when the kernel ends"
-            elif e.crossed is not None:
-                (cfn, cln), other = e.crossed
-                left = e.positions
+            elif crossed is not None and (pos_w & crossed[2]).any():
+                (cfn, cln), other, hit = crossed
+                left = pos_w & hit
                 why = (
                     f"overwritten by program {list(other)} at {cfn}:{cln}, a write of another program whose order "
                     "against this one is not defined"
@@ -281,16 +316,16 @@ def check_outputs(m: object) -> None:
                 continue
             n = int(np.count_nonzero(left))
             pos = [int(i[0]) for i in np.nonzero(left)]
-            fn, ln = e.at
-            if e.taint is not None:
-                raise e.taint.observed(
+            fn, ln = w.at
+            if w.taint is not None:
+                raise w.taint.observed(
                     f"{n} element(s)",
                     f"first at position {list(pos)} of {st.describe()}, {why}",
                     "reaches HBM",
-                    e.at,
+                    w.at,
                 )
             raise UninitializedReadError(
-                f"{n} element(s) of {st.describe()} written at line {ln} from never-written data{e.source}, first "
+                f"{n} element(s) of {st.describe()} written at line {ln} from never-written data{w.source}, first "
                 f"at position {pos}, {why} (the tensor is an output): never-written data may pass through HBM "
                 "but must not reach an output -- write those elements first, or store only the written part",
                 filename=fn,
